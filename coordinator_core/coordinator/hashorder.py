@@ -1,0 +1,200 @@
+"""Iteration order of the hash maps Kafka keeps members and votes in (spec §2.5).
+
+The order of the members map decides the member order inside GroupMetadata records, the member list
+sent to the leader, the next leader after the leader leaves, and the leader elected when the old one
+did not rejoin. Two emulations:
+
+* `JavaHashMap` - java.util.HashMap<String, V> (Java coordinator): table of 16 buckets that doubles
+  right after an insertion makes size > 0.75 * capacity, bucket = spread(hashCode) & (capacity - 1),
+  insertion order inside a bucket (kept across resizes and removals). Tree bins (a bucket of 9+ keys
+  with capacity >= 64) are not emulated; the spec notes they practically never occur.
+* `ScalaHashMap` - scala.collection.mutable.HashMap of Scala 2.13 (Scala coordinator): same bucket
+  function, chains sorted by the improved hash (signed ascending, a new key after equal hashes), and
+  the table doubles *before* an insertion when size + 1 >= 0.75 * capacity. Taken from the library
+  source (spec §12: not run against a Scala broker).
+
+`champ_order` gives the iteration order of a Scala 2.13 immutable.HashMap (CHAMP trie), which decides
+ties in the Scala coordinator's protocol vote (`groupBy(identity).maxBy`). Also from the library
+source only (Hashing.improve, payload-before-subnode iteration); spec §12 marks S tie order unverified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Generic, TypeVar
+
+from coordinator_core.jhash import java_string_hashcode, spread
+
+V = TypeVar("V")
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _signed(u: int) -> int:
+    u &= _MASK32
+    return u - (1 << 32) if u >= (1 << 31) else u
+
+
+class _OrderedHashMap(Generic[V]):
+    """Common part: values in a dict, order in buckets of keys."""
+
+    __slots__ = ("_buckets", "_capacity", "_values")
+
+    def __init__(self, capacity: int = 16) -> None:
+        self._capacity = capacity
+        self._buckets: list[list[str]] = [[] for _ in range(capacity)]
+        self._values: dict[str, V] = {}
+
+    def _index(self, key: str) -> int:
+        return spread(java_string_hashcode(key)) & (self._capacity - 1)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, key: str) -> V:
+        return self._values[key]
+
+    def get(self, key: str, default: V | None = None) -> V | None:
+        return self._values.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def keys(self) -> list[str]:
+        """The keys in the emulated iteration order."""
+        return [k for bucket in self._buckets for k in bucket]
+
+    def values(self) -> list[V]:
+        return [self._values[k] for k in self.keys()]
+
+    def items(self) -> list[tuple[str, V]]:
+        return [(k, self._values[k]) for k in self.keys()]
+
+    def first_key(self) -> str | None:
+        for bucket in self._buckets:
+            if bucket:
+                return bucket[0]
+        return None
+
+    def pop(self, key: str) -> V | None:
+        if key not in self._values:
+            return None
+        self._buckets[self._index(key)].remove(key)
+        return self._values.pop(key)
+
+    def put(self, key: str, value: V) -> None:
+        raise NotImplementedError
+
+
+class JavaHashMap(_OrderedHashMap[V]):
+    """Follows java.util.HashMap (put/remove/iteration order, without tree bins)."""
+
+    __slots__ = ()
+
+    def put(self, key: str, value: V) -> None:
+        if key in self._values:
+            self._values[key] = value
+            return
+        self._buckets[self._index(key)].append(key)
+        self._values[key] = value
+        if len(self._values) > self._capacity * 3 // 4:
+            self._resize(self._capacity * 2)
+
+    def _resize(self, capacity: int) -> None:
+        old = self._buckets
+        self._capacity = capacity
+        self._buckets = [[] for _ in range(capacity)]
+        for bucket in old:
+            for key in bucket:
+                self._buckets[self._index(key)].append(key)
+
+
+class ScalaHashMap(_OrderedHashMap[V]):
+    """Follows scala.collection.mutable.HashMap of Scala 2.13 (put/remove/iteration order)."""
+
+    __slots__ = ()
+
+    def put(self, key: str, value: V) -> None:
+        if key in self._values:
+            self._values[key] = value
+            return
+        if len(self._values) + 1 >= int(self._capacity * 0.75):
+            self._grow(self._capacity * 2)
+        self._insert_sorted(key)
+        self._values[key] = value
+
+    def _insert_sorted(self, key: str) -> None:
+        h = spread(java_string_hashcode(key))
+        bucket = self._buckets[h & (self._capacity - 1)]
+        pos = len(bucket)
+        for i, other in enumerate(bucket):
+            if spread(java_string_hashcode(other)) > h:
+                pos = i
+                break
+        bucket.insert(pos, key)
+
+    def _grow(self, capacity: int) -> None:
+        old = self._buckets
+        self._capacity = capacity
+        self._buckets = [[] for _ in range(capacity)]
+        for bucket in old:
+            for key in bucket:
+                self._buckets[self._index(key)].append(key)
+
+
+def java_hashmap_order(keys: Iterable[str], *, capacity: int = 16) -> list[str]:
+    """The iteration order of a fresh java.util.HashMap after putting `keys` in order (duplicates kept once)."""
+    m: JavaHashMap[None] = JavaHashMap(capacity)
+    for k in keys:
+        m.put(k, None)
+    return m.keys()
+
+
+def java_hashset_copy_order(keys: Iterable[str]) -> list[str]:
+    """Iteration order of `new HashSet<>(collection)`: capacity max(size/.75 + 1, 16) rounded to a power of 2."""
+    items = list(keys)
+    wanted = max(int(len(items) / 0.75) + 1, 16)
+    capacity = 1
+    while capacity < wanted:
+        capacity *= 2
+    return java_hashmap_order(items, capacity=capacity)
+
+
+def scala_improve(h: int) -> int:
+    """Follows scala.collection.Hashing#improve (the CHAMP hash mixer), as a signed int32."""
+    h = _signed(h + ~(h << 9))
+    h = _signed(h ^ ((h & _MASK32) >> 14))
+    h = _signed(h + (h << 4))
+    return _signed(h ^ ((h & _MASK32) >> 10))
+
+
+def champ_order(keys: Iterable[str]) -> list[str]:
+    """Iteration order of a Scala 2.13 immutable.HashMap holding `keys` (distinct strings).
+
+    A CHAMP node keeps the keys alone in their 5-bit slot as payload (iterated first, by slot) and
+    pushes slots shared by several keys down to a sub-node (iterated afterwards, by slot, recursively).
+    Keys with the same full 32-bit hash stay in insertion order (collision node).
+    """
+    distinct = list(dict.fromkeys(keys))
+    hashed = [(k, scala_improve(java_string_hashcode(k)) & _MASK32) for k in distinct]
+
+    def walk(entries: list[tuple[str, int]], shift: int) -> list[str]:
+        if shift >= 32:
+            return [k for k, _ in entries]
+        slots: dict[int, list[tuple[str, int]]] = {}
+        for k, h in entries:
+            slots.setdefault((h >> shift) & 31, []).append((k, h))
+        payload = [group[0][0] for _slot, group in sorted(slots.items()) if len(group) == 1]
+        nodes: list[str] = []
+        for _slot, group in sorted(slots.items()):
+            if len(group) > 1:
+                if len({h for _, h in group}) == 1:
+                    nodes.extend(k for k, _ in group)
+                else:
+                    nodes.extend(walk(group, shift + 5))
+        return payload + nodes
+
+    return walk(hashed, 0)

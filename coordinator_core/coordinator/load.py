@@ -1,0 +1,119 @@
+"""The load path (spec §6.3): replay of `__consumer_offsets` records, load completion, unloading.
+
+Transactional offset commits (TxnOffsetCommit, control batches) are not modelled: every offset record
+is taken as a plain, committed one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator_core.protocol import Errors, JoinGroupResponse, SyncGroupResponse
+from coordinator_core.records import ControlRecordKey, GroupMetadataKey, OffsetCommitKey
+
+from .expiration import schedule_expiration
+from .group import ClassicGroup, Member
+from .rebalance import prepare_rebalance, reschedule_heartbeat
+from .runtime import CoordinatorStatus, OffsetAndMetadata
+from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+
+if TYPE_CHECKING:
+    from coordinator_core.records import CoordinatorRecord
+
+    from .runtime import Shard
+
+
+def replay(shard: Shard, record: CoordinatorRecord, now_ms: int | None) -> None:
+    """Follows GroupCoordinatorShard#replay -> GroupMetadataManager#replay / OffsetMetadataManager#replay
+    (and S's GroupMetadataManager#doLoadGroupsAndOffsets for one record)."""
+    key = record.key
+    if isinstance(key, OffsetCommitKey):
+        _replay_offset(shard, key, record.value, now_ms)
+    elif isinstance(key, GroupMetadataKey):
+        _replay_group(shard, key.group, record.value, now_ms)
+    elif isinstance(key, ControlRecordKey):
+        shard.control_records_skipped += 1  # transaction markers: TxnOffsetCommit is not modelled
+    else:
+        shard.unknown_records_skipped += 1
+        shard.logs.unknown_record(record)
+
+
+def _replay_offset(shard: Shard, key: OffsetCommitKey, value: object, now_ms: int | None) -> None:
+    if value is None:
+        shard.offsets.get(key.group, {}).pop((key.topic, key.partition), None)
+        return
+    if key.group not in shard.groups:
+        shard.groups[key.group] = ClassicGroup.create(key.group, shard, now_ms=now_ms)
+    v = value
+    expire = v.expire_timestamp if v.expire_timestamp != -1 else None  # type: ignore[attr-defined]
+    shard.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = OffsetAndMetadata(
+        committed_offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,  # type: ignore[attr-defined]
+        commit_timestamp_ms=v.commit_timestamp, expire_timestamp_ms=expire)  # type: ignore[attr-defined]
+
+
+def _replay_group(shard: Shard, group_id: str, value: object, now_ms: int | None) -> None:
+    if value is None:
+        shard.groups.pop(group_id, None)
+        return
+    v = value
+    members = []
+    for m in v.members:  # type: ignore[attr-defined]
+        rebalance_timeout = m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout
+        members.append(Member(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+            client_host=m.client_host, rebalance_timeout_ms=rebalance_timeout, session_timeout_ms=m.session_timeout,
+            protocol_type=v.protocol_type, supported_protocols=((v.protocol, m.subscription),),  # type: ignore[attr-defined]
+            assignment=m.assignment))
+    protocol_type = v.protocol_type or None  # type: ignore[attr-defined]
+    ts = v.current_state_timestamp  # type: ignore[attr-defined]
+    group = ClassicGroup.create(
+        group_id, shard, state=STABLE if members else EMPTY, now_ms=None if ts == -1 else ts,
+        generation_id=v.generation, protocol_type=protocol_type, protocol_name=v.protocol,  # type: ignore[attr-defined]
+        leader_id=v.leader)  # type: ignore[attr-defined]
+    for m in members:
+        group.add(m)
+    group.subscribed_topics = group.compute_subscribed_topics()
+    shard.groups[group_id] = group
+    del now_ms
+
+
+def complete_load(shard: Shard) -> None:
+    """Follows GroupMetadataManager#onLoaded / GroupCoordinator#onGroupLoaded: session timers for every
+    member, and a rebalance for groups over group.max.size."""
+    shard.status = CoordinatorStatus.ACTIVE
+    for group in list(shard.groups.values()):
+        shard.logs.loaded(group)
+        for m in group.all_members():
+            reschedule_heartbeat(shard, group, m)
+        if len(group.members) > shard.config.group_max_size:
+            if shard.config.is_java:
+                reason = (f"Freshly-loaded group {group.group_id} (size {len(group.members)}) is over capacity "
+                          f"{shard.config.group_max_size}. Rebalancing in order to give a chance for consumers "
+                          f"to commit offsets")
+            else:
+                reason = (f"Freshly-loaded group is over capacity ({shard.config.group_max_size}). Rebalancing "
+                          f"in order to give a chance for consumers to commit offsets")
+            prepare_rebalance(shard, group, reason)
+    schedule_expiration(shard)
+    shard.started = True
+
+
+def unload(shard: Shard) -> None:
+    """Follows GroupMetadataManager#onUnloaded / GroupCoordinator#onGroupUnloaded: every group goes Dead and
+    its parked requests get NOT_COORDINATOR; then all state is dropped."""
+    for group in list(shard.groups.values()):
+        shard.logs.unloading(group)
+        previous = group.state
+        group.transition_to(DEAD, shard.now)
+        if previous == PREPARING_REBALANCE:
+            for m in group.all_members():
+                group.complete_join_future(m, JoinGroupResponse(
+                    correlation_id=0, error_code=Errors.NOT_COORDINATOR, member_id=m.member_id))
+        elif previous in (COMPLETING_REBALANCE, STABLE):
+            for m in group.all_members():
+                group.complete_sync_future(m, SyncGroupResponse(correlation_id=0, error_code=Errors.NOT_COORDINATOR))
+    shard.groups.clear()
+    shard.offsets.clear()
+    shard.timers.clear()
+    shard.pending_appends.clear()
+    shard.status = CoordinatorStatus.UNLOADED
