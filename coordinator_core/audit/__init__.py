@@ -1,0 +1,44 @@
+"""The audit: one group's `__consumer_offsets` records in, the rows of six tables out.
+
+Entry points: `audit_group(records)` for a whole group in one call, `GroupAuditor` for streaming in
+several batches, reading the counts, and saving/resuming state (`to_dict`/`from_dict`). Row types
+are in `coordinator_core.audit.rows`.
+"""
+
+from __future__ import annotations
+
+from coordinator_core.audit.auditor import STATE_FORMAT, AuditCounts, GroupAuditor, audit_group
+from coordinator_core.audit.causes import CAUSE_PRIORITY, CAUSES
+from coordinator_core.audit.rows import (
+    ROW_TYPES,
+    TABLES,
+    AssignmentRow,
+    AuditRow,
+    GenerationRow,
+    OffsetCommitRow,
+    QuarantineRow,
+    RebalanceCauseRow,
+    ViolationRow,
+    table_of,
+)
+from coordinator_core.audit.violations import VIOLATION_KINDS
+
+__all__ = [
+    "CAUSES",
+    "CAUSE_PRIORITY",
+    "ROW_TYPES",
+    "STATE_FORMAT",
+    "TABLES",
+    "VIOLATION_KINDS",
+    "AssignmentRow",
+    "AuditCounts",
+    "AuditRow",
+    "GenerationRow",
+    "GroupAuditor",
+    "OffsetCommitRow",
+    "QuarantineRow",
+    "RebalanceCauseRow",
+    "ViolationRow",
+    "audit_group",
+    "table_of",
+]

@@ -1,0 +1,213 @@
+"""The audit's output rows: one frozen dataclass per Delta table, fields 1:1 with the table's columns.
+
+Annotations are kept to plain types (int, str, bool, bytes, `X | None`, `tuple[str, ...]`) because
+`udfs/schemas.py` derives the Spark schema from them. Times are epoch milliseconds (ints), as in
+the Kafka records; the Spark layer may present them as timestamps.
+
+Columns beyond the issue's lists (all documented on the class): record_timestamp / source
+partition and offset on every table (so each row points at the log), `ended_by_offset`,
+`static_replacements` and `rebalance_protocol` on generations; `subscription_generation`,
+`valid_from`, `valid_to` on assignments (ownership intervals); `is_primary` on causes; the window
+columns and `tombstones` on offset_commits; `replayed` and `key_type` on quarantine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "ROW_TYPES",
+    "TABLES",
+    "AssignmentRow",
+    "AuditRow",
+    "GenerationRow",
+    "OffsetCommitRow",
+    "QuarantineRow",
+    "RebalanceCauseRow",
+    "ViolationRow",
+    "table_of",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRow:
+    """One generation of a group, as the log persisted it (a W1, W2 or W5 GroupMetadata record).
+
+    Emitted when the generation ends (`ended_at` set), or by `finish()` while it is still current
+    (`ended_at` None; a later run supersedes that row, keyed by group/source_partition/source_offset).
+    Same-generation static replacements (W3) update `leader_id` and count in `static_replacements`;
+    the other columns describe the record that opened the generation.
+    """
+
+    group_id: str
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader_id: str | None
+    member_count: int
+    static_member_count: int
+    state: str
+    """"Stable" when the record lists members, else "Empty" (Kafka's load path, spec §6.3)."""
+    state_timestamp: int | None
+    """currentStateTimestamp of the opening record (ms); None when absent (value v0/v1) or -1."""
+    record_timestamp: int
+    sync_latency_ms: int | None
+    """record_timestamp - state_timestamp: for W1, the time from join completion to the leader's sync."""
+    ended_at: int | None
+    """Timestamp of the record (next generation or tombstone) that replaced this generation."""
+    lifetime_ms: int | None
+    """ended_at - record_timestamp."""
+    source_partition: int
+    source_offset: int
+    missing_generations: int | None
+    """Generation ids skipped before this one (aborted join phases); None when unknowable (history start)."""
+    ended_by_offset: int | None
+    """Log offset of the record that ended the generation (None while current)."""
+    static_replacements: int
+    """How many same-generation static replacements (W3 records) happened in this generation."""
+    rebalance_protocol: str | None
+    """"COOPERATIVE" when some member reported owned partitions at join, "EAGER" for an eager-only
+    assignor (range, roundrobin, sticky), else None (cannot tell from the record)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentRow:
+    """One partition assigned to one member in one generation, with its ownership interval.
+
+    `valid_from` is the timestamp of the record that persisted the assignment (W1, or the W3 that
+    handed it to a replacing static member); `valid_to` that of the record that replaced it (None while
+    current). This is ownership as the log proves it: an EAGER consumer actually stops a little
+    earlier (it revokes before rejoining), a COOPERATIVE one holds a kept partition across
+    generations (consecutive rows for the same member and partition then abut).
+    """
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    topic: str
+    partition: int
+    subscription_version: int | None
+    owned_before: bool
+    """The partition was in this member's Subscription.ownedPartitions when it joined this generation."""
+    user_data_generation: int | None
+    """Generation carried by the assignor's userData (sticky V1, cooperative-sticky), where present."""
+    subscription_generation: int | None
+    """Subscription v2+ GenerationId (-1 read as None)."""
+    valid_from: int
+    valid_to: int | None
+    source_partition: int
+    source_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceCauseRow:
+    """One reason a generation (or a same-generation change) came about; a generation may have several.
+
+    Exactly one row per generation carries `is_primary` True: the most specific explanation (the
+    order is `CAUSE_PRIORITY` in `coordinator_core.audit.causes`).
+    """
+
+    group_id: str
+    generation_id: int | None
+    previous_generation_id: int | None
+    cause: str
+    member_id: str | None
+    group_instance_id: str | None
+    detail: str
+    evidence: str
+    is_primary: bool
+    record_timestamp: int
+    source_partition: int
+    source_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ViolationRow:
+    """A broken guarantee of the protocol, found in the log."""
+
+    group_id: str
+    generation_id: int | None
+    kind: str
+    topic: str | None
+    partition: int | None
+    member_ids: tuple[str, ...]
+    detail: str
+    evidence: str
+    record_timestamp: int
+    source_partition: int
+    source_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRow:
+    """Summary of the commits of one topic-partition within one generation window.
+
+    A window runs from one GroupMetadata record (value or tombstone) of the group to the next; see
+    `coordinator_core.audit.offsets` for the exact definition shared with the Spark SQL path.
+    "first"/"last" mean first/last in log order.
+    """
+
+    group_id: str
+    topic: str
+    partition: int
+    generation_id: int | None
+    window_state: str | None
+    """"Stable"/"Empty" (the opening record has members / has none), "Dead" (opened by a tombstone),
+    None (before the first GroupMetadata record of the audited history)."""
+    window_start_offset: int | None
+    """Log offset of the GroupMetadata record that opened the window (None: before the first one)."""
+    window_end_offset: int | None
+    """Log offset of the record that closed it (None while the window is open)."""
+    commits: int
+    tombstones: int
+    first_offset: int | None
+    last_offset: int | None
+    first_commit_timestamp: int | None
+    last_commit_timestamp: int | None
+    regressions: int
+    source_partition: int
+    first_source_offset: int
+    last_source_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineRow:
+    """A record that did not decode or broke the load path's invariants, kept verbatim.
+
+    `replayed` is False for records that were set aside (counted as quarantined), True for records
+    that were replayed but had an embedded part (a member's subscription or assignment bytes) that
+    did not decode; the error text names which.
+    """
+
+    group_id: str | None
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes
+    value: bytes | None
+    error: str
+    replayed: bool
+    key_type: int | None
+
+
+AuditRow = GenerationRow | AssignmentRow | RebalanceCauseRow | ViolationRow | OffsetCommitRow | QuarantineRow
+
+_TABLES: dict[type, str] = {
+    GenerationRow: "generations",
+    AssignmentRow: "assignments",
+    RebalanceCauseRow: "rebalance_causes",
+    ViolationRow: "violations",
+    OffsetCommitRow: "offset_commits",
+    QuarantineRow: "quarantine",
+}
+
+TABLES: tuple[str, ...] = tuple(_TABLES.values())
+ROW_TYPES: dict[str, type] = {name: cls for cls, name in _TABLES.items()}
+
+
+def table_of(row: AuditRow) -> str:
+    """The Delta table a row belongs to (e.g. "generations")."""
+    return _TABLES[type(row)]

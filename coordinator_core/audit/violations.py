@@ -1,0 +1,163 @@
+"""Broken protocol guarantees visible in the persisted assignments (offset regressions are found on
+the offset-commit path, see `coordinator_core.audit.offsets`).
+
+Checks on one record alone (run on every new generation, including the first of a partial history):
+* `duplicate_assignment`: a partition is assigned to two or more members of one generation.
+* `assignment_outside_subscription`: a member is assigned a partition of a topic it did not
+  subscribe to.
+
+Checks that need the previous generation's assignment in hand (never run at a history start, after
+an Empty generation, or when some previous assignment did not decode):
+* `unsafe_cooperative_move` (KIP-429): partition P is assigned to B while another member A of the
+  group reported P in its ownedPartitions at this join *and* A was assigned P in the previous
+  generation: P went from A to B in one step instead of being revoked first. Eager members report
+  no owned partitions, so eager groups never trip it.
+* `stale_ownership_claim` (KIP-341): two or more members claim P at this join (ownedPartitions or
+  the sticky assignor's userData); the claimant(s) that did not own P in the previous generation
+  are stale and named first in `member_ids`. When none of them owned it, the claims' generations
+  (Subscription v2 GenerationId or userData) name the stale ones if they differ; otherwise all
+  claimants are listed and the detail says the stale one cannot be told.
+
+Same-generation (W3) check:
+* `static_replacement_changed_assignment` (KIP-345): the replacing member id's assignment bytes
+  differ from the replaced one's.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from coordinator_core.audit.causes import Replacement
+from coordinator_core.audit.snapshot import GroupSnapshot, MemberView, TopicPartition
+
+__all__ = [
+    "VIOLATION_KINDS",
+    "Violation",
+    "assignment_violations",
+    "ownership_violations",
+    "replacement_violations",
+]
+
+VIOLATION_KINDS = (
+    "duplicate_assignment",
+    "unsafe_cooperative_move",
+    "stale_ownership_claim",
+    "assignment_outside_subscription",
+    "static_replacement_changed_assignment",
+    "offset_regression",
+)
+
+
+class Violation(NamedTuple):
+    kind: str
+    topic: str | None
+    partition: int | None
+    member_ids: tuple[str, ...]
+    detail: str
+
+
+def assignment_violations(new: GroupSnapshot) -> list[Violation]:
+    """Duplicate assignments and assignments outside the member's subscription, in one record."""
+    out: list[Violation] = []
+    for (topic, partition), holders in sorted(new.owners().items()):
+        if len(holders) > 1:
+            out.append(Violation("duplicate_assignment", topic, partition, tuple(m.member_id for m in holders),
+                                 f"{topic}-{partition} assigned to {len(holders)} members in generation "
+                                 f"{new.generation}"))
+    for m in new.members:
+        if m.topics is None or not m.assigned:
+            continue
+        for topic, partition in dict.fromkeys(m.assigned):
+            if topic not in m.topics:
+                out.append(Violation("assignment_outside_subscription", topic, partition, (m.member_id,),
+                                     f"{m.label} is assigned {topic}-{partition} but subscribed to "
+                                     f"{sorted(m.topics)}"))
+    return out
+
+
+def _previous_owners(prev: GroupSnapshot) -> dict[TopicPartition, set[tuple[str, str]]] | None:
+    """Partition -> identities assigned it in `prev`; None when the check cannot be trusted."""
+    if prev.is_empty or any(m.assigned is None for m in prev.members):
+        return None
+    owners: dict[TopicPartition, set[tuple[str, str]]] = {}
+    for m in prev.members:
+        for tp in m.assigned or ():
+            owners.setdefault(tp, set()).add(m.identity)
+    return owners
+
+
+def ownership_violations(prev: GroupSnapshot, new: GroupSnapshot) -> list[Violation]:
+    """Unsafe cooperative moves and stale ownership claims of generation `new`, judged against the
+    previous generation `prev` (which must be the real previous record)."""
+    owners_before = _previous_owners(prev)
+    if owners_before is None or new.is_empty:
+        return []
+    out: list[Violation] = []
+    owned_by: dict[TopicPartition, list[MemberView]] = {}
+    claimed_by: dict[TopicPartition, list[MemberView]] = {}
+    for m in new.members:
+        for tp in m.owned:
+            owned_by.setdefault(tp, []).append(m)
+        for tp in m.claims:
+            claimed_by.setdefault(tp, []).append(m)
+    for b in new.members:
+        for tp in dict.fromkeys(b.assigned or ()):
+            for a in owned_by.get(tp, ()):
+                if a is not b and a.identity in owners_before.get(tp, ()):
+                    out.append(Violation(
+                        "unsafe_cooperative_move", tp[0], tp[1], (a.member_id, b.member_id),
+                        f"{tp[0]}-{tp[1]} assigned to {b.label} in generation {new.generation} while "
+                        f"{a.label}, its owner in generation {prev.generation}, still reported owning it"))
+    for tp in sorted(claimed_by):
+        claimants = claimed_by[tp]
+        if len(claimants) < 2:
+            continue
+        backed = [m for m in claimants if m.identity in owners_before.get(tp, ())]
+        stale = [m for m in claimants if m.identity not in owners_before.get(tp, ())]
+        where = f"{tp[0]}-{tp[1]} claimed by {len(claimants)} members at the join of generation {new.generation}"
+        if backed and stale:
+            out.append(Violation(
+                "stale_ownership_claim", tp[0], tp[1], tuple(m.member_id for m in stale + backed),
+                f"{where}; stale: {_with_gen(stale)}; owner in generation {prev.generation}: {_with_gen(backed)}"))
+            continue
+        if backed:  # several members owned it before: already a duplicate_assignment of prev
+            continue
+        gens = [m.claim_generation for m in claimants]
+        known = [g for g in gens if g is not None]
+        if len(known) == len(gens) and len(set(known)) > 1:
+            top = max(known)
+            stale = [m for m in claimants if m.claim_generation != top]
+            fresh = [m for m in claimants if m.claim_generation == top]
+            out.append(Violation(
+                "stale_ownership_claim", tp[0], tp[1], tuple(m.member_id for m in stale + fresh),
+                f"{where}; none owned it in generation {prev.generation}; stale by generation: "
+                f"{_with_gen(stale)}; newest claim: {_with_gen(fresh)}"))
+        else:
+            out.append(Violation(
+                "stale_ownership_claim", tp[0], tp[1], tuple(m.member_id for m in claimants),
+                f"{where}; none owned it in generation {prev.generation} and the claims' generations "
+                f"({_with_gen(claimants)}) cannot tell the stale claimant"))
+    return out
+
+
+def _with_gen(members: list[MemberView]) -> str:
+    return ", ".join(f"{m.label} (generation {m.claim_generation if m.claim_generation is not None else '?'})"
+                     for m in members)
+
+
+def replacement_violations(generation: int, replacements: list[Replacement]) -> list[Violation]:
+    """KIP-345: a static member's replacement keeps the cached assignment bytes."""
+    out: list[Violation] = []
+    for old, new in replacements:
+        if old.assignment_raw != new.assignment_raw:
+            before = _tp_text(old.assigned) if old.assigned is not None else f"{len(old.assignment_raw)} bytes"
+            after = _tp_text(new.assigned) if new.assigned is not None else f"{len(new.assignment_raw)} bytes"
+            out.append(Violation(
+                "static_replacement_changed_assignment", None, None, (old.member_id, new.member_id),
+                f"instance {new.group_instance_id}: {old.member_id} -> {new.member_id} in generation "
+                f"{generation}, assignment {before} -> {after}"))
+    return out
+
+
+def _tp_text(tps: tuple[TopicPartition, ...] | None) -> str:
+    return "[" + ", ".join(f"{t}-{p}" for t, p in (tps or ())) + "]"
