@@ -1,0 +1,250 @@
+"""KIP-848 consumer-group records (key types 3–8) and the regular-expression record (type 16), as
+laid out in spec §7.5: keys are classic (int16-length strings) with the record type as their
+version; values are flexible v0 (compact encodings, a tagged-field section closing every struct).
+
+These are the snapshot's layouts. They were "in development" in 3.7 and changed incompatibly
+(3.7's PartitionMetadata had a leading Epoch, its MemberMetadata an `Assignors` array instead of the
+tagged ClassicMemberMetadata, its CurrentMemberAssignment other fields): a 3.7 value fails to decode
+here with a `RecordDecodeError` rather than being misread. The classic audit does not need them;
+`coordinator_core.records` dispatches to them so they are named and round-trip.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from coordinator_core.wire import Array, Field, Message, Struct
+
+RawTags = tuple[tuple[int, bytes], ...]
+
+# ---------------------------------------------------------------------------------------------
+# keys (one per record type; the field is GroupId, plus MemberId where the table lists it)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPartitionMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionKey:
+    group_id: str
+    regular_expression: str
+
+
+# ---------------------------------------------------------------------------------------------
+# values
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    partition: int
+    racks: tuple[str, ...]
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    topic_id: uuid.UUID
+    topic_name: str
+    num_partitions: int
+    partition_metadata: tuple[PartitionMetadata, ...]
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPartitionMetadataValue:
+    topics: tuple[TopicMetadata, ...]
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicProtocol:
+    name: str
+    metadata: bytes
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    session_timeout_ms: int
+    supported_protocols: tuple[ClassicProtocol, ...]
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None  # tagged field 0
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIdPartitions:
+    topic_id: uuid.UUID
+    partitions: tuple[int, ...]
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    topic_partitions: tuple[TopicIdPartitions, ...]
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: tuple[TopicIdPartitions, ...]
+    partitions_pending_revocation: tuple[TopicIdPartitions, ...]
+    unknown_tagged_fields: RawTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionValue:
+    topics: tuple[str, ...]
+    version: int
+    timestamp: int
+    unknown_tagged_fields: RawTags = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# schemas, declared once
+
+
+def _key(name: str, cls: type, record_type: int, *field_names: str) -> Message:
+    v = str(record_type)
+    return Message(Struct(name, tuple(Field(n, "string", v) for n in field_names), cls), valid=v)
+
+
+def _value(name: str, cls: type, *fields: Field) -> Message:
+    return Message(Struct(name, fields, cls), valid="0", flexible="0+")
+
+
+_TOPIC_ID_PARTITIONS = Struct("TopicPartitions", (
+    Field("topic_id", "uuid"),
+    Field("partitions", Array("int32")),
+), TopicIdPartitions)
+
+_CLASSIC_MEMBER_METADATA = Struct("ClassicMemberMetadata", (
+    Field("session_timeout_ms", "int32"),
+    Field("supported_protocols", Array(Struct("ClassicProtocol", (
+        Field("name", "string"),
+        Field("metadata", "bytes"),
+    ), ClassicProtocol))),
+), ClassicMemberMetadata)
+
+# record type -> (key schema, value schema); the key's version on the wire is the record type
+KIP848_SCHEMAS: dict[int, tuple[Message, Message]] = {
+    3: (_key("ConsumerGroupMetadataKey", ConsumerGroupMetadataKey, 3, "group_id"),
+        _value("ConsumerGroupMetadataValue", ConsumerGroupMetadataValue,
+               Field("epoch", "int32"))),
+    4: (_key("ConsumerGroupPartitionMetadataKey", ConsumerGroupPartitionMetadataKey, 4, "group_id"),
+        _value("ConsumerGroupPartitionMetadataValue", ConsumerGroupPartitionMetadataValue,
+               Field("topics", Array(Struct("TopicMetadata", (
+                   Field("topic_id", "uuid"),
+                   Field("topic_name", "string"),
+                   Field("num_partitions", "int32"),
+                   Field("partition_metadata", Array(Struct("PartitionMetadata", (
+                       Field("partition", "int32"),
+                       Field("racks", Array("string")),
+                   ), PartitionMetadata))),
+               ), TopicMetadata))))),
+    5: (_key("ConsumerGroupMemberMetadataKey", ConsumerGroupMemberMetadataKey, 5, "group_id", "member_id"),
+        _value("ConsumerGroupMemberMetadataValue", ConsumerGroupMemberMetadataValue,
+               Field("instance_id", "string", nullable="0+"),
+               Field("rack_id", "string", nullable="0+"),
+               Field("client_id", "string"),
+               Field("client_host", "string"),
+               Field("subscribed_topic_names", Array("string")),
+               Field("subscribed_topic_regex", "string", nullable="0+"),
+               Field("rebalance_timeout_ms", "int32"),
+               Field("server_assignor", "string", nullable="0+"),
+               Field("classic_member_metadata", _CLASSIC_MEMBER_METADATA, nullable="0+", default=None,
+                     tag=0, tagged="0+"))),
+    6: (_key("ConsumerGroupTargetAssignmentMetadataKey", ConsumerGroupTargetAssignmentMetadataKey, 6,
+             "group_id"),
+        _value("ConsumerGroupTargetAssignmentMetadataValue", ConsumerGroupTargetAssignmentMetadataValue,
+               Field("assignment_epoch", "int32"))),
+    7: (_key("ConsumerGroupTargetAssignmentMemberKey", ConsumerGroupTargetAssignmentMemberKey, 7,
+             "group_id", "member_id"),
+        _value("ConsumerGroupTargetAssignmentMemberValue", ConsumerGroupTargetAssignmentMemberValue,
+               Field("topic_partitions", Array(_TOPIC_ID_PARTITIONS)))),
+    8: (_key("ConsumerGroupCurrentMemberAssignmentKey", ConsumerGroupCurrentMemberAssignmentKey, 8,
+             "group_id", "member_id"),
+        _value("ConsumerGroupCurrentMemberAssignmentValue", ConsumerGroupCurrentMemberAssignmentValue,
+               Field("member_epoch", "int32"),
+               Field("previous_member_epoch", "int32"),
+               Field("state", "int8"),
+               Field("assigned_partitions", Array(_TOPIC_ID_PARTITIONS)),
+               Field("partitions_pending_revocation", Array(_TOPIC_ID_PARTITIONS)))),
+    16: (_key("ConsumerGroupRegularExpressionKey", ConsumerGroupRegularExpressionKey, 16,
+              "group_id", "regular_expression"),
+         _value("ConsumerGroupRegularExpressionValue", ConsumerGroupRegularExpressionValue,
+                Field("topics", Array("string")),
+                Field("version", "int64"),
+                Field("timestamp", "int64"))),
+}
+
+KIP848_KEY_CLASSES: dict[type, int] = {
+    ConsumerGroupMetadataKey: 3, ConsumerGroupPartitionMetadataKey: 4, ConsumerGroupMemberMetadataKey: 5,
+    ConsumerGroupTargetAssignmentMetadataKey: 6, ConsumerGroupTargetAssignmentMemberKey: 7,
+    ConsumerGroupCurrentMemberAssignmentKey: 8, ConsumerGroupRegularExpressionKey: 16,
+}
+KIP848_VALUE_CLASSES: dict[type, int] = {
+    ConsumerGroupMetadataValue: 3, ConsumerGroupPartitionMetadataValue: 4, ConsumerGroupMemberMetadataValue: 5,
+    ConsumerGroupTargetAssignmentMetadataValue: 6, ConsumerGroupTargetAssignmentMemberValue: 7,
+    ConsumerGroupCurrentMemberAssignmentValue: 8, ConsumerGroupRegularExpressionValue: 16,
+}
+assert all(KIP848_SCHEMAS[t][0].root.factory is c for c, t in KIP848_KEY_CLASSES.items())
+assert all(KIP848_SCHEMAS[t][1].root.factory is c for c, t in KIP848_VALUE_CLASSES.items())
