@@ -69,3 +69,12 @@ class ScenarioError(CoordinatorAuditError, ValueError):
 
 class ConfigError(CoordinatorAuditError, ValueError):
     """A configuration value that is missing, unknown or out of range: names the key."""
+
+
+class AssignorError(CoordinatorAuditError):
+    """A partition assignor failed where Kafka's Java assignor throws (bad input or a broken internal
+    invariant); `java_exception` names the exception the Java client raises at the same point."""
+
+    def __init__(self, message: str, *, java_exception: str = "IllegalStateException") -> None:
+        self.java_exception = java_exception
+        super().__init__(f"{message} (Java: {java_exception})")
