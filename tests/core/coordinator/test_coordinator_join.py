@@ -84,7 +84,7 @@ def test_j3_preparing_rebalance_kicks_out_member_not_yet_rejoined() -> None:
 
 def test_accept_joining_member_preparing_counts_awaiting_members() -> None:
     ctx = Ctx(config_overrides={"group_max_size": 2})
-    a, b = ctx.stable_group(2)
+    a, _b = ctx.stable_group(2)
     ctx.join(a)  # leader rejoin -> PreparingRebalance, 1 awaiting
     assert ctx.view().state == GroupState.PREPARING_REBALANCE
     res = ctx.join()  # new member: awaiting (1) < 2 -> accepted (MEMBER_ID_REQUIRED)
@@ -320,7 +320,7 @@ def test_j14_join_during_preparing_rebalance(flavor: str, verb: str) -> None:
 
 def test_j14_reason_logged_when_already_preparing() -> None:
     ctx = Ctx()
-    a, b, c = ctx.stable_group(3)
+    a, b, _c = ctx.stable_group(3)
     ctx.join(a)
     res = ctx.join(b)
     assert res.responses == () and ctx.view().state == GroupState.PREPARING_REBALANCE

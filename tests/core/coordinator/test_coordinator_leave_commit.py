@@ -237,7 +237,11 @@ def test_commit_append_failure_scope(flavor: str) -> None:
     ctx = Ctx(flavor=flavor, config_overrides={"offset_metadata_max_bytes": 2})
     ctx.commit()
     ctx.fail_next_append(Errors.MESSAGE_TOO_LARGE)
-    from coordinator_core.protocol import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
+    from coordinator_core.protocol import (
+        OffsetCommitRequest,
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
 
     req = OffsetCommitRequest(group_id="g", correlation_id=99, topics=(OffsetCommitRequestTopic("t", (
         OffsetCommitRequestPartition(0, 1, -1, "ok"), OffsetCommitRequestPartition(1, 1, -1, "toolong"))),))

@@ -18,13 +18,13 @@ ILLEGAL = [(a, b) for a, b in PAIRS if a not in VALID_PREVIOUS_STATES[b]]
 
 def test_table_matches_spec() -> None:
     s = GroupState
-    assert VALID_PREVIOUS_STATES == {
+    assert {
         s.PREPARING_REBALANCE: {s.STABLE, s.COMPLETING_REBALANCE, s.EMPTY},
         s.COMPLETING_REBALANCE: {s.PREPARING_REBALANCE},
         s.STABLE: {s.COMPLETING_REBALANCE},
         s.EMPTY: {s.PREPARING_REBALANCE},
         s.DEAD: {s.STABLE, s.PREPARING_REBALANCE, s.COMPLETING_REBALANCE, s.EMPTY, s.DEAD},
-    }
+    } == VALID_PREVIOUS_STATES
     assert [x.value for x in ALL] == ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"]
     assert len(LEGAL) == 11 and len(ILLEGAL) == 14
 

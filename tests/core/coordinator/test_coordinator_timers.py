@@ -41,9 +41,8 @@ def test_session_expiry_of_last_member_writes_w2_at_expiry_time() -> None:
 
 def test_session_expiry_ignored_while_awaiting_join() -> None:
     ctx = Ctx()
-    a, b = ctx.stable_group(2)
+    _a, _b = ctx.stable_group(2)
     leader = ctx.view().leader_id
-    follower = b if leader == a else a
     ctx.join(leader)  # leader parked (not new) -> its expiry is ignored
     ctx.at(ctx.now + SESSION)
     assert leader in ctx.view().member_ids
@@ -51,7 +50,7 @@ def test_session_expiry_ignored_while_awaiting_join() -> None:
 
 def test_new_member_join_timeout_300s() -> None:
     ctx = Ctx()
-    a, b = ctx.stable_group(2, static=True)
+    a, _b = ctx.stable_group(2, static=True)
     leader = ctx.view().leader_id
     ctx.join(leader, instance="inst-0" if leader == a else "inst-1")  # Preparing; static b never rejoins
     new = ctx.member_id_required()
