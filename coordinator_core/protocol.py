@@ -134,6 +134,8 @@ class JoinGroupRequest:
             _check_int(getattr(self, name), name, where)
         if not 0 <= self.api_version <= 9:
             raise ValueError(f"{where}.api_version must be 0..9, got {self.api_version}")
+        if self.group_instance_id is not None and self.api_version < 5:
+            raise ValueError(f"{where}.group_instance_id needs api_version >= 5, got {self.api_version}")
         protocols = tuple(self.protocols)
         for i, entry in enumerate(protocols):
             if (not isinstance(entry, tuple) or len(entry) != 2 or not isinstance(entry[0], str)

@@ -32,6 +32,10 @@ class CoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     offsets_commit_timeout_ms: int = 5000
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104_857_600
+    offsets_topic_compression_codec: int = 0
+    offsets_load_buffer_size: int = 5_242_880
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     flavor: Flavor = "java"
     group_metadata_value_version: int = 3

@@ -208,7 +208,7 @@ class GroupCoordinator:
         shard = self._shard
         p = timer.params
         if timer.kind == "heartbeat":
-            expire_heartbeat(shard, str(p[0]), str(p[1]))
+            expire_heartbeat(shard, str(p[0]), str(p[1]), len(p) > 2 and bool(p[2]))
         elif timer.kind == "join":
             expire_join(shard, str(p[0]))
         elif timer.kind == "initial-join":

@@ -117,7 +117,7 @@ def delete_groups(shard: Shard, req: DeleteGroupsRequest) -> None:
         results.append((group_id, Errors.NONE))
     for group_id in deleted:
         _drop_group(shard, group_id)
-    shard.logs.groups_deleted(deleted)
+    shard.logs.groups_deleted(deleted, sum(1 for r in records if r.key_version == 1))
 
     def on_written(error: Errors) -> None:
         final = results if error == Errors.NONE else [

@@ -119,7 +119,7 @@ def _join_new_member(shard: Shard, group: ClassicGroup, req: JoinGroupRequest) -
         shard.logs.dynamic_id_required(group, new_id)
         group.add_pending_member(new_id)
         shard.timers.schedule(heartbeat_key(group.group_id, new_id), "heartbeat",
-                              shard.now + req.session_timeout_ms, (group.group_id, new_id))
+                              shard.now + req.session_timeout_ms, (group.group_id, new_id, True))
         shard.respond(_error(req, Errors.MEMBER_ID_REQUIRED, new_id))
         return
     shard.logs.dynamic_new(group, new_id)  # J9

@@ -272,10 +272,10 @@ class LogEmitter:
     def transitioned_to_dead(self, g: ClassicGroup) -> None:
         self._emit("INFO", S_MANAGER, f"Group {g.group_id} transitioned to Dead in generation {g.generation_id}")
 
-    def groups_deleted(self, group_ids: list[str]) -> None:
-        self._info(None, f"The following groups were deleted: {', '.join(group_ids)}. A total of 0 offsets were removed.",
-                   f"The following groups were deleted: {', '.join(group_ids)}. A total of 0 offsets were removed.",
-                   j_logger=J_SHARD)
+    def groups_deleted(self, group_ids: list[str], num_offsets: int) -> None:
+        text = (f"The following groups were deleted: {', '.join(group_ids)}. A total of {num_offsets} offsets "
+                f"were removed.")
+        self._info(None, text, text, j_logger=J_SHARD)
 
     def unknown_record(self, record: CoordinatorRecord) -> None:
         kind = record.key_version

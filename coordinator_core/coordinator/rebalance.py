@@ -195,15 +195,17 @@ def remove_pending_member_and_update_group(shard: Shard, group: ClassicGroup, me
         _complete_join_after_removal(shard, group)
 
 
-def expire_heartbeat(shard: Shard, group_id: str, member_id: str) -> None:
+def expire_heartbeat(shard: Shard, group_id: str, member_id: str, scheduled_as_pending: bool = False) -> None:
     """Follows GroupMetadataManager#expireClassicGroupMemberHeartbeat / GroupCoordinator#onExpireHeartbeat
-    (spec §5.1-§5.3)."""
+    (spec §5.1-§5.3). J asks whether the id is pending when the timer fires; S's delayed heartbeat remembers
+    that it was created for a pending id and takes the pending path even after the id left (spec §3.4 c)."""
     group = shard.groups.get(group_id)
     if group is None:
         return
     if group.is_in(DEAD):
         return
-    if member_id in group.pending_members:
+    pending = scheduled_as_pending if not shard.config.is_java else member_id in group.pending_members
+    if pending:
         shard.logs.pending_member_expired(group, member_id)
         remove_pending_member_and_update_group(shard, group, member_id)
         return

@@ -304,3 +304,17 @@ def test_delete_groups_only_empty_groups() -> None:
     assert res.records == (CoordinatorRecord(OffsetCommitKey("simple", "t", 0), None, 1),
                            CoordinatorRecord(GroupMetadataKey("simple"), None, 2))
     assert ctx.coord.group("simple") is None
+
+
+def test_scala_pending_timer_fires_after_pending_member_left_and_only_logs() -> None:
+    ctx = Ctx(flavor="scala")
+    ctx.stable_group(1)
+    pending = ctx.member_id_required(session=8000)
+    ctx.leave(pending)
+    res = ctx.advance(8000)
+    assert any(f"Pending member {pending} in group g has been removed" in line for line in res.logs)
+    jctx = Ctx()
+    jctx.stable_group(1)
+    jpending = jctx.member_id_required(session=8000)
+    jctx.leave(jpending)  # J cancels the timer
+    assert ("heartbeat", "g", jpending) not in {t.key for t in jctx.coord.timers()}

@@ -114,7 +114,7 @@ def test_random_client_behaviour_keeps_invariants(flavor: str, data: st.DataObje
                 c.protocols = data.draw(st.integers(0, len(PROTOCOL_CHOICES) - 1), label="protocols")
             _send(ctx, c, parked, lambda c=c: ctx.join(
                 c.member_id, instance=c.instance, protocols=PROTOCOL_CHOICES[c.protocols],
-                version=data.draw(st.sampled_from([3, 9]), label="version")))
+                version=data.draw(st.sampled_from([5, 9] if c.instance else [3, 9]), label="version")))
         elif action == "sync" and not busy and c.member_id and c.generation > 0:
             assignments = tuple((m, f"{m}@{c.generation}".encode()) for m in c.members) if c.is_leader else ()
             protocol = ctx.coord.group("g").protocol_name if ctx.coord.group("g") else None
