@@ -86,3 +86,66 @@ def test_champ_order_is_a_permutation_and_deterministic() -> None:
     names = ["range", "roundrobin", "sticky", "cooperative-sticky", "custom"]
     assert sorted(champ_order(names)) == sorted(names)
     assert champ_order(names) == champ_order(list(reversed(names)))
+
+
+def test_member_id_supplier_is_injectable_and_default_is_deterministic() -> None:
+    from coordinator_core.coordinator import CoordinatorConfig, GroupCoordinator
+    from coordinator_core.protocol import JoinGroupRequest
+
+    def req(instance: str | None = None) -> JoinGroupRequest:
+        return JoinGroupRequest(group_id="g", session_timeout_ms=10_000, protocol_type="consumer",
+                                protocols=(("range", b""),), client_id="cli", group_instance_id=instance)
+
+    c = GroupCoordinator(CoordinatorConfig())
+    assert c.join_group(req(), now_ms=0).responses[0].member_id == "cli-00000000-0000-4000-8000-000000000001"
+    c.join_group(req("inst"), now_ms=0)
+    assert c.group("g").member_ids == ("inst-00000000-0000-4000-8000-000000000002",)
+    seen: list[str] = []
+    custom = GroupCoordinator(CoordinatorConfig(), member_id_supplier=lambda p: seen.append(p) or f"{p}-x{len(seen)}")
+    assert custom.join_group(req(), now_ms=0).responses[0].member_id == "cli-x1"
+    assert seen == ["cli"]
+
+
+def test_log_lines_per_flavour() -> None:
+    from .scenario import Ctx
+
+    lines = {}
+    for flavor in ("java", "scala"):
+        ctx = Ctx(flavor=flavor)
+        m = ctx.member_id_required()
+        res = ctx.join(m, reason="r")
+        lines[flavor] = [line for line in res.logs if "Preparing to rebalance" in line][0]
+    assert lines["java"] == (
+        "[1970-01-01 00:00:00,000] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=3] Preparing to "
+        "rebalance group g in state PreparingRebalance with old generation 0 (reason: Adding new member "
+        "client-00000000-0000-4000-8000-000000000001 with group instance id null; client reason: r). "
+        "(org.apache.kafka.coordinator.group.GroupMetadataManager)")
+    assert lines["scala"] == (
+        "[1970-01-01 00:00:00,000] INFO [GroupCoordinator 1]: Preparing to rebalance group g in state "
+        "PreparingRebalance with old generation 0 (__consumer_offsets-3) (reason: Adding new member "
+        "client-00000000-0000-4000-8000-000000000001 with group instance id None; client reason: r) "
+        "(kafka.coordinator.group.GroupCoordinator)")
+
+
+def test_config_rejects_bad_values() -> None:
+    from coordinator_core.coordinator import CoordinatorConfig
+    from coordinator_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="flavor"):
+        CoordinatorConfig(flavor="go")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="group_max_size"):
+        CoordinatorConfig(group_max_size=0)
+    with pytest.raises(ConfigError, match="group_metadata_value_version"):
+        CoordinatorConfig(group_metadata_value_version=4)
+
+
+def test_old_ibp_rejects_static_members_and_writes_old_versions() -> None:
+    from coordinator_core.protocol import Errors
+
+    from .scenario import Ctx
+
+    ctx = Ctx(config_overrides={"group_metadata_value_version": 2})
+    assert ctx.join(instance="i").responses[0].error_code == Errors.UNSUPPORTED_VERSION
+    ctx.stable_group(1)
+    w1 = [r for r in ctx.records if r.value is not None and r.value.members][0]
+    assert w1.value_version == 2 and w1.value.members[0].group_instance_id is None
