@@ -114,7 +114,7 @@ def test_log_lines_per_flavour() -> None:
         ctx = Ctx(flavor=flavor)
         m = ctx.member_id_required()
         res = ctx.join(m, reason="r")
-        lines[flavor] = [line for line in res.logs if "Preparing to rebalance" in line][0]
+        lines[flavor] = next(line for line in res.logs if "Preparing to rebalance" in line)
     assert lines["java"] == (
         "[1970-01-01 00:00:00,000] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=3] Preparing to "
         "rebalance group g in state PreparingRebalance with old generation 0 (reason: Adding new member "
@@ -147,5 +147,5 @@ def test_old_ibp_rejects_static_members_and_writes_old_versions() -> None:
     ctx = Ctx(config_overrides={"group_metadata_value_version": 2})
     assert ctx.join(instance="i").responses[0].error_code == Errors.UNSUPPORTED_VERSION
     ctx.stable_group(1)
-    w1 = [r for r in ctx.records if r.value is not None and r.value.members][0]
+    w1 = next(r for r in ctx.records if r.value is not None and r.value.members)
     assert w1.value_version == 2 and w1.value.members[0].group_instance_id is None
