@@ -334,3 +334,19 @@ def test_hash_order_keeps_insertion_order_within_a_bucket_and_resizes() -> None:
     assert list(order)[:3] == [1, 33, 100]  # 1 and 33 still share bucket 1; 17 moved to bucket 17
     order.discard(1)
     assert 1 not in order and order.first() == 33 and list(order)[-1] == 17
+
+
+def test_sticky_returns_partition_to_older_owner_even_if_unsubscribed() -> None:
+    """A quirk of Kafka's general sticky algorithm, checked against kafka-clients 4.3.0: a member with
+    an older generation that claims orders-0 but no longer subscribes to `orders` gets it back,
+    because prevAssignment is not filtered by subscription. The port keeps Java's behaviour."""
+    def member(topics: tuple[str, ...], claims: list[TopicPartition], generation: int) -> MemberSubscription:
+        ud = encode_sticky_user_data(claims, generation=generation) if generation >= 0 else None
+        return MemberSubscription(topics, ud, (), generation)
+
+    subs = {f"member-{i}-0": member(("a",), [], -1) for i in (0, 1, 3, 4)}
+    subs["member-2-0"] = member(("a", "b"), [tp("a", 0), tp("orders", 0)], 3)
+    subs["member-5-0"] = member(("a", "b", "orders"), [], -1)
+    subs["member-6-0"] = member(("a", "b", "orders"), [], 4)
+    result = StickyAssignor().assign({"a": 1, "b": 1, "orders": 7, "t0": 1}, subs)
+    assert result["member-2-0"].partitions == (tp("b", 0), tp("orders", 0))
