@@ -500,10 +500,13 @@ def _write_struct(w: _Writer, st: Struct, obj: Any, version: int, flexible: bool
     if not flexible:
         return
     raw_tags: Sequence[tuple[int, bytes]] = getattr(obj, "unknown_tagged_fields", ())
+    known_tags = {f.tag for f in w.message.fields_of(st) if f.tag is not None and _in(f.tagged, version)}
     for item in raw_tags:
         if (not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], int)
                 or not isinstance(item[1], bytes) or not 0 <= item[0] < (1 << 31)):
             w.fail(f"unknown tagged field {item!r} is not a (tag, bytes) pair", prefix + "unknown_tagged_fields")
+        if item[0] in known_tags:
+            w.fail(f"tag {item[0]} is a known field here, not an unknown one", prefix + "unknown_tagged_fields")
     out = w.out
     out += uvarint_bytes(len(tagged) + len(raw_tags))
     i = 0

@@ -1,0 +1,286 @@
+"""Hypothesis round trips, one per schema (records, KIP-848 values, consumer protocol, user data),
+and the offset-commit fast path held equal to the generic decoder."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coordinator_core import records
+from coordinator_core.consumer_protocol import (
+    Assignment,
+    Subscription,
+    TopicPartitions,
+    decode_assignment,
+    decode_cooperative_user_data,
+    decode_sticky_user_data,
+    decode_subscription,
+    encode_assignment,
+    encode_cooperative_user_data,
+    encode_sticky_user_data,
+    encode_subscription,
+)
+from coordinator_core.errors import RecordDecodeError
+from coordinator_core.records import (
+    ControlRecordKey,
+    ControlRecordValue,
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownRecordKey,
+    UnknownRecordValue,
+    decode,
+    encode,
+    offset_commit_key_fields,
+    offset_commit_value_fields,
+)
+from coordinator_core.records_kip848 import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    PartitionMetadata,
+    TopicIdPartitions,
+    TopicMetadata,
+)
+
+text = st.text(max_size=20)
+opt_text = st.none() | text
+blob = st.binary(max_size=40)
+i8 = st.integers(-(2**7), 2**7 - 1)
+i16 = st.integers(-(2**15), 2**15 - 1)
+i32 = st.integers(-(2**31), 2**31 - 1)
+i64 = st.integers(-(2**63), 2**63 - 1)
+uuids = st.uuids().map(lambda u: uuid.UUID(int=u.int))
+# unknown tags: 0 is ConsumerGroupMemberMetadataValue's known ClassicMemberMetadata, so start at 1
+raw_tags = st.lists(st.tuples(st.integers(1, 2**20), st.binary(max_size=8)), max_size=3,
+                    unique_by=lambda t: t[0]).map(lambda tags: tuple(sorted(tags)))
+
+
+def tp() -> st.SearchStrategy[TopicPartitions]:
+    return st.builds(TopicPartitions, text, st.lists(i32, max_size=6).map(tuple))
+
+
+def assert_record_round_trip(rec: CoordinatorRecord) -> None:
+    key, value = encode(rec)
+    back = decode(key, value, is_control=rec.is_control)
+    assert back == rec
+    assert encode(back) == (key, value)
+
+
+# ---- records ---------------------------------------------------------------------------------
+
+@st.composite
+def offset_records(draw: Callable[..., Any]) -> CoordinatorRecord:
+    version = draw(st.integers(0, 4))
+    value = OffsetCommitValue(
+        offset=draw(i64),
+        leader_epoch=draw(i32) if version >= 3 else -1,
+        metadata=draw(text),
+        commit_timestamp=draw(i64),
+        expire_timestamp=draw(i64) if version == 1 else -1,
+        unknown_tagged_fields=draw(raw_tags) if version >= 4 else (),
+    )
+    key = OffsetCommitKey(draw(text), draw(text), draw(i32))
+    return CoordinatorRecord(key, value, draw(st.integers(0, 1)), version)
+
+
+@given(offset_records())
+def test_offset_commit_round_trip(rec: CoordinatorRecord) -> None:
+    assert_record_round_trip(rec)
+
+
+@st.composite
+def group_records(draw: Callable[..., Any]) -> CoordinatorRecord:
+    version = draw(st.integers(0, 4))
+    members = draw(st.lists(st.builds(
+        MemberMetadata,
+        member_id=text,
+        group_instance_id=opt_text if version >= 3 else st.none(),
+        client_id=text,
+        client_host=text,
+        rebalance_timeout=i32 if version >= 1 else st.just(-1),
+        session_timeout=i32,
+        subscription=blob,
+        assignment=blob,
+        unknown_tagged_fields=raw_tags if version >= 4 else st.just(()),
+    ), max_size=4).map(tuple))
+    value = GroupMetadataValue(draw(text), draw(i32), draw(opt_text), draw(opt_text),
+                               draw(i64) if version >= 2 else -1, members,
+                               draw(raw_tags) if version >= 4 else ())
+    return CoordinatorRecord(GroupMetadataKey(draw(text)), value, 2, version)
+
+
+@given(group_records())
+def test_group_metadata_round_trip(rec: CoordinatorRecord) -> None:
+    assert_record_round_trip(rec)
+
+
+@given(st.one_of(offset_records(), group_records()))
+def test_tombstone_round_trip(rec: CoordinatorRecord) -> None:
+    assert_record_round_trip(CoordinatorRecord(rec.key, None, rec.key_version))
+
+
+def _tagged(cls: type, *fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.builds(cls, *fields, unknown_tagged_fields=raw_tags)
+
+
+_tip = _tagged(TopicIdPartitions, uuids, st.lists(i32, max_size=5).map(tuple))
+KIP848_STRATEGIES: list[tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = [
+    (st.builds(ConsumerGroupMetadataKey, text), _tagged(ConsumerGroupMetadataValue, i32)),
+    (st.builds(ConsumerGroupPartitionMetadataKey, text), _tagged(
+        ConsumerGroupPartitionMetadataValue, st.lists(_tagged(
+            TopicMetadata, uuids, text, i32, st.lists(_tagged(
+                PartitionMetadata, i32, st.lists(text, max_size=3).map(tuple)), max_size=3).map(tuple)),
+            max_size=3).map(tuple))),
+    (st.builds(ConsumerGroupMemberMetadataKey, text, text), _tagged(
+        ConsumerGroupMemberMetadataValue, opt_text, opt_text, text, text, st.lists(text, max_size=3).map(tuple),
+        opt_text, i32, opt_text, st.none() | _tagged(
+            ClassicMemberMetadata, i32, st.lists(_tagged(ClassicProtocol, text, blob), max_size=3).map(tuple)))),
+    (st.builds(ConsumerGroupTargetAssignmentMetadataKey, text), _tagged(ConsumerGroupTargetAssignmentMetadataValue, i32)),
+    (st.builds(ConsumerGroupTargetAssignmentMemberKey, text, text), _tagged(
+        ConsumerGroupTargetAssignmentMemberValue, st.lists(_tip, max_size=3).map(tuple))),
+    (st.builds(ConsumerGroupCurrentMemberAssignmentKey, text, text), _tagged(
+        ConsumerGroupCurrentMemberAssignmentValue, i32, i32, i8, st.lists(_tip, max_size=3).map(tuple),
+        st.lists(_tip, max_size=3).map(tuple))),
+    (st.builds(ConsumerGroupRegularExpressionKey, text, text), _tagged(
+        ConsumerGroupRegularExpressionValue, st.lists(text, max_size=3).map(tuple), i64, i64)),
+]
+
+
+@pytest.mark.parametrize("strategies", KIP848_STRATEGIES, ids=[
+    "ConsumerGroupMetadata", "PartitionMetadata", "MemberMetadata", "TargetAssignmentMetadata",
+    "TargetAssignmentMember", "CurrentMemberAssignment", "RegularExpression"])
+def test_kip848_round_trip(strategies: tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]) -> None:
+    @given(strategies[0], strategies[1])
+    @settings(max_examples=60)
+    def check(key: Any, value: Any) -> None:
+        assert_record_round_trip(CoordinatorRecord.of(key, value))
+
+    check()
+
+
+@given(st.integers(-(2**15), 2**15 - 1).filter(lambda t: t not in records._SCHEMAS), blob, i16, blob)
+def test_unknown_record_round_trip(record_type: int, raw_key: bytes, version: int, raw_value: bytes) -> None:
+    assert_record_round_trip(CoordinatorRecord(UnknownRecordKey(record_type, raw_key),
+                                               UnknownRecordValue(raw_value), record_type, version))
+
+
+@given(st.integers(0, 2**15 - 1), st.integers(0, 1), st.integers(0, 2**15 - 1), i32)
+def test_marker_round_trip(key_version: int, control_type: int, value_version: int, epoch: int) -> None:
+    assert_record_round_trip(CoordinatorRecord(ControlRecordKey(control_type), ControlRecordValue(epoch),
+                                               key_version, value_version))
+
+
+@given(st.one_of(offset_records(), group_records()), st.binary(max_size=6), st.binary(max_size=6))
+def test_trailing_bytes_round_trip(rec: CoordinatorRecord, key_tail: bytes, value_tail: bytes) -> None:
+    key, value = encode(rec)
+    assert value is not None
+    back = decode(key + key_tail, value + value_tail)
+    assert (back.key, back.value) == (rec.key, rec.value)
+    assert encode(back) == (key + key_tail, value + value_tail)
+
+
+# ---- the offset-commit fast path equals the generic decoder ----------------------------------
+
+def _outcome(fn: Callable[[bytes], Any], data: bytes) -> Any:
+    try:
+        return fn(data)
+    except RecordDecodeError as e:
+        return ("error", str(e))
+
+
+def _generic(fn: Callable[[bytes], Any], data: bytes) -> Any:
+    with pytest.MonkeyPatch.context() as mp:  # switch the optimisation off, keep everything else
+        mp.setattr(records, "_offset_key_fast", lambda _key: None)
+        mp.setattr(records, "_offset_value_fast", lambda _value: None)
+        return _outcome(fn, data)
+
+
+def _mutations(data: bytes) -> st.SearchStrategy[bytes]:
+    cut = st.integers(0, len(data)).map(lambda n: data[:n])
+    flip = st.tuples(st.integers(0, max(len(data) - 1, 0)), st.integers(0, 7)).map(
+        lambda p: data[:p[0]] + bytes([data[p[0]] ^ (1 << p[1])]) + data[p[0] + 1:] if data else data)
+    return st.one_of(st.just(data), cut, flip, st.binary(max_size=6).map(lambda b: data + b))
+
+
+@given(offset_records().flatmap(lambda rec: _mutations(encode(rec)[0])))
+def test_fast_key_fields_equal_generic(key: bytes) -> None:
+    assert _outcome(offset_commit_key_fields, key) == _generic(offset_commit_key_fields, key)
+
+
+@given(offset_records().flatmap(lambda rec: _mutations(encode(rec)[1] or b"")))
+def test_fast_value_fields_equal_generic(value: bytes) -> None:
+    assert _outcome(offset_commit_value_fields, value) == _generic(offset_commit_value_fields, value)
+
+
+@given(offset_records().flatmap(lambda rec: st.tuples(_mutations(encode(rec)[0]), _mutations(encode(rec)[1] or b""))))
+def test_fast_decode_equals_generic(pair: tuple[bytes, bytes]) -> None:
+    key, value = pair
+    assert _outcome(lambda _: decode(key, value), b"") == _generic(lambda _: decode(key, value), b"")
+
+
+# ---- consumer protocol and user data ---------------------------------------------------------
+
+@st.composite
+def subscriptions(draw: Callable[..., Any]) -> Subscription:
+    version = draw(st.integers(0, 7))
+    return Subscription(
+        version=version,
+        topics=tuple(draw(st.lists(text, max_size=5))),
+        user_data=draw(st.none() | blob),
+        owned_partitions=tuple(draw(st.lists(tp(), max_size=4))) if version >= 1 else (),
+        generation_id=draw(i32) if version >= 2 else -1,
+        rack_id=draw(opt_text) if version >= 3 else None,
+        trailing=draw(blob) if version > 3 else b"",
+    )
+
+
+@given(subscriptions())
+def test_subscription_round_trip(sub: Subscription) -> None:
+    data = encode_subscription(sub)
+    assert decode_subscription(data) == sub
+    assert encode_subscription(decode_subscription(data)) == data
+
+
+@given(st.integers(0, 7), st.lists(tp(), max_size=5).map(tuple), st.none() | blob)
+def test_assignment_round_trip(version: int, parts: tuple[TopicPartitions, ...], user_data: bytes | None) -> None:
+    asg = Assignment(version, parts, user_data)
+    data = encode_assignment(asg)
+    assert decode_assignment(data) == asg
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "orders", "ü", "t\U0001f600"]) | text, i32), max_size=30), i32)
+def test_sticky_user_data_round_trip(pairs: list[tuple[str, int]], generation: int) -> None:
+    decoded = decode_sticky_user_data(encode_sticky_user_data(pairs, generation=generation))
+    assert decoded.generation == generation
+    # one entry per topic, each topic's partitions in assignment order
+    topics = [g.topic for g in decoded.previous_assignment]
+    assert sorted(topics) == sorted(dict.fromkeys(t for t, _ in pairs))
+    for g in decoded.previous_assignment:
+        assert list(g.partitions) == [p for t, p in pairs if t == g.topic]
+
+
+@given(i32)
+def test_cooperative_user_data_round_trip(generation: int) -> None:
+    assert decode_cooperative_user_data(encode_cooperative_user_data(generation)) == generation
