@@ -325,6 +325,8 @@ def test_subscription_user_data_matches_java(assignor: str, oracle_cases: int) -
             compared += 1
             bad = sorted(m for m in java_ud if py_ud.get(m) != java_ud[m])
             if bad:
-                failures.append(f"case {i}: member {bad[0]!r}: python {py_ud.get(bad[0])!r} java {java_ud[bad[0]]!r}")
+                mine, theirs = py_ud.get(bad[0]), java_ud[bad[0]]
+                failures.append(f"case {i}: member {bad[0]!r}: python {mine.hex() if mine else mine} "
+                                f"java {theirs.hex() if theirs else theirs}")
     assert compared > 0
     assert not failures, f"{len(failures)}/{len(cases)} cases differ:\n" + "\n".join(failures[:5])
