@@ -32,6 +32,8 @@ from coordinator_core.records import (
     UnknownRecordValue,
     decode,
     encode,
+    offset_commit_key_fields,
+    offset_commit_value_fields,
 )
 from coordinator_core.records_kip848 import (
     ClassicMemberMetadata,
@@ -340,3 +342,16 @@ def test_unsorted_unknown_tags_are_written_as_given() -> None:
     rec = CoordinatorRecord.of(ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(1, ((2, b""), (1, b""))))
     assert encode(rec)[1] == bytes.fromhex("0000 00000001 02 0200 0100")
     assert decode(*encode(rec)) == rec
+
+
+def test_fast_path_functions_on_other_inputs() -> None:
+    key, value = encode(CoordinatorRecord(OFFSET_KEY, FULL_OFFSET, 0, 1))
+    assert value is not None
+    assert offset_commit_key_fields(bytearray(key)) == ("grp", "orders", 7)
+    assert offset_commit_value_fields(memoryview(value)) == (1, 42, -1, "meta", TS, TS + 86_400_000)
+    v4 = encode(CoordinatorRecord(OFFSET_KEY, FULL_OFFSET, 1, 4))[1]
+    assert v4 is not None and offset_commit_value_fields(v4) == (4, 42, 3, "meta", TS, -1)
+    with pytest.raises(RecordDecodeError, match="not an offset commit key: record type 2"):
+        offset_commit_key_fields(encode(CoordinatorRecord.of(GroupMetadataKey("g")))[0])
+    with pytest.raises(RecordDecodeError, match="tombstone has no value fields"):
+        offset_commit_value_fields(None)  # type: ignore[arg-type]
