@@ -280,18 +280,20 @@ class GroupConsumer:
 
     def wake_at(self) -> int | None:
         """The next virtual time at which `tick` has something to do (None: only a response can help)."""
-        if not self.alive:
+        if not self.alive or self.closing:
             return None
         if self.paused_until is not None:
             return self.paused_until
         times = []
-        if self._next_heartbeat is not None and not self._hb_inflight:
-            times.append(self._next_heartbeat)
-        if (self._next_auto_commit is not None and self.state is MemberState.STABLE
-                and not self._commit_inflight and self.config.enable_auto_commit):
+        if (self.state in (MemberState.COMPLETING_REBALANCE, MemberState.STABLE) and not self._hb_inflight
+                and self._next_heartbeat is not None):
+            times.append(max(self._next_heartbeat, self._coordinator_back_at))
+        if self.rejoin_needed or self.state is MemberState.UNJOINED:
+            if not (self._join_inflight or self._prepare_commit_inflight):
+                times.append(max(self._now, self._coordinator_back_at))
+        elif (self._next_auto_commit is not None and self.state is MemberState.STABLE
+              and not self._commit_inflight and self.config.enable_auto_commit):
             times.append(self._next_auto_commit)
-        if self.rejoin_needed and not self._join_inflight and self._coordinator_back_at > self._now:
-            times.append(self._coordinator_back_at)
         return min(times) if times else None
 
     def tick(self, now: int) -> list[Request]:

@@ -54,10 +54,17 @@ class BuggyAssignor(ConsumerPartitionAssignor):
         if not self._armed:
             return self.inner.assign(partitions_per_topic, subscriptions, partition_racks=partition_racks)
         if self.bug == "ignore_static_order":
-            # order members by member id only, as assignors did before KIP-345
-            anonymous = {m: replace(s, group_instance_id=None) for m, s in subscriptions.items()}
-            result = self.inner.assign(partitions_per_topic, anonymous, partition_racks=partition_racks)
-            self._report("ignore_static_order", {"members": sorted(subscriptions)})
+            # orders members by something unstable (here: a rotation per call) instead of their
+            # group.instance.id, so a static member's partitions move at the next rebalance
+            self._calls = getattr(self, "_calls", 0) + 1
+            ranked = sorted(subscriptions, key=lambda m: (subscriptions[m].group_instance_id or "", m))
+            n = len(ranked)
+            shift = (self._calls - 1) % n if n else 0
+            renamed = {m: replace(subscriptions[m], group_instance_id=f"{(i + shift) % n:06d}")
+                       for i, m in enumerate(ranked)}
+            result = self.inner.assign(partitions_per_topic, renamed, partition_racks=partition_racks)
+            if shift:
+                self._report("ignore_static_order", {"members": ranked, "rotation": shift})
             return result
         result = self.inner.assign(partitions_per_topic, subscriptions, partition_racks=partition_racks)
         broken = getattr(self, f"_{self.bug}")(result, subscriptions)

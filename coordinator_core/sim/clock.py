@@ -52,7 +52,7 @@ class EventQueue:
             heapq.heappop(self._heap)
         return self._heap[0].at if self._heap else None
 
-    def run_until(self, end_ms: int, *, max_events: int = 10_000_000) -> int:
+    def run_until(self, end_ms: int, *, max_events: int = 2_000_000) -> int:
         """Runs every event due at or before `end_ms`; returns how many ran. The clock ends at `end_ms`."""
         ran = 0
         while True:

@@ -219,7 +219,7 @@ class Runner:
 
     def _start(self, name: str, now: int) -> None:
         current = self.procs.get(name)
-        if current is not None and current.consumer.alive:
+        if current is not None and current.consumer.alive and not current.consumer.closing:
             raise ScenarioError(f"scenario {self.s.name!r}: consumer {name!r} started twice at t={now - self.s.start_ms}")
         proc = self._new_process(self.specs[name])
         self.procs[name] = proc

@@ -228,8 +228,8 @@ class TruthTracker:
                                                  (logged.offset,)))
             elif kind == "unsafe_cooperative_move":
                 src, dst = planted["from"], planted["to"]
-                if (src in members and dst in members and list(tp) in members[src]["owned"]
-                        and list(tp) in members[dst]["assigned"]):
+                if (src in members and dst in members and tp in members[src]["owned"]
+                        and tp in members[dst]["assigned"]):
                     rows.append(ViolationRow(gen, kind, tp[0], tp[1], (src, dst),
                                              f"moved from {src} to {dst} while {src} still owned it",
                                              (logged.offset,)))
