@@ -154,7 +154,8 @@ class Scenario:
             out["tags"] = list(self.tags)
         out["topics"] = dict(self.topics)
         out["consumers"] = [_consumer_to_dict(c) for c in self.consumers]
-        out["timeline"] = [{"at": s.at, "do": s.do, **{k: _jsonable(v) for k, v in s.args}}
+        out["timeline"] = [{"at": s.at, "do": s.do,
+                            **{k: _jsonable(dict(v) if k == "set" else v) for k, v in s.args}}
                            for s in self.timeline]
         out["end_ms"] = self.end_ms
         return out
