@@ -87,6 +87,53 @@ class Errors(IntEnum):
     UNSTABLE_OFFSET_COMMIT = 88
     STALE_MEMBER_EPOCH = 113
 
+    @property
+    def message(self) -> str | None:
+        """Kafka's default message for the error (Errors#message; None for NONE). Log lines that print
+        `error.message` or an exception's default message use it."""
+        return _ERROR_MESSAGES.get(self.name)
+
+
+_ERROR_MESSAGES: dict[str, str] = {
+    "UNKNOWN_SERVER_ERROR": 'The server experienced an unexpected error when processing the request.',
+    "UNKNOWN_TOPIC_OR_PARTITION": 'This server does not host this topic-partition.',
+    "INVALID_FETCH_SIZE": 'The requested fetch size is invalid.',
+    "NOT_LEADER_OR_FOLLOWER": 'For requests intended only for the leader, this error indicates that the broker is not the current leader. For requests intended for any replica, this error indicates that the broker is not a replica of the topic partition.',
+    "REQUEST_TIMED_OUT": 'The request timed out.',
+    "MESSAGE_TOO_LARGE": 'The request included a message larger than the max message size the server will accept.',
+    "OFFSET_METADATA_TOO_LARGE": 'The metadata field of the offset request was too large.',
+    "NETWORK_EXCEPTION": 'The server disconnected before a response was received.',
+    "COORDINATOR_LOAD_IN_PROGRESS": "The coordinator is loading and hence can't process requests.",
+    "COORDINATOR_NOT_AVAILABLE": 'The coordinator is not available.',
+    "NOT_COORDINATOR": 'This is not the correct coordinator.',
+    "RECORD_LIST_TOO_LARGE": 'The request included message batch larger than the configured segment size on the server.',
+    "NOT_ENOUGH_REPLICAS": 'Messages are rejected since there are fewer in-sync replicas than required.',
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND": 'Messages are written to the log, but to fewer in-sync replicas than required.',
+    "ILLEGAL_GENERATION": 'Specified group generation id is not valid.',
+    "INCONSISTENT_GROUP_PROTOCOL": "The group member's supported protocols are incompatible with those of existing members or first group member tried to join with empty protocol type or empty protocol list.",
+    "INVALID_GROUP_ID": 'The configured groupId is invalid.',
+    "UNKNOWN_MEMBER_ID": 'The coordinator is not aware of this member.',
+    "INVALID_SESSION_TIMEOUT": 'The session timeout is not within the range allowed by the broker (as configured by group.min.session.timeout.ms and group.max.session.timeout.ms).',
+    "REBALANCE_IN_PROGRESS": 'The group is rebalancing, so a rejoin is needed.',
+    "INVALID_COMMIT_OFFSET_SIZE": 'The committing offset data size is not valid.',
+    "TOPIC_AUTHORIZATION_FAILED": 'Topic authorization failed.',
+    "GROUP_AUTHORIZATION_FAILED": 'Group authorization failed.',
+    "UNSUPPORTED_VERSION": 'The version of API is not supported.',
+    "INVALID_REQUEST": 'This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.',
+    "UNSUPPORTED_FOR_MESSAGE_FORMAT": 'The message format version on the broker does not support the request.',
+    "INVALID_TXN_STATE": 'The producer attempted a transactional operation in an invalid state.',
+    "KAFKA_STORAGE_ERROR": 'Disk error when trying to access log file on the disk.',
+    "NON_EMPTY_GROUP": 'The group is not empty.',
+    "GROUP_ID_NOT_FOUND": 'The group id does not exist.',
+    "MEMBER_ID_REQUIRED": 'The group member needs to have a valid member id before actually entering a consumer group.',
+    "GROUP_MAX_SIZE_REACHED": 'The consumer group has reached its max size.',
+    "FENCED_INSTANCE_ID": 'The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.',
+    "GROUP_SUBSCRIBED_TO_TOPIC": 'Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.',
+    "UNSTABLE_OFFSET_COMMIT": 'There are unstable offsets that need to be cleared.',
+    "STALE_MEMBER_EPOCH": 'The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.',
+}
+"""The default messages of clients/.../protocol/Errors.java, per error name."""
+
 
 def _check_str(value: object, name: str, where: str, *, nullable: bool = False) -> None:
     if value is None and nullable:

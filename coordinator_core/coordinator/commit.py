@@ -42,7 +42,9 @@ def _validate(shard: Shard, group: ClassicGroup, req: OffsetCommitRequest) -> Er
     if req.generation_id < 0 and group.is_in(EMPTY):
         return Errors.NONE  # C4
     if req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:  # C5
-        error = group.validate_member(req.member_id, req.group_instance_id, "offset-commit")
+        # J passes the operation names swapped (`isTransactional ? "offset-commit" : "txn-offset-commit"`)
+        operation = "txn-offset-commit" if shard.config.is_java else "offset-commit"
+        error = group.validate_member(req.member_id, req.group_instance_id, operation)
         if error != Errors.NONE:
             return error
         if req.generation_id != group.generation_id:

@@ -80,19 +80,22 @@ def cleanup_group_metadata(shard: Shard) -> None:
         for tp in expired:
             offsets.pop(tp, None)
     for group_id in deleted:
-        _drop_group(shard, group_id)
-    shard.logs.cleanup(len(records))
+        _drop_group(shard, group_id, log_dead=True)
+    shard.logs.cleanup(len(records), sum(1 for r in records if r.key_version == 1))
     if records:
         shard.append(records, None)
     schedule_expiration(shard)
 
 
-def _drop_group(shard: Shard, group_id: str) -> None:
+def _drop_group(shard: Shard, group_id: str, *, log_dead: bool) -> None:
+    """S moves the group to Dead (GroupMetadataManager#cleanupGroupMetadata logs it; DeleteGroups does the
+    transition itself, silently); J only removes it (its tombstone replay)."""
     group = shard.groups.pop(group_id, None)
     shard.offsets.pop(group_id, None)
     if group is not None and not shard.config.is_java:
+        if log_dead:
+            shard.logs.transitioned_to_dead(group)
         group.transition_to(DEAD, shard.now)
-        shard.logs.transitioned_to_dead(group)
 
 
 def delete_groups(shard: Shard, req: DeleteGroupsRequest) -> None:
@@ -116,8 +119,8 @@ def delete_groups(shard: Shard, req: DeleteGroupsRequest) -> None:
         deleted.append(group_id)
         results.append((group_id, Errors.NONE))
     for group_id in deleted:
-        _drop_group(shard, group_id)
-    shard.logs.groups_deleted(deleted, sum(1 for r in records if r.key_version == 1))
+        _drop_group(shard, group_id, log_dead=False)
+    shard.logs.groups_deleted(req.group_ids, deleted, sum(1 for r in records if r.key_version == 1))
 
     def on_written(error: Errors) -> None:
         final = results if error == Errors.NONE else [

@@ -13,7 +13,7 @@ from coordinator_core.protocol import (
     SyncGroupResponse,
 )
 
-from .hashorder import JavaHashMap, ScalaHashMap, champ_order, java_hashmap_order
+from .hashorder import HashSetOrder, JavaHashMap, ScalaHashMap, champ_order, java_hashmap_order
 from .state import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -121,7 +121,7 @@ class ClassicGroup:
     pending_members: set[str] = field(default_factory=set)
     num_members_awaiting_join: int = 0
     supported_protocols: dict[str, int] = field(default_factory=dict)
-    pending_sync_members: set[str] = field(default_factory=set)
+    pending_sync_members: HashSetOrder = field(default_factory=HashSetOrder)
     subscribed_topics: frozenset[str] | None = None
     new_member_added: bool = False
 
@@ -134,7 +134,8 @@ class ClassicGroup:
             JavaHashMap() if shard.config.is_java else ScalaHashMap())
         return cls(group_id=group_id, shard=shard, state=state, current_state_timestamp=now_ms,
                    generation_id=generation_id, protocol_type=protocol_type, protocol_name=protocol_name,
-                   leader_id=leader_id, members=members)
+                   leader_id=leader_id, members=members,
+                   pending_sync_members=HashSetOrder(java=shard.config.is_java))
 
     # ----------------------------------------------------------------------------------------------
     # simple queries
@@ -237,6 +238,7 @@ class ClassicGroup:
                 self.leader_id = m.member_id
                 self.shard.logs.leader_replaced(self, current, m)
                 return True
+        self.shard.logs.leader_not_replaced(self, current)
         return False
 
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:

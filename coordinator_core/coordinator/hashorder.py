@@ -88,6 +88,12 @@ class _OrderedHashMap(Generic[V]):
     def put(self, key: str, value: V) -> None:
         raise NotImplementedError
 
+    def clear(self) -> None:
+        """Removes every key; like Java's HashMap#clear and Scala's mutable.HashMap#clear the table keeps its
+        size, so later iteration orders still depend on how large the map once was."""
+        self._buckets = [[] for _ in range(self._capacity)]
+        self._values.clear()
+
 
 class JavaHashMap(_OrderedHashMap[V]):
     """Follows java.util.HashMap (put/remove/iteration order, without tree bins)."""
@@ -143,6 +149,52 @@ class ScalaHashMap(_OrderedHashMap[V]):
         for bucket in old:
             for key in bucket:
                 self._buckets[self._index(key)].append(key)
+
+
+class HashSetOrder:
+    """A hash set that iterates in the emulated order of java.util.HashSet (J) or Scala 2.13's
+    mutable.HashSet (S), both backed by the hash maps above (Kafka's `pendingSyncMembers`)."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, *, java: bool = True) -> None:
+        self._map: JavaHashMap[None] | ScalaHashMap[None] = JavaHashMap() if java else ScalaHashMap()
+
+    def add(self, key: str) -> None:
+        self._map.put(key, None)
+
+    def discard(self, key: str) -> None:
+        self._map.pop(key)
+
+    def clear(self) -> None:
+        self._map.clear()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._map
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __bool__(self) -> bool:
+        return len(self._map) > 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map.keys())
+
+
+def scala_immutable_set_order(keys: Iterable[str]) -> list[str]:
+    """Iteration order of a Scala 2.13 immutable Set/Map built from `keys` in that order (`toSet`, `toMap`,
+    `Set.from`): Set1..Set4 / Map1..Map4 keep insertion order, larger ones are CHAMP tries."""
+    items = list(dict.fromkeys(keys))
+    return items if len(items) <= 4 else champ_order(items)
+
+
+def scala_hashmap_order(keys: Iterable[str]) -> list[str]:
+    """The iteration order of a fresh scala.collection.mutable.HashMap after putting `keys` in order."""
+    m: ScalaHashMap[None] = ScalaHashMap()
+    for k in keys:
+        m.put(k, None)
+    return m.keys()
 
 
 def java_hashmap_order(keys: Iterable[str], *, capacity: int = 16) -> list[str]:

@@ -78,7 +78,7 @@ def _write_new_group(shard: Shard, group: ClassicGroup, req: JoinGroupRequest) -
     def on_written(error: Errors) -> None:
         if error == Errors.NONE:
             return
-        shard.logs.empty_write_failed(group, error)
+        shard.logs.empty_write_failed(group, error)  # J prints the exception's message: the raw error
         mapped = map_group_metadata_append_error(shard, error)
         if shard.groups.get(group.group_id) is group:
             del shard.groups[group.group_id]
@@ -172,7 +172,7 @@ def _update_static_member(shard: Shard, group: ClassicGroup, req: JoinGroupReque
             def on_written(error: Errors) -> None:
                 if error != Errors.NONE:
                     mapped = map_group_metadata_append_error(shard, error)
-                    shard.logs.static_persist_failed(group, new_id, instance_id, mapped, old_id)
+                    shard.logs.static_persist_failed(group, new_id, instance_id, error, mapped, old_id)
                     group.update_member(member, old_protocols, old_rebalance_timeout, old_session_timeout, None)
                     old_member = group.replace_static_member(instance_id, new_id, old_id)
                     reschedule_heartbeat(shard, group, old_member)

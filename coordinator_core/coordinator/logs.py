@@ -7,10 +7,14 @@ Layout `[%d] %p %m (%c)` with the date rendered in UTC from the step's `now_ms`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .hashorder import ScalaHashMap, java_hashset_copy_order
+from .hashorder import (
+    java_hashmap_order,
+    java_hashset_copy_order,
+    scala_hashmap_order,
+    scala_immutable_set_order,
+)
 
 if TYPE_CHECKING:
     from coordinator_core.protocol import Errors
@@ -71,15 +75,12 @@ class LogEmitter:
     def _tp(self, group: ClassicGroup) -> str:
         return f"__consumer_offsets-{self.shard.partition_for(group.group_id)}"
 
-    def order_set(self, members: Iterable[str]) -> list[str]:
-        """The iteration order Kafka's set copy would have (J HashSet copy, S mutable.HashSet)."""
-        items = list(members)
+    def pending_sync_copy_order(self, source_order: list[str]) -> list[str]:
+        """The order of the pending-sync set Kafka prints, given the live set's iteration order:
+        J `new HashSet<>(pendingSyncMembers)`; S `pendingSyncMembers.toSet` (an immutable Set)."""
         if self.java:
-            return java_hashset_copy_order(items)
-        m: ScalaHashMap[None] = ScalaHashMap()
-        for k in items:
-            m.put(k, None)
-        return m.keys()
+            return java_hashset_copy_order(source_order)
+        return scala_immutable_set_order(source_order)
 
     def render_set(self, ordered: list[str]) -> str:
         return f"[{', '.join(ordered)}]" if self.java else f"Set({', '.join(ordered)})"
@@ -120,8 +121,16 @@ class LogEmitter:
                    f"Group {g.group_id} with generation {g.generation_id} is now empty ({self._tp(g)})",
                    f"Group {g.group_id} with generation {g.generation_id} is now empty.")
 
-    def removed_not_rejoined(self, g: ClassicGroup, member_ids: list[str]) -> None:
-        ordered = self.order_set(member_ids)
+    def removed_not_rejoined(self, g: ClassicGroup, not_yet: list[str], dropped: set[str]) -> None:
+        """`not_yet`: every member not awaiting join, in members-map order; `dropped`: the dynamic ones.
+        J: `notYetRejoinedMembers()` is a HashMap, filtered into another by `Collectors.toMap`. S: the members
+        map filtered into a fresh mutable.HashMap, then `.toMap` (immutable), then filtered."""
+        if self.java:
+            first = java_hashmap_order(not_yet)
+            ordered = java_hashmap_order([m for m in first if m in dropped])
+        else:
+            fresh = scala_hashmap_order(not_yet)
+            ordered = [m for m in scala_immutable_set_order(fresh) if m in dropped]
         self._info(g.group_id,
                    f"Group {g.group_id} removed dynamic members who haven't joined: {self.render_set(ordered)}",
                    f"Group {g.group_id} removed dynamic members who haven't joined: {self.render_set(ordered)}")
@@ -142,9 +151,20 @@ class LogEmitter:
                    f"failed to join before the rebalance timeout. Member {self._java_member(new)} was elected "
                    f"as the new leader.", s_logger=S_GROUP, j_logger=J_GROUP)
 
+    def leader_not_replaced(self, g: ClassicGroup, old: Member) -> None:
+        self._info(g.group_id,
+                   f"Group leader [member.id: {old.member_id}, group.instance.id: {_scala_option(old.group_instance_id)}] "
+                   f"failed to join before rebalance timeout, and the group couldn't proceed to next generation"
+                   f"because no member joined.",
+                   f"Group leader [memberId: {old.member_id}, groupInstanceId: {old.group_instance_id or 'None'}] "
+                   f"failed to join before the rebalance timeout and the group couldn't proceed to the next "
+                   f"generation because no member joined.", s_logger=S_GROUP, j_logger=J_GROUP)
+
     def empty_write_failed(self, g: ClassicGroup, error: Errors) -> None:
-        self._info(g.group_id, f"Failed to write empty metadata for group {g.group_id}: {error.name}",
-                   f"Failed to write empty metadata for group {g.group_id}: {error.name}", level="WARN")
+        """`error` is what Kafka prints the message of: the mapped error after a W2 failure (S and J), the
+        append's own error after a W5 failure (J's `t.getMessage()`)."""
+        text = f"Failed to write empty metadata for group {g.group_id}: {error.message}"
+        self._info(g.group_id, text, text, level="WARN")
 
     def member_failed(self, g: ClassicGroup, member_id: str) -> None:
         self._info(g.group_id, f"Member {member_id} in group {g.group_id} has failed, removing it from the group",
@@ -158,10 +178,13 @@ class LogEmitter:
         if generation != g.generation_id:
             text = (f"Received unexpected notification of sync expiration for {g.group_id} with an old "
                     f"generation {generation} while the group has {g.generation_id}.")
-        else:
-            text = (f"Received unexpected notification of sync expiration after group {g.group_id} already "
-                    f"transitioned to {g.state} state.")
-        self._info(g.group_id, text, text, level="ERROR")
+            self._info(g.group_id, text, text, level="ERROR")
+            return
+        self._info(g.group_id,
+                   f"Received unexpected notification of sync expiration after group {g.group_id} already "
+                   f"transitioned to the {g.state} state.",
+                   f"Received unexpected notification of sync expiration after group {g.group_id} already "
+                   f"transitioned to {g.state} state.", level="ERROR")
 
     def removed_not_synced(self, g: ClassicGroup, rendered: str) -> None:
         del g, rendered  # DEBUG in both flavours: not emitted
@@ -176,9 +199,9 @@ class LogEmitter:
 
     def missing_assignments(self, g: ClassicGroup, missing: list[str]) -> None:
         self._info(g.group_id,
-                   f"Setting empty assignments for members {self.render_set(self.order_set(missing))} of "
+                   f"Setting empty assignments for members {self.render_set(scala_immutable_set_order(missing))} of "
                    f"{g.group_id} for generation {g.generation_id}",
-                   f"Setting empty assignments for members {{{', '.join(f'{m}=[B' for m in self.order_set(missing))}}} "
+                   f"Setting empty assignments for members {{{', '.join(f'{m}=[B' for m in java_hashmap_order(missing))}}} "
                    f"of {g.group_id} for generation {g.generation_id}.", level="WARN")
 
     def empty_assignment_sent(self, g: ClassicGroup, member_id: str) -> None:
@@ -213,10 +236,12 @@ class LogEmitter:
                    "Static member which joins during Stable stage and doesn't affect the selected protocol will "
                    "not trigger a rebalance.")
 
-    def static_persist_failed(self, g: ClassicGroup, new_id: str, instance_id: str, error: Errors, old_id: str) -> None:
-        self._info(g.group_id, f"Failed to persist metadata for group {g.group_id}: {error.name}",
+    def static_persist_failed(self, g: ClassicGroup, new_id: str, instance_id: str, raw: Errors, mapped: Errors,
+                              old_id: str) -> None:
+        """S prints the mapped error's message; J the append exception's message (the raw error's)."""
+        self._info(g.group_id, f"Failed to persist metadata for group {g.group_id}: {mapped.message}",
                    f"Failed to persist metadata for group {g.group_id} static member {new_id} with group instance "
-                   f"id {instance_id} due to {error.name}. Reverting to old member id {old_id}.", level="WARN")
+                   f"id {instance_id} due to {raw.message}. Reverting to old member id {old_id}.", level="WARN")
 
     def dynamic_id_required(self, g: ClassicGroup, new_id: str) -> None:
         self._info(g.group_id,
@@ -264,18 +289,26 @@ class LogEmitter:
                    f"[GroupId {group_id}] Creating a simple consumer group via manual offset commit.",
                    j_logger=J_OFFSETS)
 
-    def cleanup(self, num_records: int) -> None:
+    def cleanup(self, num_records: int, num_offsets: int) -> None:
+        """J: GroupCoordinatorShard#cleanupGroupMetadata, every run. S: GroupMetadataManager#cleanupGroupMetadata,
+        only when offsets were removed. Durations are 0: the port takes no time."""
         if self.java:
             self._emit("INFO", J_SHARD, f"Generated {num_records} tombstone records while cleaning up group "
                                         f"metadata in 0 milliseconds.")
+        elif num_offsets > 0:
+            self._emit("INFO", S_MANAGER, f"Removed {num_offsets} expired offsets in 0 milliseconds.")
 
     def transitioned_to_dead(self, g: ClassicGroup) -> None:
         self._emit("INFO", S_MANAGER, f"Group {g.group_id} transitioned to Dead in generation {g.generation_id}")
 
-    def groups_deleted(self, group_ids: list[str], num_offsets: int) -> None:
+    def groups_deleted(self, requested: tuple[str, ...], group_ids: list[str], num_offsets: int) -> None:
+        """J (GroupCoordinatorShard#deleteGroups) logs every request, through the shard's log context; S
+        (GroupCoordinator#handleDeleteGroups) only when a group was deleted."""
+        if not self.java and not group_ids:
+            return
         text = (f"The following groups were deleted: {', '.join(group_ids)}. A total of {num_offsets} offsets "
                 f"were removed.")
-        self._info(None, text, text, j_logger=J_SHARD)
+        self._info(requested[0] if requested else None, text, text, j_logger=J_SHARD)
 
     def unknown_record(self, record: CoordinatorRecord) -> None:
         kind = record.key_version

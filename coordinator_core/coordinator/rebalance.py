@@ -100,12 +100,13 @@ def check_join_completion(shard: Shard, group: ClassicGroup) -> None:
 def complete_join(shard: Shard, group: ClassicGroup) -> None:
     """Follows GroupMetadataManager#completeClassicGroupJoin / GroupCoordinator#onCompleteJoin (spec §4.3)."""
     shard.timers.cancel(join_key(group.group_id))
-    dropped = [m for m in group.not_yet_rejoined_members() if not m.is_static]
+    not_yet = group.not_yet_rejoined_members()
+    dropped = [m for m in not_yet if not m.is_static]
     if dropped:
         for m in dropped:
             group.remove(m.member_id)
             cancel_heartbeat(shard, group, m.member_id)
-        shard.logs.removed_not_rejoined(group, [m.member_id for m in dropped])
+        shard.logs.removed_not_rejoined(group, [m.member_id for m in not_yet], {m.member_id for m in dropped})
     if group.is_in(DEAD):
         shard.logs.dead_skipping(group)
         return
@@ -247,7 +248,7 @@ def expire_pending_sync(shard: Shard, group_id: str, generation_id: int) -> None
         shard.logs.unexpected_sync_expiration(group, generation_id)
         return
     if group.pending_sync_members:
-        missing = shard.logs.order_set(group.pending_sync_members)
+        missing = shard.logs.pending_sync_copy_order(list(group.pending_sync_members))
         for member_id in missing:
             group.remove(member_id)
             cancel_heartbeat(shard, group, member_id)

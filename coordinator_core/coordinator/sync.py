@@ -26,6 +26,16 @@ def _error(req: SyncGroupRequest, error: Errors) -> SyncGroupResponse:
     return SyncGroupResponse(correlation_id=req.correlation_id, error_code=error)
 
 
+def _protocol_inconsistent(shard: Shard, requested: str | None, current: str | None) -> bool:
+    """J: GroupMetadataManager#isProtocolInconsistent (both set and different). S: GroupCoordinator#validateSyncGroup
+    (`requested.isDefined && !current.contains(requested)`), so an unset group value is inconsistent too."""
+    if requested is None:
+        return False
+    if shard.config.is_java:
+        return current is not None and current != requested
+    return current != requested
+
+
 def sync_group(shard: Shard, req: SyncGroupRequest) -> None:
     """Follows GroupMetadataManager#classicGroupSync / GroupCoordinator#handleSyncGroup + doSyncGroup."""
     group = shard.groups.get(req.group_id)
@@ -45,8 +55,8 @@ def sync_group(shard: Shard, req: SyncGroupRequest) -> None:
     if req.generation_id != group.generation_id:
         shard.respond(_error(req, Errors.ILLEGAL_GENERATION))  # S4
         return
-    if ((req.protocol_type is not None and req.protocol_type != group.protocol_type)
-            or (req.protocol_name is not None and req.protocol_name != group.protocol_name)):
+    if (_protocol_inconsistent(shard, req.protocol_type, group.protocol_type)
+            or _protocol_inconsistent(shard, req.protocol_name, group.protocol_name)):
         shard.respond(_error(req, Errors.INCONSISTENT_GROUP_PROTOCOL))  # S5
         return
     if group.is_in(EMPTY):

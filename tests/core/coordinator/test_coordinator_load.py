@@ -153,7 +153,8 @@ def test_w2_failure_is_only_logged() -> None:
     res = ctx.leave(a)
     assert res.records == ()
     assert ctx.view().state == GroupState.EMPTY
-    assert any("Failed to write empty metadata for group g: NOT_COORDINATOR" in line for line in res.logs)
+    assert any("Failed to write empty metadata for group g: This is not the correct coordinator." in line
+               for line in res.logs)
 
 
 def test_written_but_failed_append_reaches_the_log() -> None:
