@@ -16,9 +16,12 @@ from coordinator_core.client.misbehaviour import BuggyAssignor
 from coordinator_core.errors import ScenarioError
 from coordinator_core.protocol import (
     DeleteGroupsRequest,
+    HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
 )
 from coordinator_core.sim.clock import EventQueue
 from coordinator_core.sim.log import LogRecord, LogWriter
@@ -87,7 +90,7 @@ class Runner:
 
     def _apply_result(self, result: Any, now: int, *, committer: str | None = None) -> None:
         self.tracker.set_committer(committer)
-        snap = self.port.snapshot(self.s.group)
+        snap = self.port.snapshot(self.s.group) if result.records else None
         for rec in result.records:
             key, value = encode_record(rec)
             logged = self.log.append(self.partition, now, key, value)
@@ -121,12 +124,17 @@ class Runner:
         self._fire_coordinator_timers(now)
         if proc is not None:
             self.by_cid[req.correlation_id] = proc
+        member_id = getattr(req, "member_id", None) or None
+        if isinstance(req, HeartbeatRequest | SyncGroupRequest | OffsetCommitRequest):
+            # these never change membership (timers due now have fired above): no before/after needed
+            self._apply_result(self.port.call(req, now), now, committer=member_id)
+            self._schedule_coordinator()
+            return
         before = self.port.snapshot(self.s.group)
         result = self.port.call(req, now)
         after = self.port.snapshot(self.s.group)
         is_join = isinstance(req, JoinGroupRequest)
         consumer = proc.consumer if proc else None
-        member_id = getattr(req, "member_id", None) or None
         self._apply_result(result, now, committer=member_id)
         self.tracker.on_step(before, after, member_id=member_id,
                              reason=req.reason if is_join else None,
