@@ -501,6 +501,22 @@ class GroupConsumer:
         out = self._handle(response, now)
         return out + self._drive(now)
 
+    def request_timed_out(self, correlation_id: int, now: int) -> list[Request]:
+        """A request got no answer within its timeout (the client disconnects and retries)."""
+        sent = self._inflight.pop(correlation_id, None)
+        if sent is None or not self.alive:
+            return []
+        if sent.kind in ("join", "sync"):
+            self._join_inflight = False
+            self._request_rejoin("rebalance failed due to TimeoutException")
+        elif sent.kind == "heartbeat":
+            self._hb_inflight = False
+        elif sent.kind == "commit":
+            self._commit_inflight = False
+            self._prepare_commit_inflight = False
+        self._coordinator_unknown(now)
+        return self._drive(now)
+
     def _handle(self, response: Any, now: int) -> list[Request]:
         sent = self._inflight.pop(response.correlation_id, None)
         if sent is None:

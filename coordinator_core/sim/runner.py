@@ -97,6 +97,13 @@ class Runner:
             self.tracker.on_record(rec, logged, snap)
             if value is not None and hasattr(rec.key, "topic"):
                 self.committed[(rec.key.topic, rec.key.partition)] = rec.value.offset
+        for cid in getattr(result, "dropped", ()):
+            proc = self.by_cid.pop(cid, None)
+            if proc is not None:
+                # Kafka abandoned the parked request: the client's request timeout fires instead
+                wait = proc.consumer.config.max_poll_interval_ms + 5000
+                self.q.after(wait, lambda t, p=proc, c=cid: self._send(p, p.consumer.request_timed_out(c, t), t),
+                             "request timeout")
         for resp in result.responses:
             proc = self.by_cid.pop(resp.correlation_id, None)
             if proc is not None:
