@@ -39,6 +39,7 @@ from coordinator_core.audit.causes import (
     new_generation_causes,
     same_generation_changes,
 )
+from coordinator_core.audit.fastpath import group_record_fast
 from coordinator_core.audit.offsets import (
     COMMITS,
     FIRST_OFFSET,
@@ -122,9 +123,12 @@ class _LoadPath:
 class GroupAuditor:
     """Streams one group's records into audit rows; see the module docstring for the contract."""
 
-    def __init__(self, group_id: str | None = None) -> None:
+    def __init__(self, group_id: str | None = None, *, load_path: bool = True) -> None:
+        """`group_id` None takes the group of the first decodable record. `load_path=False` skips the
+        coordinator's replay of GroupMetadata records (same rows; only a record the coordinator
+        itself would reject beyond the audit's own checks goes unnoticed): a speed option."""
         self.group_id = group_id
-        self._load = _LoadPath()
+        self._load = _LoadPath() if load_path else None
         self._positions: dict[int, int] = {}
         self._key_cache: dict[bytes, tuple[str, int]] = {}
         # persisted group state
@@ -133,6 +137,7 @@ class GroupAuditor:
         self._snap_record: tuple[int, int, int, bytes, bytes] | None = None
         self._gen_row: dict[str, Any] | None = None
         self._valid_from: dict[str, tuple[int, int, int]] = {}
+        self._instances: dict[str, str] = {}  # static instance id -> its last member id in this history
         # the open offset window
         self._window: dict[tuple[str, int], list[Any]] = {}
         self._win_gen: int | None = None
@@ -253,6 +258,7 @@ class GroupAuditor:
             "group_record": snap,
             "generation": dict(self._gen_row) if self._gen_row is not None else None,
             "valid_from": [[m, *v] for m, v in self._valid_from.items()],
+            "instances": sorted(self._instances.items()),
             "window": {
                 "generation_id": self._win_gen, "state": self._win_state, "start_offset": self._win_start,
                 "summaries": [[t, part, *s] for (t, part), s in self._window.items()],
@@ -260,24 +266,26 @@ class GroupAuditor:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GroupAuditor:
+    def from_dict(cls, data: dict[str, Any], *, load_path: bool = True) -> GroupAuditor:
         """Resumes an audit from `to_dict()` output; the coordinator's load path is replayed with the
         saved GroupMetadata record so it holds the same state as before."""
         if data.get("format") != STATE_FORMAT:
             raise ValueError(f"audit state format {data.get('format')!r} is not {STATE_FORMAT}")
-        self = cls(data["group_id"])
+        self = cls(data["group_id"], load_path=load_path)
         self._positions = {int(p): int(o) for p, o in data["positions"]}
         self._phase = data["phase"]
         rec = data["group_record"]
         if rec is not None:
             key, value = base64.b64decode(rec["key"]), base64.b64decode(rec["value"])
             decoded = decode(key, value)
-            self._load.replay(decoded)
+            if self._load is not None:
+                self._load.replay(decoded)
             assert isinstance(decoded.key, GroupMetadataKey)
             self._snap = GroupSnapshot.from_value(decoded.value, group_id=decoded.key.group)  # type: ignore[arg-type]
             self._snap_record = (rec["partition"], rec["offset"], rec["timestamp"], key, value)
         self._gen_row = dict(data["generation"]) if data["generation"] is not None else None
         self._valid_from = {m: (ts, p, o) for m, ts, p, o in data["valid_from"]}
+        self._instances = dict(data["instances"])
         w = data["window"]
         self._win_gen, self._win_state, self._win_start = w["generation_id"], w["state"], w["start_offset"]
         self._window = {(t, part): list(s) for t, part, *s in w["summaries"]}
@@ -336,10 +344,12 @@ class GroupAuditor:
 
     def _group_record(self, p: int, o: int, ts: int, key: bytes, value: Any) -> list[AuditRow]:
         where = f"partition {p} offset {o}"
-        try:
-            rec = decode(key, value)
-        except RecordDecodeError as exc:
-            return self._quarantine(p, o, ts, key, value, str(exc.at(where)), 2)
+        rec = group_record_fast(key, value) if value is None or type(value) is bytes else None
+        if rec is None:
+            try:
+                rec = decode(key, value)
+            except RecordDecodeError as exc:
+                return self._quarantine(p, o, ts, key, value, str(exc.at(where)), 2)
         assert isinstance(rec.key, GroupMetadataKey)
         group = rec.key.group
         if self.group_id is None:
@@ -349,8 +359,10 @@ class GroupAuditor:
         snap: GroupSnapshot | None = None
         try:
             if rec.value is not None:
-                snap = GroupSnapshot.from_value(rec.value, group_id=group)  # type: ignore[arg-type]
-            self._load.replay(rec)
+                snap = GroupSnapshot.from_value(rec.value, group_id=group,  # type: ignore[arg-type]
+                                                previous=self._snap)
+            if self._load is not None:
+                self._load.replay(rec)
         except CoordinatorAuditError as exc:
             return self._quarantine(p, o, ts, key, value, f"{where}: the load path rejects the record: {exc}", 2)
         self._group_records += 1
@@ -383,8 +395,9 @@ class GroupAuditor:
             rows.extend(self._close_generation(ts, o))
             gen = prev.generation if prev is not None else None
             detail = "tombstone: the group and its metadata are deleted"
-            rows.append(self._cause_row(Cause("group_deleted", detail=detail), gen, gen, True, p, o, ts))
-            self._snap, self._phase, self._valid_from = None, "deleted", {}
+            rows.append(self._cause_row(Cause("group_deleted", detail=detail), gen, gen, True, p, o, ts,
+                                        self._evidence(p, o)))
+            self._snap, self._phase, self._valid_from, self._instances = None, "deleted", {}, {}
             self._open_window(None, "Dead", o)
             return rows
         if prev is not None and snap.generation == prev.generation:
@@ -417,13 +430,14 @@ class GroupAuditor:
             if snap.generation == 0 and snap.is_empty:
                 causes = []  # J's W5 record: a new group made durable, not a rebalance
             else:
-                causes = new_generation_causes(base, snap, missing=missing)
+                causes = new_generation_causes(base, snap, missing=missing, known_instances=self._instances)
             found = assignment_violations(snap)
             if prev is not None:
                 found += ownership_violations(prev, snap)
             prev_gen = prev.generation if prev is not None else None
+        evidence = self._evidence(p, o)
         for i, c in enumerate(causes):
-            rows.append(self._cause_row(c, snap.generation, prev_gen, i == 0, p, o, ts))
+            rows.append(self._cause_row(c, snap.generation, prev_gen, i == 0, p, o, ts, evidence))
         rows.extend(self._violation_rows(found, snap.generation, p, o, ts))
         self._gen_row = {
             "group_id": self.group_id, "generation_id": snap.generation, "protocol_type": snap.protocol_type,
@@ -435,13 +449,20 @@ class GroupAuditor:
             "static_replacements": 0, "rebalance_protocol": snap.rebalance_protocol,
         }
         self._valid_from = {m.member_id: (ts, p, o) for m in snap.members}
+        self._remember_instances(snap)
         return rows
+
+    def _remember_instances(self, snap: GroupSnapshot) -> None:
+        for m in snap.members:
+            if m.group_instance_id is not None:
+                self._instances[m.group_instance_id] = m.member_id
 
     def _same_generation(self, prev: GroupSnapshot, snap: GroupSnapshot, p: int, o: int, ts: int) -> list[AuditRow]:
         rows: list[AuditRow] = []
         causes, replacements = same_generation_changes(prev, snap)
+        evidence = self._evidence(p, o)
         for c in causes:
-            rows.append(self._cause_row(c, snap.generation, prev.generation, False, p, o, ts))
+            rows.append(self._cause_row(c, snap.generation, prev.generation, False, p, o, ts, evidence))
         rows.extend(self._violation_rows(replacement_violations(snap.generation, replacements),
                                          snap.generation, p, o, ts))
         # ownership intervals: a member whose id or assignment changed hands over at this record
@@ -453,6 +474,7 @@ class GroupAuditor:
                 self._valid_from.pop(m.member_id, None)
         for m in snap.members:
             self._valid_from.setdefault(m.member_id, (ts, p, o))
+        self._remember_instances(snap)
         if self._gen_row is not None:
             self._gen_row["leader_id"] = snap.leader
             self._gen_row["static_replacements"] += len(replacements)
@@ -484,9 +506,9 @@ class GroupAuditor:
                 for topic, partition in dict.fromkeys(m.assigned)]
 
     def _cause_row(self, c: Cause, gen: int | None, prev_gen: int | None, primary: bool, p: int, o: int,
-                   ts: int) -> RebalanceCauseRow:
+                   ts: int, evidence: str) -> RebalanceCauseRow:
         return RebalanceCauseRow(self.group_id or "", gen, prev_gen, c.cause, c.member_id, c.group_instance_id,
-                                 c.detail, self._evidence(p, o), primary, ts, p, o)
+                                 c.detail, evidence, primary, ts, p, o)
 
     def _evidence(self, p: int, o: int) -> str:
         before = self._snap_record
@@ -496,6 +518,8 @@ class GroupAuditor:
         return f"partition {p} offset {o}"
 
     def _violation_rows(self, found: list[Violation], gen: int, p: int, o: int, ts: int) -> list[AuditRow]:
+        if not found:
+            return []
         evidence = self._evidence(p, o)
         return [ViolationRow(self.group_id or "", gen, v.kind, v.topic, v.partition, v.member_ids, v.detail,
                              evidence, ts, p, o) for v in found]

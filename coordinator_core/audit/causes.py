@@ -10,7 +10,8 @@ a cause is inferred from what changed between the previous record and this one:
 * `member_joined` / `member_left_or_expired`: a member identity (instance id when static, else
   member id) appears / disappears. After an Empty generation every member counts as joined.
 * `static_member_rejoined_new_generation`: a static identity is kept but under a new member id in
-  a new generation (a static rejoin that did rebalance: during a rebalance, or a protocol change).
+  a new generation (a static rejoin that did rebalance: during a rebalance, or a protocol change),
+  or a static instance seen earlier in the history comes back after being absent (expired/left).
 * `assignor_changed`: the selected protocol (or protocol type) differs.
 * `subscription_changed`: a kept member's subscribed topics differ (for opaque protocol types:
   its metadata bytes, when the protocol is unchanged).
@@ -31,6 +32,7 @@ Each generation gets exactly one primary cause, the first of `CAUSE_PRIORITY` pr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from coordinator_core.audit.snapshot import GroupSnapshot, MemberView
@@ -80,9 +82,14 @@ def _tps(tps: object, limit: int = 20) -> str:
     return "[" + shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "") + "]"
 
 
-def new_generation_causes(prev: GroupSnapshot, new: GroupSnapshot, *, missing: int) -> list[Cause]:
+def new_generation_causes(prev: GroupSnapshot, new: GroupSnapshot, *, missing: int,
+                          known_instances: Mapping[str, str] | None = None) -> list[Cause]:
     """The causes of generation `new`, whose previous persisted state is `prev` (a real record, or
-    `GroupSnapshot.initial()` when the history is known to start at the group's creation)."""
+    `GroupSnapshot.initial()` when the history is known to start at the group's creation).
+
+    `known_instances` maps static instance ids seen earlier in the audited history to their last
+    member id: such an instance absent from `prev` that is back in `new` rejoined (it had expired or
+    left) rather than joined for the first time."""
     out: list[Cause] = []
     if new.is_empty:
         gone = f"; gone since generation {prev.generation}: {_names(prev.members)}" if prev.members else ""
@@ -95,7 +102,7 @@ def new_generation_causes(prev: GroupSnapshot, new: GroupSnapshot, *, missing: i
             out.append(Cause("member_joined", m.member_id, m.group_instance_id,
                              f"joined the Empty group (generation {prev.generation})"))
     else:
-        out.extend(_membership_changes(prev, new))
+        out.extend(_membership_changes(prev, new, known_instances or {}))
     if missing > 0:
         first, last = new.generation - missing, new.generation - 1
         ids = str(first) if missing == 1 else f"{first}..{last}"
@@ -107,13 +114,19 @@ def new_generation_causes(prev: GroupSnapshot, new: GroupSnapshot, *, missing: i
     return ordered(out)
 
 
-def _membership_changes(prev: GroupSnapshot, new: GroupSnapshot) -> list[Cause]:
+def _membership_changes(prev: GroupSnapshot, new: GroupSnapshot, known_instances: Mapping[str, str]) -> list[Cause]:
     out: list[Cause] = []
     before, after = prev.by_identity(), new.by_identity()
     for ident, m in after.items():
         old = before.get(ident)
         if old is None:
-            out.append(Cause("member_joined", m.member_id, m.group_instance_id, "new member"))
+            earlier = known_instances.get(m.group_instance_id) if m.group_instance_id is not None else None
+            if earlier is not None:
+                out.append(Cause("static_member_rejoined_new_generation", m.member_id, m.group_instance_id,
+                                 f"instance was a member before generation {prev.generation} (as {earlier}); "
+                                 f"back as {m.member_id}"))
+            else:
+                out.append(Cause("member_joined", m.member_id, m.group_instance_id, "new member"))
         elif old.member_id != m.member_id:
             out.append(Cause("static_member_rejoined_new_generation", m.member_id, m.group_instance_id,
                              f"member id {old.member_id} -> {m.member_id}"))

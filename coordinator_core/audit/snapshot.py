@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coordinator_core.audit.fastpath import assignment_fast, subscription_fast
 from coordinator_core.consumer_protocol import (
     decode_assignment,
     decode_cooperative_user_data,
@@ -91,8 +92,13 @@ class MemberView:
         return self.member_id
 
     @staticmethod
-    def from_metadata(m: MemberMetadata, *, protocol_type: str | None, protocol: str | None) -> MemberView:
-        """Decodes one MemberMetadata; protocol_type "consumer" enables the embedded decoding."""
+    def from_metadata(m: MemberMetadata, *, protocol_type: str | None, protocol: str | None,
+                      previous: dict[bytes, MemberView] | None = None) -> MemberView:
+        """Decodes one MemberMetadata; protocol_type "consumer" enables the embedded decoding.
+
+        `previous` maps subscription and assignment bytes of the previous snapshot's members (same
+        protocol) to those members, whose decoded parts are reused when the bytes are identical."""
+        sub_raw, asg_raw = bytes(m.subscription), bytes(m.assignment)
         errors: list[str] = []
         sub_version: int | None = None
         topics: frozenset[str] | None = None
@@ -102,28 +108,52 @@ class MemberView:
         ud_gen: int | None = None
         assigned: tuple[TopicPartition, ...] | None = None
         if protocol_type == "consumer":
-            try:
-                sub = decode_subscription(m.subscription)
-            except RecordDecodeError as exc:
-                errors.append(f"member {m.member_id!r} subscription: {exc}")
-            else:
-                sub_version = sub.version
-                topics = frozenset(sub.topics)
-                owned = frozenset(_flatten(sub.owned_partitions))
-                if sub.generation_id is not None and sub.generation_id >= 0:
-                    sub_gen = sub.generation_id
-                if sub.user_data is not None:
-                    ud_gen, sticky_prev = _user_data(sub.user_data, protocol, m.member_id, errors)
-            if len(m.assignment) == 0:
-                assigned = ()
+            same = previous.get(sub_raw) if previous is not None else None
+            if same is not None and same.subscription_raw == sub_raw:
+                sub_version, topics, owned = same.subscription_version, same.topics, same.owned
+                sticky_prev, sub_gen, ud_gen = same.sticky_previous, same.subscription_generation, \
+                    same.user_data_generation
             else:
                 try:
-                    assigned = _flatten(decode_assignment(m.assignment).assigned_partitions)
+                    sub_version, topic_list, user_data, owned_list, generation = _subscription(sub_raw)
+                except RecordDecodeError as exc:
+                    errors.append(f"member {m.member_id!r} subscription: {exc}")
+                else:
+                    topics = frozenset(topic_list)
+                    owned = frozenset(owned_list)
+                    if generation >= 0:
+                        sub_gen = generation
+                    if user_data is not None:
+                        ud_gen, sticky_prev = _user_data(user_data, protocol, m.member_id, errors)
+            same = previous.get(asg_raw) if previous is not None else None
+            if len(asg_raw) == 0:
+                assigned = ()
+            elif same is not None and same.assignment_raw == asg_raw:
+                assigned = same.assigned
+            else:
+                try:
+                    assigned = _assignment(asg_raw)
                 except RecordDecodeError as exc:
                     errors.append(f"member {m.member_id!r} assignment: {exc}")
         return MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                          m.session_timeout, bytes(m.subscription), bytes(m.assignment), sub_version, topics,
+                          m.session_timeout, sub_raw, asg_raw, sub_version, topics,
                           owned, sticky_prev, sub_gen, ud_gen, assigned, tuple(errors))
+
+
+def _subscription(raw: bytes) -> tuple[int, tuple[str, ...], bytes | None, tuple[TopicPartition, ...], int]:
+    """(version, topics, user_data, owned pairs, generation_id); the codec reads what the fast path cannot."""
+    fast = subscription_fast(raw)
+    if fast is not None:
+        return fast[0], fast[1], fast[2], fast[3], fast[4]
+    sub = decode_subscription(raw)
+    return sub.version, sub.topics, sub.user_data, _flatten(sub.owned_partitions), sub.generation_id
+
+
+def _assignment(raw: bytes) -> tuple[TopicPartition, ...]:
+    fast = assignment_fast(raw)
+    if fast is not None:
+        return fast[1]
+    return _flatten(decode_assignment(raw).assigned_partitions)
 
 
 def _user_data(data: bytes, protocol: str | None, member_id: str,
@@ -204,11 +234,21 @@ class GroupSnapshot:
         return GroupSnapshot(0, None, None, None, None, ())
 
     @staticmethod
-    def from_value(value: GroupMetadataValue, *, group_id: str) -> GroupSnapshot:
+    def from_value(value: GroupMetadataValue, *, group_id: str, previous: GroupSnapshot | None = None
+                   ) -> GroupSnapshot:
         """Builds the snapshot of one GroupMetadata value; a duplicate member id or instance id, which
-        Kafka's load path cannot represent, raises CoordinatorInvariantError."""
+        Kafka's load path cannot represent, raises CoordinatorInvariantError. `previous` (the prior
+        snapshot) lets identical embedded bytes skip decoding."""
         protocol_type = value.protocol_type or None
-        members = tuple(MemberView.from_metadata(m, protocol_type=protocol_type, protocol=value.protocol)
+        reuse: dict[bytes, MemberView] | None = None
+        if previous is not None and previous.protocol == value.protocol and previous.protocol_type == protocol_type:
+            reuse = {}
+            for pm in previous.members:
+                if not pm.errors:
+                    reuse[pm.subscription_raw] = pm
+                    reuse[pm.assignment_raw] = pm
+        members = tuple(MemberView.from_metadata(m, protocol_type=protocol_type, protocol=value.protocol,
+                                                 previous=reuse)
                         for m in value.members)
         seen_ids: set[str] = set()
         seen_instances: set[str] = set()

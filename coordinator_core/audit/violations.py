@@ -59,13 +59,21 @@ class Violation(NamedTuple):
 def assignment_violations(new: GroupSnapshot) -> list[Violation]:
     """Duplicate assignments and assignments outside the member's subscription, in one record."""
     out: list[Violation] = []
-    for (topic, partition), holders in sorted(new.owners().items()):
-        if len(holders) > 1:
-            out.append(Violation("duplicate_assignment", topic, partition, tuple(m.member_id for m in holders),
-                                 f"{topic}-{partition} assigned to {len(holders)} members in generation "
-                                 f"{new.generation}"))
+    total = 0
+    union: set[TopicPartition] = set()
     for m in new.members:
-        if m.topics is None or not m.assigned:
+        if m.assigned:
+            distinct = set(m.assigned)
+            total += len(distinct)
+            union |= distinct
+    if total != len(union):
+        for (topic, partition), holders in sorted(new.owners().items()):
+            if len(holders) > 1:
+                out.append(Violation("duplicate_assignment", topic, partition, tuple(m.member_id for m in holders),
+                                     f"{topic}-{partition} assigned to {len(holders)} members in generation "
+                                     f"{new.generation}"))
+    for m in new.members:
+        if m.topics is None or not m.assigned or {t for t, _ in m.assigned} <= m.topics:
             continue
         for topic, partition in dict.fromkeys(m.assigned):
             if topic not in m.topics:
@@ -75,69 +83,66 @@ def assignment_violations(new: GroupSnapshot) -> list[Violation]:
     return out
 
 
-def _previous_owners(prev: GroupSnapshot) -> dict[TopicPartition, set[tuple[str, str]]] | None:
-    """Partition -> identities assigned it in `prev`; None when the check cannot be trusted."""
-    if prev.is_empty or any(m.assigned is None for m in prev.members):
-        return None
-    owners: dict[TopicPartition, set[tuple[str, str]]] = {}
-    for m in prev.members:
-        for tp in m.assigned or ():
-            owners.setdefault(tp, set()).add(m.identity)
-    return owners
-
-
 def ownership_violations(prev: GroupSnapshot, new: GroupSnapshot) -> list[Violation]:
     """Unsafe cooperative moves and stale ownership claims of generation `new`, judged against the
     previous generation `prev` (which must be the real previous record)."""
-    owners_before = _previous_owners(prev)
-    if owners_before is None or new.is_empty:
+    if prev.is_empty or new.is_empty or any(m.assigned is None for m in prev.members):
         return []
+    claimants = [m for m in new.members if m.claims]
+    if not claimants:
+        return []
+    before = {m.identity: frozenset(m.assigned or ()) for m in prev.members}
     out: list[Violation] = []
-    owned_by: dict[TopicPartition, list[MemberView]] = {}
-    claimed_by: dict[TopicPartition, list[MemberView]] = {}
-    for m in new.members:
-        for tp in m.owned:
-            owned_by.setdefault(tp, []).append(m)
-        for tp in m.claims:
-            claimed_by.setdefault(tp, []).append(m)
-    for b in new.members:
-        for tp in dict.fromkeys(b.assigned or ()):
-            for a in owned_by.get(tp, ()):
-                if a is not b and a.identity in owners_before.get(tp, ()):
+    if any(m.owned for m in claimants):
+        holder: dict[TopicPartition, list[MemberView]] = {}
+        for m in new.members:
+            for tp in dict.fromkeys(m.assigned or ()):
+                holder.setdefault(tp, []).append(m)
+        for a in claimants:
+            kept_from_before = a.owned & before.get(a.identity, frozenset())
+            for tp in sorted(kept_from_before.difference(a.assigned or ())):
+                for b in holder.get(tp, ()):
                     out.append(Violation(
                         "unsafe_cooperative_move", tp[0], tp[1], (a.member_id, b.member_id),
                         f"{tp[0]}-{tp[1]} assigned to {b.label} in generation {new.generation} while "
                         f"{a.label}, its owner in generation {prev.generation}, still reported owning it"))
-    for tp in sorted(claimed_by):
-        claimants = claimed_by[tp]
-        if len(claimants) < 2:
-            continue
-        backed = [m for m in claimants if m.identity in owners_before.get(tp, ())]
-        stale = [m for m in claimants if m.identity not in owners_before.get(tp, ())]
-        where = f"{tp[0]}-{tp[1]} claimed by {len(claimants)} members at the join of generation {new.generation}"
-        if backed and stale:
-            out.append(Violation(
-                "stale_ownership_claim", tp[0], tp[1], tuple(m.member_id for m in stale + backed),
-                f"{where}; stale: {_with_gen(stale)}; owner in generation {prev.generation}: {_with_gen(backed)}"))
-            continue
-        if backed:  # several members owned it before: already a duplicate_assignment of prev
-            continue
-        gens = [m.claim_generation for m in claimants]
-        known = [g for g in gens if g is not None]
-        if len(known) == len(gens) and len(set(known)) > 1:
-            top = max(known)
-            stale = [m for m in claimants if m.claim_generation != top]
-            fresh = [m for m in claimants if m.claim_generation == top]
-            out.append(Violation(
-                "stale_ownership_claim", tp[0], tp[1], tuple(m.member_id for m in stale + fresh),
-                f"{where}; none owned it in generation {prev.generation}; stale by generation: "
-                f"{_with_gen(stale)}; newest claim: {_with_gen(fresh)}"))
-        else:
-            out.append(Violation(
-                "stale_ownership_claim", tp[0], tp[1], tuple(m.member_id for m in claimants),
-                f"{where}; none owned it in generation {prev.generation} and the claims' generations "
-                f"({_with_gen(claimants)}) cannot tell the stale claimant"))
+    if len(claimants) < 2:
+        return out
+    contested: set[TopicPartition] = set()
+    for i, a in enumerate(claimants):
+        ca = a.claims
+        for b in claimants[i + 1:]:
+            contested |= ca & b.claims
+    for tp in sorted(contested):
+        out.extend(_stale_claim(tp, [m for m in claimants if tp in m.claims], before, prev, new))
     return out
+
+
+def _stale_claim(tp: TopicPartition, claimants: list[MemberView], before: dict[tuple[str, str], frozenset[TopicPartition]],
+                 prev: GroupSnapshot, new: GroupSnapshot) -> list[Violation]:
+    backed = [m for m in claimants if tp in before.get(m.identity, ())]
+    stale = [m for m in claimants if tp not in before.get(m.identity, ())]
+    where = f"{tp[0]}-{tp[1]} claimed by {len(claimants)} members at the join of generation {new.generation}"
+    if backed and stale:
+        return [Violation(
+            "stale_ownership_claim", tp[0], tp[1], tuple(m.member_id for m in stale + backed),
+            f"{where}; stale: {_with_gen(stale)}; owner in generation {prev.generation}: {_with_gen(backed)}")]
+    if backed:  # several members owned it before: that was already a duplicate_assignment of prev
+        return []
+    gens = [m.claim_generation for m in claimants]
+    known = [g for g in gens if g is not None]
+    if len(known) == len(gens) and len(set(known)) > 1:
+        top = max(known)
+        stale = [m for m in claimants if m.claim_generation != top]
+        fresh = [m for m in claimants if m.claim_generation == top]
+        return [Violation(
+            "stale_ownership_claim", tp[0], tp[1], tuple(m.member_id for m in stale + fresh),
+            f"{where}; none owned it in generation {prev.generation}; stale by generation: "
+            f"{_with_gen(stale)}; newest claim: {_with_gen(fresh)}")]
+    return [Violation(
+        "stale_ownership_claim", tp[0], tp[1], tuple(m.member_id for m in claimants),
+        f"{where}; none owned it in generation {prev.generation} and the claims' generations "
+        f"({_with_gen(claimants)}) cannot tell the stale claimant")]
 
 
 def _with_gen(members: list[MemberView]) -> str:
