@@ -83,8 +83,9 @@ def complete_load(shard: Shard) -> None:
     shard.status = CoordinatorStatus.ACTIVE
     for group in list(shard.groups.values()):
         shard.logs.loaded(group)
-        for m in group.all_members():
-            reschedule_heartbeat(shard, group, m)
+        if shard.config.is_java:  # J: session timers first, then the over-capacity rebalance; S the reverse
+            for m in group.all_members():
+                reschedule_heartbeat(shard, group, m)
         if len(group.members) > shard.config.group_max_size:
             if shard.config.is_java:
                 reason = (f"Freshly-loaded group {group.group_id} (size {len(group.members)}) is over capacity "
@@ -94,6 +95,9 @@ def complete_load(shard: Shard) -> None:
                 reason = (f"Freshly-loaded group is over capacity ({shard.config.group_max_size}). Rebalancing "
                           f"in order to give a chance for consumers to commit offsets")
             prepare_rebalance(shard, group, reason)
+        if not shard.config.is_java:
+            for m in group.all_members():
+                reschedule_heartbeat(shard, group, m)
     schedule_expiration(shard)
     shard.started = True
 

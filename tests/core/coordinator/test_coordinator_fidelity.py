@@ -264,3 +264,22 @@ def test_scala_expiration_logs_removed_offsets() -> None:
     res = ctx.at(120_000)
     assert any("INFO [GroupMetadataManager brokerId=1] Removed 1 expired offsets in 0 milliseconds. "
                "(kafka.coordinator.group.GroupMetadataManager)" in line for line in res.logs), res.logs
+
+
+# ------------------------------------------------------------------------------------------------
+# load completion
+
+
+def test_load_schedules_session_timers_and_over_capacity_rebalance_in_kafka_order() -> None:
+    """GroupMetadataManager#onLoaded (J) reschedules every member's heartbeat, then rebalances an over-capacity
+    group; GroupCoordinator#onGroupLoaded (S) rebalances first, then schedules the heartbeats. With equal
+    session and rebalance timeouts the join timer therefore fires first in S and last in J."""
+    for flavor, join_first in (("java", False), ("scala", True)):
+        ctx = Ctx(flavor=flavor, config_overrides={"group_max_size": 2})
+        ctx.stable_group(2, session=REBALANCE)
+        small = Ctx(flavor=flavor, config_overrides={"group_max_size": 1}, check_replay=False)
+        for rec in ctx.records:
+            small.coord.replay(rec)
+        small.coord.complete_load(now_ms=ctx.now)
+        kinds = [t.kind for t in small.coord.timers() if t.kind in ("heartbeat", "join")]
+        assert kinds == (["join", "heartbeat", "heartbeat"] if join_first else ["heartbeat", "heartbeat", "join"])
