@@ -1,0 +1,220 @@
+"""Every rebalance cause on hand-built logs (written with the real codec)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator_core.audit import GroupAuditor
+
+from .audit_builders import LogBuilder, member, rows_by_table, tps
+
+
+def audit(log: LogBuilder) -> dict[str, list[Any]]:
+    auditor = GroupAuditor()
+    rows = list(auditor.feed(log.records)) + auditor.finish()
+    c = auditor.counts
+    assert c.records_in == c.duplicates + c.replayed + c.quarantined + c.skipped_other_type
+    return rows_by_table(rows)
+
+
+def causes(tables: dict[str, list[Any]], gen: int | None) -> list[str]:
+    return [c.cause for c in tables["rebalance_causes"] if c.generation_id == gen]
+
+
+def primary(tables: dict[str, list[Any]], gen: int | None) -> str:
+    (p,) = [c.cause for c in tables["rebalance_causes"] if c.generation_id == gen and c.is_primary]
+    return p
+
+
+A = tps("t", 0, 1, 2)
+B = tps("t", 3, 4, 5)
+ALL = A + B
+
+
+def test_group_created_from_first_generation() -> None:
+    t = audit(LogBuilder().group(1, [member("a-1", ALL)]))
+    assert causes(t, 1) == ["group_created"]
+    (row,) = t["rebalance_causes"]
+    assert row.previous_generation_id is None and row.is_primary and row.member_id == "a-1"
+    assert t["generations"][0].missing_generations == 0
+
+
+def test_java_w5_record_then_first_generation() -> None:
+    log = LogBuilder().group(0, [], protocol_type="").group(1, [member("a-1", ALL)])
+    t = audit(log)
+    assert causes(t, 0) == []
+    assert primary(t, 1) == "group_created"
+    g0 = next(g for g in t["generations"] if g.generation_id == 0)
+    assert g0.state == "Empty" and g0.protocol_type is None and g0.ended_by_offset == 1
+
+
+def test_member_joined_and_left() -> None:
+    log = (LogBuilder().group(1, [member("a-1", ALL)])
+           .group(2, [member("a-1", A), member("b-1", B)])
+           .group(3, [member("b-1", ALL)]))
+    t = audit(log)
+    assert causes(t, 2) == ["member_joined"]
+    joined = next(c for c in t["rebalance_causes"] if c.generation_id == 2)
+    assert joined.member_id == "b-1" and joined.previous_generation_id == 1
+    assert causes(t, 3) == ["member_left_or_expired"]
+    assert next(c for c in t["rebalance_causes"] if c.generation_id == 3).member_id == "a-1"
+
+
+def test_joined_and_left_together_primary_is_joined() -> None:
+    log = LogBuilder().group(1, [member("a-1", A), member("b-1", B)]).group(2, [member("a-1", A), member("c-1", B)])
+    t = audit(log)
+    assert primary(t, 2) == "member_joined"
+    assert sorted(causes(t, 2)) == ["member_joined", "member_left_or_expired"]
+
+
+def test_static_member_replaced_in_same_generation() -> None:
+    log = (LogBuilder().group(1, [member("s1-a", A, instance="s1"), member("s2-a", B, instance="s2")])
+           .group(1, [member("s1-b", A, instance="s1"), member("s2-a", B, instance="s2")]))
+    t = audit(log)
+    assert causes(t, 1) == ["group_created", "static_member_replaced"]
+    repl = t["rebalance_causes"][1]
+    assert (repl.member_id, repl.group_instance_id, repl.is_primary) == ("s1-b", "s1", False)
+    assert t["violations"] == []
+    (gen,) = t["generations"]
+    assert gen.static_replacements == 1 and gen.leader_id == "s1-b"  # the replaced leader's role moves on
+    assert {a.member_id for a in t["assignments"]} == {"s1-a", "s1-b", "s2-a"}
+
+
+def test_static_member_rejoined_new_generation() -> None:
+    log = (LogBuilder().group(1, [member("s1-a", A, instance="s1"), member("s2-a", B, instance="s2")])
+           .group(2, [member("s1-b", A, instance="s1"), member("s2-a", B, instance="s2")]))
+    t = audit(log)
+    assert causes(t, 2) == ["static_member_rejoined_new_generation"]
+    assert t["rebalance_causes"][1].group_instance_id == "s1"
+
+
+def test_static_member_expired_and_back_is_a_rejoin() -> None:
+    log = (LogBuilder().group(1, [member("s1-a", A, instance="s1"), member("s2-a", B, instance="s2")])
+           .group(2, [member("s2-a", ALL, instance="s2")])
+           .group(3, [member("s1-b", A, instance="s1"), member("s2-a", B, instance="s2")]))
+    t = audit(log)
+    assert causes(t, 2) == ["member_left_or_expired"]
+    assert causes(t, 3) == ["static_member_rejoined_new_generation"]
+
+
+def test_subscription_changed() -> None:
+    log = (LogBuilder().group(1, [member("a-1", A), member("b-1", B)])
+           .group(2, [member("a-1", A + tps("u", 0), topics=("t", "u")), member("b-1", B)]))
+    t = audit(log)
+    assert causes(t, 2) == ["subscription_changed"]
+    row = t["rebalance_causes"][1]
+    assert row.member_id == "a-1" and "'u'" in row.detail
+
+
+def test_assignor_changed() -> None:
+    log = (LogBuilder().group(1, [member("a-1", A), member("b-1", B)], protocol="range")
+           .group(2, [member("a-1", A), member("b-1", B)], protocol="cooperative-sticky"))
+    t = audit(log)
+    assert causes(t, 2) == ["assignor_changed"]
+    assert "range" in t["rebalance_causes"][1].detail
+
+
+def test_cooperative_follow_up() -> None:
+    log = (LogBuilder().group(1, [member("a-1", ALL)], protocol="cooperative-sticky")
+           # b joins: a keeps A, gives up B (owned at join, not assigned), b gets nothing yet
+           .group(2, [member("a-1", A, owned=ALL, generation_id=1), member("b-1", ())],
+                  protocol="cooperative-sticky")
+           .group(3, [member("a-1", A, owned=A, generation_id=2), member("b-1", B, generation_id=2)],
+                  protocol="cooperative-sticky"))
+    t = audit(log)
+    assert causes(t, 2) == ["member_joined"]
+    assert causes(t, 3) == ["cooperative_follow_up"]
+    assert "t-3" in t["rebalance_causes"][2].detail
+    assert t["violations"] == []
+    gens = {g.generation_id: g for g in t["generations"]}
+    assert gens[2].rebalance_protocol == gens[3].rebalance_protocol == "COOPERATIVE"
+    owned = {(a.member_id, a.partition): a.owned_before for a in t["assignments"] if a.generation_id == 3}
+    assert owned[("a-1", 0)] is True and owned[("b-1", 3)] is False
+
+
+def test_metadata_or_leader_rejoin() -> None:
+    log = LogBuilder().group(1, [member("a-1", A), member("b-1", B)]).group(2, [member("a-1", A), member("b-1", B)])
+    t = audit(log)
+    assert causes(t, 2) == ["metadata_or_leader_rejoin"]
+
+
+def test_group_emptied_then_members_join_again() -> None:
+    log = (LogBuilder().group(1, [member("a-1", ALL)]).group(2, [])
+           .group(3, [member("a-2", A), member("b-2", B)]))
+    t = audit(log)
+    assert causes(t, 2) == ["group_emptied"]
+    assert causes(t, 3) == ["member_joined", "member_joined"]
+    g2 = next(g for g in t["generations"] if g.generation_id == 2)
+    assert g2.state == "Empty" and g2.member_count == 0 and g2.protocol_name is None
+
+
+def test_group_deleted_then_recreated() -> None:
+    log = LogBuilder().group(1, [member("a-1", ALL)]).group(2, []).tombstone().group(1, [member("a-2", ALL)])
+    t = audit(log)
+    deleted = [c for c in t["rebalance_causes"] if c.cause == "group_deleted"]
+    assert len(deleted) == 1 and deleted[0].generation_id == 2 and deleted[0].is_primary
+    created = [c for c in t["rebalance_causes"] if c.cause == "group_created"]
+    assert [c.source_offset for c in created] == [0, 3]
+    gens = sorted(t["generations"], key=lambda g: g.source_offset)
+    assert [g.generation_id for g in gens] == [1, 2, 1]
+    assert gens[1].ended_by_offset == 2 and gens[1].ended_at is not None
+
+
+def test_aborted_generations_alone_is_primary() -> None:
+    log = LogBuilder().group(1, [member("a-1", A), member("b-1", B)]).group(4, [member("a-1", A), member("b-1", B)])
+    t = audit(log)
+    assert causes(t, 4) == ["aborted_generations"]
+    assert "2..3" in t["rebalance_causes"][1].detail
+    assert next(g for g in t["generations"] if g.generation_id == 4).missing_generations == 2
+
+
+def test_aborted_generations_with_a_join_is_secondary() -> None:
+    log = LogBuilder().group(1, [member("a-1", ALL)]).group(3, [member("a-1", A), member("b-1", B)])
+    t = audit(log)
+    assert causes(t, 3) == ["member_joined", "aborted_generations"]
+    assert primary(t, 3) == "member_joined"
+
+
+def test_history_start_mid_life() -> None:
+    log = LogBuilder(offset=5000).group(7, [member("a-1", A), member("b-1", B)]).group(8, [member("a-1", ALL)])
+    t = audit(log)
+    assert causes(t, 7) == ["history_start"]
+    assert t["rebalance_causes"][0].previous_generation_id is None
+    assert next(g for g in t["generations"] if g.generation_id == 7).missing_generations is None
+    assert causes(t, 8) == ["member_left_or_expired"]
+
+
+def test_history_start_empty_record() -> None:
+    t = audit(LogBuilder().group(9, []))
+    assert causes(t, 9) == ["history_start"]
+
+
+def test_generation_going_back_restarts_history() -> None:
+    log = LogBuilder().group(5, [member("a-1", ALL)]).group(2, [member("b-1", ALL)])
+    t = audit(log)
+    assert causes(t, 2) == ["history_start"]
+    assert "went back" in t["rebalance_causes"][1].detail
+
+
+def test_same_generation_rewrite_is_reported_not_guessed() -> None:
+    log = LogBuilder().group(3, [member("a-1", ALL)]).group(3, [member("a-1", A), member("b-1", B)])
+    t = audit(log)
+    assert causes(t, 3) == ["history_start", "same_generation_rewrite"]
+    assert "b-1" in t["rebalance_causes"][1].detail
+
+
+def test_identical_record_repeated_adds_nothing() -> None:
+    ms = [member("a-1", ALL)]
+    t = audit(LogBuilder().group(1, ms).group(1, ms))
+    assert causes(t, 1) == ["group_created"]
+    assert len(t["generations"]) == 1 and len(t["assignments"]) == 6
+
+
+def test_non_consumer_protocol_metadata_change() -> None:
+    meta = member("w-1", subscription=b"\x00\x01config-v1", assignment=b"\x00\x01tasks")
+    meta2 = member("w-1", subscription=b"\x00\x01config-v2", assignment=b"\x00\x01tasks")
+    log = (LogBuilder().group(1, [meta], protocol_type="connect", protocol="sessioned")
+           .group(2, [meta2], protocol_type="connect", protocol="sessioned"))
+    t = audit(log)
+    assert causes(t, 2) == ["subscription_changed"]
+    assert t["assignments"] == [] and t["quarantine"] == []
