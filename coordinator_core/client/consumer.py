@@ -687,7 +687,10 @@ class GroupConsumer:
             for tp in owned - assigned:
                 del self.owned[tp]
         assignor = self._assignor(self.generation.protocol_name)
-        assignor.on_assignment(MemberAssignment(tuple(sorted(assigned)), assignment.user_data),
+        # Java hands onAssignment the partitions in wire order; sticky user data depends on it.
+        wire_order = tuple(TopicPartition(tp.topic, p) for tp in assignment.assigned_partitions
+                           for p in tp.partitions)
+        assignor.on_assignment(MemberAssignment(wire_order, assignment.user_data),
                                self.generation.generation_id)
         self._next_auto_commit = now + self.config.auto_commit_interval_ms
         for tp in sorted(added):
