@@ -66,6 +66,7 @@ from coordinator_core.audit.violations import (
     Violation,
     assignment_violations,
     ownership_violations,
+    replaced_member_moves,
     replacement_violations,
 )
 from coordinator_core.coordinator import CoordinatorConfig, GroupCoordinator
@@ -138,6 +139,7 @@ class GroupAuditor:
         self._gen_row: dict[str, Any] | None = None
         self._valid_from: dict[str, tuple[int, int, int]] = {}
         self._instances: dict[str, str] = {}  # static instance id -> its last member id in this history
+        self._replaced: set[str] = set()  # instances replaced (W3) during the current generation
         # the open offset window
         self._window: dict[tuple[str, int], list[Any]] = {}
         self._win_gen: int | None = None
@@ -259,6 +261,7 @@ class GroupAuditor:
             "generation": dict(self._gen_row) if self._gen_row is not None else None,
             "valid_from": [[m, *v] for m, v in self._valid_from.items()],
             "instances": sorted(self._instances.items()),
+            "replaced": sorted(self._replaced),
             "window": {
                 "generation_id": self._win_gen, "state": self._win_state, "start_offset": self._win_start,
                 "summaries": [[t, part, *s] for (t, part), s in self._window.items()],
@@ -286,6 +289,7 @@ class GroupAuditor:
         self._gen_row = dict(data["generation"]) if data["generation"] is not None else None
         self._valid_from = {m: (ts, p, o) for m, ts, p, o in data["valid_from"]}
         self._instances = dict(data["instances"])
+        self._replaced = set(data["replaced"])
         w = data["window"]
         self._win_gen, self._win_state, self._win_start = w["generation_id"], w["state"], w["start_offset"]
         self._window = {(t, part): list(s) for t, part, *s in w["summaries"]}
@@ -398,6 +402,7 @@ class GroupAuditor:
             rows.append(self._cause_row(Cause("group_deleted", detail=detail), gen, gen, True, p, o, ts,
                                         self._evidence(p, o)))
             self._snap, self._phase, self._valid_from, self._instances = None, "deleted", {}, {}
+            self._replaced = set()
             self._open_window(None, "Dead", o)
             return rows
         if prev is not None and snap.generation == prev.generation:
@@ -434,6 +439,7 @@ class GroupAuditor:
             found = assignment_violations(snap)
             if prev is not None:
                 found += ownership_violations(prev, snap)
+                found += replaced_member_moves(prev, snap, self._replaced)
             prev_gen = prev.generation if prev is not None else None
         evidence = self._evidence(p, o)
         for i, c in enumerate(causes):
@@ -450,6 +456,7 @@ class GroupAuditor:
         }
         self._valid_from = {m.member_id: (ts, p, o) for m in snap.members}
         self._remember_instances(snap)
+        self._replaced = set()
         return rows
 
     def _remember_instances(self, snap: GroupSnapshot) -> None:
@@ -475,6 +482,7 @@ class GroupAuditor:
         for m in snap.members:
             self._valid_from.setdefault(m.member_id, (ts, p, o))
         self._remember_instances(snap)
+        self._replaced.update(r.new.group_instance_id for r in replacements if r.new.group_instance_id is not None)
         if self._gen_row is not None:
             self._gen_row["leader_id"] = snap.leader
             self._gen_row["static_replacements"] += len(replacements)

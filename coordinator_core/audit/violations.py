@@ -18,9 +18,12 @@ an Empty generation, or when some previous assignment did not decode):
   (Subscription v2 GenerationId or userData) name the stale ones if they differ; otherwise all
   claimants are listed and the detail says the stale one cannot be told.
 
-Same-generation (W3) check:
-* `static_replacement_changed_assignment` (KIP-345): the replacing member id's assignment bytes
-  differ from the replaced one's.
+`static_replacement_changed_assignment` (KIP-345: a static member that restarts keeps its
+assignment), in two places:
+* at the W3 record: the replacing member id's assignment bytes differ from the replaced one's;
+* at the next generation: an instance replaced during the previous generation gets a different
+  set of partitions although nothing justifies a move (same member identities, same subscribed
+  topics, same assignor) — e.g. an assignor that orders members by member id instead of instance id.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = [
     "Violation",
     "assignment_violations",
     "ownership_violations",
+    "replaced_member_moves",
     "replacement_violations",
 ]
 
@@ -161,6 +165,28 @@ def replacement_violations(generation: int, replacements: list[Replacement]) -> 
                 "static_replacement_changed_assignment", None, None, (old.member_id, new.member_id),
                 f"instance {new.group_instance_id}: {old.member_id} -> {new.member_id} in generation "
                 f"{generation}, assignment {before} -> {after}"))
+    return out
+
+
+def replaced_member_moves(prev: GroupSnapshot, new: GroupSnapshot, replaced: set[str]) -> list[Violation]:
+    """Instances in `replaced` (static replacements during `prev`'s generation) whose partitions
+    changed in `new` while membership, subscriptions and assignor stayed the same."""
+    if not replaced or new.is_empty or (prev.protocol, prev.protocol_type) != (new.protocol, new.protocol_type):
+        return []
+    before, after = prev.by_identity(), new.by_identity()
+    if before.keys() != after.keys() or any(before[i].topics != m.topics for i, m in after.items()):
+        return []
+    out: list[Violation] = []
+    for ident, m in after.items():
+        old = before[ident]
+        if ident[0] != "instance" or ident[1] not in replaced or old.assigned is None or m.assigned is None:
+            continue
+        if set(old.assigned) != set(m.assigned):
+            out.append(Violation(
+                "static_replacement_changed_assignment", None, None, (m.member_id,),
+                f"instance {ident[1]} (replaced in generation {prev.generation}) moved from "
+                f"{_tp_text(old.assigned)} to {_tp_text(m.assigned)} in generation {new.generation} with the same "
+                f"members, subscriptions and assignor"))
     return out
 
 

@@ -142,3 +142,21 @@ def test_no_ownership_verdicts_after_an_empty_generation() -> None:
            .group(3, [member("a-1", A, owned=ALL, generation_id=1), member("b-1", B, owned=B, generation_id=0)],
                   protocol=COOP))
     assert audit(log)["violations"] == []
+
+
+def test_replaced_static_member_moved_in_next_generation() -> None:
+    # s1 restarts (W3, same partitions); the next rebalance changes nothing yet moves s1's partitions
+    log = (LogBuilder().group(1, [member("s1-a", A, instance="s1"), member("s2-a", B, instance="s2")])
+           .group(1, [member("s1-b", A, instance="s1"), member("s2-a", B, instance="s2")])
+           .group(2, [member("s1-b", B, instance="s1"), member("s2-a", A, instance="s2")]))
+    t = audit(log)
+    assert kinds(t) == [(2, "static_replacement_changed_assignment", None, None)]
+    assert t["violations"][0].member_ids == ("s1-b",)
+
+
+def test_replaced_static_member_may_move_when_membership_changes() -> None:
+    log = (LogBuilder().group(1, [member("s1-a", A, instance="s1"), member("s2-a", B, instance="s2")])
+           .group(1, [member("s1-b", A, instance="s1"), member("s2-a", B, instance="s2")])
+           .group(2, [member("s1-b", tps("t", 0), instance="s1"), member("s2-a", tps("t", 1, 2), instance="s2"),
+                      member("s3-a", B, instance="s3")]))
+    assert audit(log)["violations"] == []
