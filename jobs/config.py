@@ -1,0 +1,236 @@
+"""The audit job's configuration: `conf/audit.toml` (or another TOML file) overlaid with CLI flags.
+
+`load_config(path, overrides)` reads the file with `tomllib`, applies the overrides (dotted keys
+such as ``"input.path"``; ``None`` values are ignored, so argparse defaults can be passed as they
+are), validates everything and returns a frozen `AuditConfig`. Every problem raises
+`coordinator_core.errors.ConfigError` naming the key (``input.format``), the file, and what is
+allowed. Unknown sections and keys are errors too (a typo must not be silently ignored).
+
+The keys, their types and defaults are declared once, in `SPEC`; `conf/audit.toml` documents them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from coordinator_core.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "SPEC",
+    "AuditConfig",
+    "InputFormat",
+    "TextEncoding",
+    "WriteMode",
+    "Writer",
+    "load_config",
+    "parse_timestamp",
+]
+
+InputFormat = Literal["auto", "parquet", "delta", "json"]
+TextEncoding = Literal["auto", "hex", "base64"]
+WriteMode = Literal["replace_window", "overwrite", "append"]
+Writer = Literal["auto", "native", "embedded"]
+
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[1] / "conf" / "audit.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    kind: Any  # a Python type, or a Literal alias for enumerations
+    default: Any
+    help: str
+
+
+SPEC: dict[str, dict[str, _Key]] = {
+    "input": {
+        "path": _Key(str, "", "input path (file or directory)"),
+        "table": _Key(str, "", "input catalog table"),
+        "format": _Key(InputFormat, "auto", "input format"),
+        "text_encoding": _Key(TextEncoding, "auto", "key/value encoding of JSON-lines dumps"),
+    },
+    "window": {
+        "since": _Key(datetime, "", "inclusive lower bound on record timestamps"),
+        "until": _Key(datetime, "", "exclusive upper bound on record timestamps"),
+    },
+    "groups": {
+        "include": _Key(list, [], "glob patterns of group ids to audit"),
+    },
+    "job": {
+        "shards": _Key(int, 8, "Spark partitions of the per-group replay"),
+        "quarantine": _Key(bool, True, "write undecodable records to the quarantine table"),
+    },
+    "output": {
+        "path": _Key(str, "output/delta", "base path of the Delta tables"),
+        "catalog_schema": _Key(str, "", "catalog schema for managed tables"),
+        "write_mode": _Key(WriteMode, "replace_window", "how a run replaces earlier rows"),
+        "writer": _Key(Writer, "auto", "Delta writer"),
+    },
+    "spark": {
+        "master": _Key(str, "", "Spark master ('' keeps spark-submit's)"),
+        "app_name": _Key(str, "coordinator-audit", "Spark application name"),
+        "local_conf": _Key(str, "conf/spark-local.toml", "Spark settings used with a local master"),
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AuditConfig:
+    """The validated configuration. Empty strings of the file become None here."""
+
+    input_path: str | None
+    input_table: str | None
+    input_format: InputFormat
+    text_encoding: TextEncoding
+    since: datetime | None
+    until: datetime | None
+    groups: tuple[str, ...]
+    shards: int
+    quarantine: bool
+    output_path: str | None
+    catalog_schema: str | None
+    write_mode: WriteMode
+    writer: Writer
+    spark_master: str | None
+    app_name: str
+    spark_local_conf: str
+    source: str
+    """Where the values came from (the file path, plus "+ overrides" when any applied)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (for the runs table's config_json)."""
+        out = dataclasses.asdict(self)
+        for k in ("since", "until"):
+            if out[k] is not None:
+                out[k] = out[k].isoformat()
+        out["groups"] = list(out["groups"])
+        return out
+
+
+def parse_timestamp(text: str, *, key: str = "timestamp") -> datetime:
+    """An ISO-8601 date or date-time (a trailing Z allowed) as an aware UTC datetime; naive means UTC."""
+    s = text.strip()
+    try:
+        dt = datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s)
+    except ValueError:
+        raise ConfigError(f"{key}: {text!r} is not an ISO-8601 date or date-time "
+                          f"(e.g. 2026-11-21 or 2026-11-21T06:00:00Z)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC)
+
+
+def _check(name: str, spec: _Key, value: Any, where: str) -> Any:
+    kind = spec.kind
+    if kind is datetime:
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} ({where}): expected an ISO-8601 string, got {type(value).__name__} {value!r}")
+        return parse_timestamp(value, key=f"{name} ({where})") if value.strip() else None
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} ({where}): expected true or false, got {value!r}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} ({where}): expected an integer, got {value!r}")
+        return value
+    if kind is list:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"{name} ({where}): expected a list of non-empty strings, got {value!r}")
+        return tuple(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} ({where}): expected a string, got {type(value).__name__} {value!r}")
+        return value
+    allowed = get_args(kind)  # a Literal enumeration
+    if value not in allowed:
+        raise ConfigError(f"{name} ({where}): {value!r} is not one of {', '.join(map(repr, allowed))}")
+    return value
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> AuditConfig:
+    """Reads `path` (default `conf/audit.toml`), applies `overrides` ({"section.key": value}; None
+    values skipped) and validates. Raises ConfigError naming the key for anything wrong."""
+    file = Path(path) if path is not None else DEFAULT_CONFIG_PATH
+    where = str(file)
+    if not file.is_file():
+        raise ConfigError(f"config file {where} not found (pass an existing TOML file, e.g. {DEFAULT_CONFIG_PATH})")
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {where} is not valid TOML: {exc}") from None
+
+    values: dict[str, Any] = {}
+    for section, keys in raw.items():
+        if section not in SPEC:
+            raise ConfigError(f"{section} ({where}): unknown section; known sections: {', '.join(SPEC)}")
+        if not isinstance(keys, dict):
+            raise ConfigError(f"{section} ({where}): expected a [{section}] table, got {keys!r}")
+        for key, value in keys.items():
+            if key not in SPEC[section]:
+                raise ConfigError(f"{section}.{key} ({where}): unknown key; known keys of [{section}]: "
+                                  f"{', '.join(SPEC[section])}")
+            values[f"{section}.{key}"] = _check(f"{section}.{key}", SPEC[section][key], value, where)
+
+    applied = False
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        section, _, key = dotted.partition(".")
+        if section not in SPEC or key not in SPEC[section]:
+            known = ", ".join(f"{s}.{k}" for s, ks in SPEC.items() for k in ks)
+            raise ConfigError(f"{dotted} (override): unknown key; known keys: {known}")
+        values[dotted] = _check(dotted, SPEC[section][key], value, "override")
+        applied = True
+
+    def get(dotted: str) -> Any:
+        if dotted in values:
+            return values[dotted]
+        section, _, key = dotted.partition(".")
+        spec = SPEC[section][key]
+        return _check(dotted, spec, spec.default, "default")
+
+    def text(dotted: str) -> str | None:
+        v = get(dotted)
+        return v.strip() or None
+
+    input_path, input_table = text("input.path"), text("input.table")
+    if input_path and input_table:
+        raise ConfigError(f"input.path / input.table ({where}): set one of them, not both "
+                          f"(path {input_path!r}, table {input_table!r})")
+    if not input_path and not input_table:
+        raise ConfigError(f"input.path / input.table ({where}): no input given; set input.path (a file or "
+                          f"directory) or input.table (a catalog table), e.g. --input data/samples/")
+    since, until = get("window.since"), get("window.until")
+    if since is not None and until is not None and since >= until:
+        raise ConfigError(f"window.since / window.until: since {since.isoformat()} is not before until "
+                          f"{until.isoformat()}")
+    shards = get("job.shards")
+    if shards < 1:
+        raise ConfigError(f"job.shards ({where}): must be at least 1, got {shards}")
+    output_path, catalog_schema = text("output.path"), text("output.catalog_schema")
+    if not output_path and not catalog_schema:
+        raise ConfigError(f"output.path / output.catalog_schema ({where}): no output given; set a base path "
+                          f"or a catalog schema")
+    if catalog_schema is not None and not all(part.replace("_", "").isalnum() for part in catalog_schema.split(".")):
+        raise ConfigError(f"output.catalog_schema ({where}): {catalog_schema!r} is not a schema name "
+                          f"(letters, digits, underscores; catalog.schema allowed)")
+
+    return AuditConfig(
+        input_path=input_path, input_table=input_table, input_format=get("input.format"),
+        text_encoding=get("input.text_encoding"), since=since, until=until, groups=get("groups.include"),
+        shards=shards, quarantine=get("job.quarantine"), output_path=output_path,
+        catalog_schema=catalog_schema, write_mode=get("output.write_mode"), writer=get("output.writer"),
+        spark_master=text("spark.master"), app_name=get("spark.app_name"),
+        spark_local_conf=get("spark.local_conf"), source=where + (" + overrides" if applied else ""),
+    )

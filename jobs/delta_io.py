@@ -1,0 +1,687 @@
+"""All Delta I/O of the project: writing a run's tables, reading them back, checking run consistency.
+
+Two writers, one contract (`write_tables`):
+
+* **native** — when the Delta Spark classes are on the classpath (Databricks; spark-submit with
+  `--packages io.delta:delta-spark_2.13:<v>`): `df.write.format("delta")`, with `replaceWhere`
+  on the window for window replacement; path-based tables under a base path, or catalog tables
+  (`saveAsTable("<schema>.<table>")`) when `catalog_schema` is given and a metastore with Delta
+  exists.
+* **embedded** — the default where Delta Spark is absent (this machine: no Maven Central): Spark
+  tasks write the Parquet files in parallel straight into the table directory, under
+  `<table>/run_window=<W>/<run_id>/`, so large outputs never pass through the driver; the
+  driver then lists the new files (size, partition value, and stats read from the Parquet footers
+  only: numRecords, nullCount, min/max of integer, timestamp and short string columns) and makes
+  ONE Delta commit per table with `deltalake`'s transaction API: add actions for the new files,
+  remove actions for the files they replace. Timestamps are written as TIMESTAMP_MICROS (Delta's
+  encoding), never as Spark's legacy INT96. The tables are plain Delta (reader v1 / writer v2):
+  readable by delta-rs, Delta Spark, and `read_table` below.
+
+Idempotent windows. Every table is partitioned by one column, `run_window`, a path-safe label of
+the run's `--since/--until` window (`window_label`: `20261121T000000Z--20261122T000000Z`, or
+`all` for an unbounded run); every row also carries the `run_id` of the run that wrote it.
+`replace_window` (the default) removes exactly the files of this window's partition and adds the
+new ones in the same commit, so re-running a window replaces that window's rows and leaves every
+other window alone, and the replacement is a metadata operation (no file is rewritten). Windows
+are identified by their exact bounds: two runs with overlapping but different windows both stay.
+Run aligned windows (e.g. daily) to make reruns replace. `overwrite` replaces the whole table,
+`append` adds only. The `runs` table is always appended (one row per run, the run history).
+
+Why partition by window and nothing else: the window is the unit of replacement, so partitioning
+by it makes a rerun drop whole files instead of rewriting them (delete-by-predicate would rewrite
+every file straddling the window), and nightly windows give day-sized partitions, the size Delta
+works well with. Partitioning by group (thousands of groups, most with a few rows) or by
+topic-partition would produce a small-files problem for no pruning gain: readers filter by
+window, and by group through the Parquet min/max statistics.
+
+Atomicity. Delta has no multi-table transactions; this module gives the following guarantee:
+
+1. Phase 1 (data): Spark writes every table's files first, each into a directory named by the
+   run id. No table changes yet. If any write fails, the staged directories are deleted and every
+   table stays at its previous version.
+2. Phase 2 (commits): one atomic Delta commit per table, in a fixed order with `runs` LAST. Each
+   commit records `{"run_id", "run_window", "table", "mode", ...}` as its commitInfo
+   `userMetadata`. If commit k fails, the commits 1..k-1 of this run are compensated: the embedded
+   writer commits their exact inverse (removes the files it added, re-adds the files it removed;
+   tables created by this run are deleted), the native writer RESTOREs them to the version before
+   the run. The staged files of uncommitted tables are deleted. The run then fails.
+3. A crash between commits (process killed during phase 2) cannot be compensated at once; it is
+   detectable: the run's `runs` commit is missing while some tables have commits tagged with its
+   run id. `find_incomplete_runs(base_path)` lists them. Readers that need consistency join on
+   `runs` (a run is complete iff its runs row exists). Re-running the same window heals every
+   table (each replaces that window's partition).
+
+Staged files of a crashed phase 1 are unreferenced by any table version (readers never see them);
+`DeltaTable.vacuum(full=True)` removes them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from coordinator_core.errors import CoordinatorAuditError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "PARTITION_COLUMN",
+    "RUNS_TABLE",
+    "CommitResult",
+    "DeltaWriteError",
+    "IncompleteRun",
+    "WriteMode",
+    "Writer",
+    "delta_spark_available",
+    "find_incomplete_runs",
+    "new_run_id",
+    "read_table",
+    "resolve_writer",
+    "table_location",
+    "window_label",
+    "write_tables",
+]
+
+WriteMode = Literal["replace_window", "overwrite", "append"]
+Writer = Literal["auto", "native", "embedded"]
+
+PARTITION_COLUMN = "run_window"
+RUN_ID_COLUMN = "run_id"
+RUNS_TABLE = "runs"
+METADATA_KEY = "coordinator_audit"
+
+
+class DeltaWriteError(CoordinatorAuditError):
+    """A run's tables could not be written; the message says which tables are in which state."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """One table's commit of a run."""
+
+    table: str
+    location: str
+    version: int
+    mode: WriteMode
+    files_added: int
+    files_removed: int
+    rows_added: int
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IncompleteRun:
+    """A table commit tagged with a run id that has no commit in the runs table."""
+
+    table: str
+    version: int
+    run_id: str
+    run_window: str
+
+
+# ------------------------------------------------------------------------------------------------
+# naming
+
+
+def window_label(since: datetime | None, until: datetime | None) -> str:
+    """The `run_window` partition value of a window: path-safe, sortable, exact to the second
+    (`all`, `20261121T000000Z--20261122T000000Z`, `20261121T000000Z--open`, `open--...`)."""
+    if since is None and until is None:
+        return "all"
+
+    def fmt(t: datetime | None) -> str:
+        if t is None:
+            return "open"
+        t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+        if t.microsecond:
+            raise ValueError(f"window bound {t.isoformat()} has sub-second precision; use whole seconds")
+        return t.strftime("%Y%m%dT%H%M%SZ")
+
+    return f"{fmt(since)}--{fmt(until)}"
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A sortable, path-safe run id: UTC start time plus 8 random hex digits."""
+    t = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"{t.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+def table_location(table: str, *, base_path: str | None = None, catalog_schema: str | None = None) -> str:
+    """`<base_path>/<table>` for path-based tables, `<catalog_schema>.<table>` for catalog tables."""
+    if catalog_schema:
+        return f"{catalog_schema}.{table}"
+    if not base_path:
+        raise DeltaWriteError("no output location: pass base_path or catalog_schema")
+    return f"{base_path.rstrip('/')}/{table}"
+
+
+# ------------------------------------------------------------------------------------------------
+# writer choice
+
+
+def delta_spark_available(spark: SparkSession) -> bool:
+    """True when the Delta Spark classes can be loaded by the session's JVM (probes
+    `io.delta.sql.DeltaSparkSessionExtension` and `org.apache.spark.sql.delta.DeltaLog`)."""
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    except Exception:  # Spark Connect (e.g. Databricks serverless): Delta is the platform default
+        return True
+    if jvm is None:
+        return False
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    for name in ("io.delta.sql.DeltaSparkSessionExtension", "org.apache.spark.sql.delta.DeltaLog"):
+        try:
+            jvm.java.lang.Class.forName(name, False, loader)
+        except Exception:
+            return False
+    return True
+
+
+def resolve_writer(spark: SparkSession, writer: Writer = "auto") -> Literal["native", "embedded"]:
+    """`auto` -> native when Delta Spark is on the classpath, else embedded; `native` without
+    Delta Spark is an error that says how to add it."""
+    has_delta = delta_spark_available(spark)
+    if writer == "native" and not has_delta:
+        raise DeltaWriteError("writer 'native' needs the Delta Spark classes: run with spark-submit --packages "
+                              "io.delta:delta-spark_2.13:<version> (and the Delta session extension), or "
+                              "use writer 'embedded'")
+    if writer == "embedded":
+        return "embedded"
+    return "native" if has_delta else "embedded"
+
+
+# ------------------------------------------------------------------------------------------------
+# writing
+
+
+@dataclass(slots=True)
+class _Staged:
+    table: str
+    uri: str
+    df_schema: Any  # pyspark StructType of the stored columns without the partition column
+    mode: WriteMode
+    stage_dir: str
+    adds: list[Any] = field(default_factory=list)
+    rows: int = 0
+
+
+def _with_run_columns(df: DataFrame, run_id: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    if PARTITION_COLUMN in df.columns:
+        df = df.drop(PARTITION_COLUMN)
+    if RUN_ID_COLUMN not in df.columns:
+        df = df.withColumn(RUN_ID_COLUMN, F.lit(run_id))
+    return df
+
+
+def _ordered(tables: Mapping[str, Any]) -> list[str]:
+    names = [n for n in tables if n != RUNS_TABLE]
+    return [*names, RUNS_TABLE] if RUNS_TABLE in tables else names
+
+
+def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id: str, run_window: str,
+                 base_path: str | None = None, catalog_schema: str | None = None,
+                 mode: WriteMode = "replace_window", writer: Writer = "auto",
+                 files_per_table: Mapping[str, int] | None = None) -> dict[str, CommitResult]:
+    """Writes one run's tables (name -> DataFrame of content columns) atomically per table and
+    consistently across tables as far as Delta allows (module docstring: phases, commit order with
+    `runs` last, compensation). `mode` applies to every table but `runs`, which is appended.
+    `files_per_table` caps the number of files of a table (coalesce); `runs` gets 1 by default.
+
+    Returns {table: CommitResult} in commit order."""
+    if not run_id or not all(c.isalnum() or c in "-_" for c in run_id):
+        raise DeltaWriteError(f"run_id {run_id!r} must be non-empty letters, digits, '-' or '_'")
+    if not run_window or not all(c.isalnum() or c in "-_" for c in run_window):
+        raise DeltaWriteError(f"run_window {run_window!r} must be non-empty letters, digits, '-' or '_' "
+                              f"(use window_label)")
+    kind = resolve_writer(spark, writer)
+    if catalog_schema and kind == "embedded":
+        raise DeltaWriteError(f"catalog schema {catalog_schema!r} needs Delta Spark and a metastore (writer "
+                              f"'native'); the embedded writer writes path-based tables: pass a base path")
+    prepared = {}
+    for name in _ordered(tables):
+        df = _with_run_columns(tables[name], run_id)
+        n = (files_per_table or {}).get(name, 1 if name == RUNS_TABLE else None)
+        prepared[name] = df.coalesce(n) if n else df
+    modes: dict[str, WriteMode] = {name: ("append" if name == RUNS_TABLE else mode) for name in prepared}
+    if kind == "native":
+        return _write_native(spark, prepared, modes, run_id=run_id, run_window=run_window,
+                             base_path=base_path, catalog_schema=catalog_schema)
+    assert base_path is not None
+    return _write_embedded(spark, prepared, modes, run_id=run_id, run_window=run_window, base_path=base_path)
+
+
+def _user_metadata(table: str, run_id: str, run_window: str, mode: WriteMode, **extra: Any) -> str:
+    return json.dumps({METADATA_KEY: {"run_id": run_id, "run_window": run_window, "table": table,
+                                      "mode": mode, **extra}}, sort_keys=True)
+
+
+# --- embedded -------------------------------------------------------------------------------------
+
+
+def _fs_and_path(uri: str) -> tuple[Any, str]:
+    import pyarrow.fs as pafs
+
+    if "://" not in uri:
+        import os
+
+        uri = os.path.abspath(uri)
+        return pafs.LocalFileSystem(), uri
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path
+
+
+def _delete_dir(uri: str) -> None:
+    fs, path = _fs_and_path(uri)
+    import pyarrow.fs as pafs
+
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.Directory:
+        fs.delete_dir(path)
+
+
+def _is_delta_table(uri: str) -> bool:
+    from deltalake import DeltaTable
+
+    return bool(DeltaTable.is_deltatable(uri))
+
+
+def _arrow_schema(spark_schema: Any) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema, timezone="UTC")
+
+
+def _table_schema(df_schema: Any) -> pa.Schema:
+    """Arrow schema of the stored table: the written columns, then the partition column."""
+    import pyarrow as pa
+
+    arrow = _arrow_schema(df_schema)
+    return arrow.append(pa.field(PARTITION_COLUMN, pa.string(), nullable=False))
+
+
+def _stats_json(metadata: Any, arrow_schema: pa.Schema) -> str:
+    """Delta file statistics from a Parquet footer: numRecords, and nullCount / minValues /
+    maxValues for top-level integer, timestamp (floored/ceiled to ms) and short string columns."""
+    import pyarrow as pa
+
+    stats: dict[str, Any] = {"numRecords": metadata.num_rows}
+    if metadata.num_row_groups == 0:
+        return json.dumps(stats)
+    leaf = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for f in arrow_schema:
+        i = leaf.get(f.name)
+        if i is None:
+            continue
+        t = f.type
+        kind = ("int" if pa.types.is_integer(t) else "ts" if pa.types.is_timestamp(t) else
+                "str" if pa.types.is_string(t) else None)
+        col_stats = [metadata.row_group(r).column(i).statistics for r in range(metadata.num_row_groups)]
+        if all(s is not None and s.has_null_count for s in col_stats):
+            nulls[f.name] = sum(s.null_count for s in col_stats)
+        if kind is None or not all(s is not None and s.has_min_max for s in col_stats):
+            continue
+        lo = min(s.min for s in col_stats)
+        hi = max(s.max for s in col_stats)
+        if kind == "int":
+            mins[f.name], maxs[f.name] = int(lo), int(hi)
+        elif kind == "ts":
+            mins[f.name], maxs[f.name] = _ts_stat(lo, up=False), _ts_stat(hi, up=True)
+        elif isinstance(lo, str) and isinstance(hi, str) and len(lo) <= 32 and len(hi) <= 32:
+            mins[f.name], maxs[f.name] = lo, hi
+    if nulls:
+        stats["nullCount"] = nulls
+    if mins:
+        stats["minValues"] = mins
+        stats["maxValues"] = maxs
+    return json.dumps(stats)
+
+
+def _ts_stat(value: Any, *, up: bool) -> str:
+    """A Delta timestamp statistic (ms precision, UTC): floor for minima, ceiling for maxima, so
+    truncation can never exclude a file wrongly."""
+    if isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=UTC)
+        micros = int(dt.timestamp()) * 1_000_000 + dt.microsecond
+    else:  # raw int64 microseconds
+        micros = int(value)
+    ms = math.ceil(micros / 1000) if up else micros // 1000
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _list_staged(st: _Staged, run_window: str) -> None:
+    """Fills `st.adds` with one AddAction per Parquet file of the staged directory."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+    from deltalake.transaction import AddAction
+
+    fs, stage_path = _fs_and_path(st.stage_dir)
+    _, table_path = _fs_and_path(st.uri)
+    arrow = _arrow_schema(st.df_schema)
+    infos = fs.get_file_info(pafs.FileSelector(stage_path, recursive=True))
+    now = int(time.time() * 1000)
+    for info in sorted(infos, key=lambda i: i.path):
+        base = info.base_name
+        if info.type != pafs.FileType.File or base.startswith(("_", ".")) or not base.endswith(".parquet"):
+            continue
+        with fs.open_input_file(info.path) as fh:
+            md = pq.ParquetFile(fh).metadata
+        rel = info.path[len(table_path.rstrip("/")) + 1:]
+        mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
+        st.adds.append(AddAction(rel, info.size, {PARTITION_COLUMN: run_window}, mtime, True,
+                                 _stats_json(md, arrow)))
+        st.rows += md.num_rows
+
+
+def _current_files(uri: str) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=False))
+    out = []
+    for row in actions.to_pylist():
+        out.append({"path": row["path"], "size": row["size_bytes"], "mtime": row["modification_time"],
+                    "num_records": row.get("num_records"), "partition": row.get("partition") or {}})
+    return out
+
+
+def _removes_for(uri: str, mode: WriteMode, run_window: str) -> list[dict[str, Any]]:
+    if mode == "append":
+        return []
+    files = _current_files(uri)
+    if mode == "overwrite":
+        return files
+    return [f for f in files if f["partition"].get(PARTITION_COLUMN) == run_window]
+
+
+def _check_schema(uri: str, wanted: pa.Schema) -> Any:
+    """The existing table's Delta schema if it matches `wanted` by names and types; else an error."""
+    from deltalake import DeltaTable
+
+    existing = DeltaTable(uri).schema()
+    have = existing.to_arrow() if hasattr(existing, "to_arrow") else existing.to_pyarrow()
+    import pyarrow as pa
+
+    have_schema = pa.schema(have)
+    a = [(f.name, _strip(f.type)) for f in have_schema]
+    b = [(f.name, _strip(f.type)) for f in wanted]
+    if a != b:
+        raise DeltaWriteError(f"table {uri}: its schema differs from the rows being written; existing "
+                              f"{[n for n, _ in a]} vs new {[n for n, _ in b]} (a new code version changed a "
+                              f"table: write to a new base path, or migrate the table)")
+    return existing
+
+
+def _strip(t: Any) -> str:
+    """A type's identity for schema comparison: ignores nullability, large/view variants."""
+    import pyarrow as pa
+
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t) or pa.types.is_string(t):
+        return "string"
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t) or pa.types.is_binary(t):
+        return "binary"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return f"list<{_strip(t.value_type)}>"
+    if pa.types.is_map(t):
+        return f"map<{_strip(t.key_type)},{_strip(t.item_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ",".join(f"{t.field(i).name}:{_strip(t.field(i).type)}" for i in range(t.num_fields)) + ">"
+    return str(t)
+
+
+def _commit_embedded(st: _Staged, run_id: str, run_window: str) -> tuple[CommitResult, list[dict[str, Any]]]:
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import CommitProperties, RemoveAction, create_table_with_add_actions
+
+    wanted = _table_schema(st.df_schema)
+    created = not _is_delta_table(st.uri)
+    removes: list[dict[str, Any]] = []
+    meta = _user_metadata(st.table, run_id, run_window, st.mode, files_added=len(st.adds), rows_added=st.rows)
+    props = CommitProperties(custom_metadata={"userMetadata": meta})
+    if created:
+        create_table_with_add_actions(st.uri, Schema.from_arrow(wanted), st.adds, mode="error",
+                                      partition_by=[PARTITION_COLUMN], commit_properties=props)
+    else:
+        schema = _check_schema(st.uri, wanted)
+        removes = _removes_for(st.uri, st.mode, run_window)
+        now = int(time.time() * 1000)
+        actions: list[Any] = list(st.adds) + [
+            RemoveAction(r["path"], True, now, r["size"], dict(r["partition"])) for r in removes]
+        DeltaTable(st.uri).create_write_transaction(actions, "append", schema, partition_by=[PARTITION_COLUMN],
+                                                    commit_properties=props)
+    version = DeltaTable(st.uri).version()
+    return CommitResult(st.table, st.uri, version, st.mode, len(st.adds), len(removes), st.rows, created), removes
+
+
+def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[str, Any]], run_id: str,
+                         run_window: str) -> None:
+    """Undoes one committed table of a failed run (module docstring, phase 2)."""
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction, CommitProperties, RemoveAction
+
+    if result.created:
+        _delete_dir(st.uri)
+        return
+    dt = DeltaTable(st.uri)
+    now = int(time.time() * 1000)
+    actions: list[Any] = [RemoveAction(a.path, True, now, a.size, dict(a.partition_values)) for a in st.adds]
+    actions += [AddAction(r["path"], r["size"], dict(r["partition"]), r["mtime"], True,
+                          json.dumps({"numRecords": r["num_records"]}) if r["num_records"] is not None else "{}")
+                for r in removed]
+    meta = _user_metadata(st.table, run_id, run_window, st.mode, compensates_version=result.version)
+    dt.create_write_transaction(actions, "append", dt.schema(), partition_by=[PARTITION_COLUMN],
+                                commit_properties=CommitProperties(custom_metadata={"userMetadata": meta}))
+
+
+def _write_embedded(spark: SparkSession, prepared: Mapping[str, DataFrame], modes: Mapping[str, WriteMode], *,
+                    run_id: str, run_window: str, base_path: str) -> dict[str, CommitResult]:
+    staged: list[_Staged] = []
+    previous = spark.conf.get("spark.sql.parquet.outputTimestampType", None)
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    try:
+        for name, df in prepared.items():  # phase 1: data files
+            uri = table_location(name, base_path=base_path)
+            stage_dir = f"{uri}/{PARTITION_COLUMN}={run_window}/{run_id}"
+            st = _Staged(name, uri, df.schema, modes[name], stage_dir)
+            staged.append(st)
+            spark.sparkContext.setJobDescription(f"coordinator-audit: write {name} files")
+            df.write.mode("errorifexists").option("compression", "snappy").parquet(stage_dir)
+            _list_staged(st, run_window)
+    except BaseException:
+        for st in staged:
+            _delete_dir(st.stage_dir)
+        raise
+    finally:
+        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+        if previous is not None:
+            spark.conf.set("spark.sql.parquet.outputTimestampType", previous)
+
+    results: dict[str, CommitResult] = {}
+    done: list[tuple[_Staged, CommitResult, list[dict[str, Any]]]] = []
+    for i, st in enumerate(staged):  # phase 2: one commit per table, runs last
+        try:
+            result, removed = _commit_embedded(st, run_id, run_window)
+        except BaseException as exc:
+            problems = []
+            for prev_st, prev_result, prev_removed in reversed(done):
+                try:
+                    _compensate_embedded(prev_st, prev_result, prev_removed, run_id, run_window)
+                except Exception as undo_exc:
+                    problems.append(f"{prev_st.table} (version {prev_result.version}): {undo_exc}")
+            for later in staged[i:]:
+                _delete_dir(later.stage_dir)
+            state = ("the tables committed before it were rolled back" if not problems else
+                     "could NOT roll back " + "; ".join(problems) + " — re-run the same window to heal, "
+                     "find_incomplete_runs() lists the affected tables")
+            raise DeltaWriteError(f"run {run_id}: the commit of table {st.table} failed ({exc}); {state}") from exc
+        results[st.table] = result
+        done.append((st, result, removed))
+    return results
+
+
+# --- native ---------------------------------------------------------------------------------------
+
+
+def _write_native(spark: SparkSession, prepared: Mapping[str, DataFrame], modes: Mapping[str, WriteMode], *,
+                  run_id: str, run_window: str, base_path: str | None,
+                  catalog_schema: str | None) -> dict[str, CommitResult]:
+    """Delta Spark path (not exercised on machines without the Delta jars; see module docstring)."""
+    from delta.tables import DeltaTable as SparkDeltaTable  # the delta-spark Python package
+    from pyspark.sql import functions as F
+
+    def handle(name: str) -> tuple[str, Any]:
+        loc = table_location(name, base_path=base_path, catalog_schema=catalog_schema)
+        try:
+            dt = SparkDeltaTable.forName(spark, loc) if catalog_schema else SparkDeltaTable.forPath(spark, loc)
+        except Exception:
+            return loc, None
+        return loc, dt
+
+    results: dict[str, CommitResult] = {}
+    before: list[tuple[str, str, Any, int | None]] = []
+    try:
+        for name, df in prepared.items():
+            loc, dt = handle(name)
+            version_before = dt.history(1).first()["version"] if dt is not None else None
+            before.append((name, loc, dt, version_before))
+            mode = modes[name]
+            out = df.withColumn(PARTITION_COLUMN, F.lit(run_window))
+            w = out.write.format("delta").partitionBy(PARTITION_COLUMN).option(
+                "userMetadata", _user_metadata(name, run_id, run_window, mode))
+            if mode == "replace_window":
+                w = w.mode("overwrite").option("replaceWhere", f"{PARTITION_COLUMN} = '{run_window}'")
+            else:
+                w = w.mode("overwrite" if mode == "overwrite" else "append")
+            spark.sparkContext.setJobDescription(f"coordinator-audit: write {name}")
+            if catalog_schema:
+                w.saveAsTable(loc)
+            else:
+                w.save(loc)
+            _, dt_after = handle(name)
+            row = dt_after.history(1).first()
+            metrics = row["operationMetrics"] or {}
+            results[name] = CommitResult(name, loc, int(row["version"]), mode, int(metrics.get("numFiles", 0)),
+                                         int(metrics.get("numRemovedFiles", 0)),
+                                         int(metrics.get("numOutputRows", 0)), dt is None)
+    except BaseException as exc:
+        problems = []
+        for name, _loc, dt, version_before in before:
+            if name not in results:
+                continue
+            try:
+                if version_before is not None:
+                    dt.restoreToVersion(version_before)
+                else:
+                    problems.append(f"{name} (created by this run; left in place)")
+            except Exception as undo_exc:
+                problems.append(f"{name}: {undo_exc}")
+        state = "earlier tables restored" if not problems else "not restored: " + "; ".join(problems)
+        raise DeltaWriteError(f"run {run_id}: writing failed ({exc}); {state}") from exc
+    finally:
+        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+    return results
+
+
+# ------------------------------------------------------------------------------------------------
+# reading and checking
+
+
+def read_table(spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:
+    """A Delta table as a Spark DataFrame: through Delta Spark when present, otherwise the Parquet
+    files of the requested version (listed by delta-rs) with the partition columns added from the
+    Delta log. For tests and notebooks; the job itself never reads its outputs."""
+    from pyspark.sql import functions as F
+
+    if delta_spark_available(spark):
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(path)
+
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    dt = DeltaTable(path, version=version)
+    schema = dt.schema()
+    arrow = pa.schema(schema.to_arrow() if hasattr(schema, "to_arrow") else schema.to_pyarrow())
+    spark_schema = from_arrow_schema(arrow, prefer_timestamp_ntz=False)
+    partition_cols = list(dt.metadata().partition_columns)
+    data_schema = type(spark_schema)([f for f in spark_schema.fields if f.name not in partition_cols])
+    actions = pa.table(dt.get_add_actions(flatten=False)).to_pylist()
+    by_partition: dict[tuple[tuple[str, Any], ...], list[str]] = {}
+    root = dt.table_uri.rstrip("/")
+    for a in actions:
+        key = tuple(sorted((a.get("partition") or {}).items()))
+        by_partition.setdefault(key, []).append(f"{root}/{a['path']}")
+    frames = []
+    for key, files in sorted(by_partition.items()):
+        df = spark.read.schema(data_schema).parquet(*files)
+        for col, value in key:
+            df = df.withColumn(col, F.lit(value).cast(spark_schema[col].dataType))
+        frames.append(df.select(*[f.name for f in spark_schema.fields]))
+    if not frames:
+        return spark.createDataFrame([], spark_schema)
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def _run_ids_of(path: str) -> list[tuple[int, dict[str, Any]]]:
+    from deltalake import DeltaTable
+
+    out = []
+    for entry in DeltaTable(path).history():
+        raw = entry.get("userMetadata")
+        if not raw:
+            continue
+        try:
+            meta = json.loads(raw).get(METADATA_KEY)
+        except (ValueError, AttributeError):
+            continue
+        if meta:
+            out.append((int(entry["version"]), meta))
+    return out
+
+
+def find_incomplete_runs(base_path: str, tables: Sequence[str] | None = None) -> list[IncompleteRun]:
+    """Table commits whose run never committed its `runs` row (a crash between commits, or a
+    compensation that failed): what to heal by re-running that window. Path-based tables only.
+
+    `tables` None checks every Delta table directly under `base_path`."""
+    import os
+
+    if tables is None:
+        tables = sorted(d for d in os.listdir(base_path) if _is_delta_table(os.path.join(base_path, d)))
+    runs_uri = f"{base_path.rstrip('/')}/{RUNS_TABLE}"
+    complete = {m["run_id"] for _, m in _run_ids_of(runs_uri)} if _is_delta_table(runs_uri) else set()
+    out = []
+    for t in tables:
+        if t == RUNS_TABLE:
+            continue
+        uri = f"{base_path.rstrip('/')}/{t}"
+        if not _is_delta_table(uri):
+            continue
+        compensated = {m.get("compensates_version") for _, m in _run_ids_of(uri)}
+        for version, meta in _run_ids_of(uri):
+            if meta.get("compensates_version") is not None or version in compensated:
+                continue
+            if meta["run_id"] not in complete:
+                out.append(IncompleteRun(t, version, meta["run_id"], meta["run_window"]))
+    return out
