@@ -204,3 +204,62 @@ def test_commit_value_struct_layout_matches_spec_e2() -> None:
     log = LogBuilder("my-group").commit("orders", 3, 1234, at=1_700_000_000_000)
     value = log.records[0][4]
     assert value == struct.pack(">hqihq", 3, 1234, 0, 0, 1_700_000_000_000)
+
+
+MEMBER_IDS = ["a-1", "a-2", "b-1", "c-1"]
+INSTANCES = [None, None, "s1", "s2"]
+PARTS = [("t", p) for p in range(4)] + [("u", 0)]
+
+
+@st.composite
+def random_member(draw, index: int):
+    assigned = draw(st.lists(st.sampled_from(PARTS), max_size=4, unique=True))
+    owned = draw(st.lists(st.sampled_from(PARTS), max_size=3, unique=True))
+    return member(f"{MEMBER_IDS[index]}-{draw(st.integers(0, 2))}", assigned,
+                  topics=draw(st.sampled_from([("t",), ("t", "u")])), owned=owned,
+                  instance=INSTANCES[index], generation_id=draw(st.integers(-1, 6)),
+                  sticky=(draw(st.lists(st.sampled_from(PARTS), max_size=2, unique=True)), draw(st.integers(-1, 6)))
+                  if draw(st.booleans()) else None)
+
+
+@st.composite
+def random_logs(draw) -> LogBuilder:
+    log = LogBuilder("g")
+    for _ in range(draw(st.integers(1, 12))):
+        action = draw(st.sampled_from(["group", "group", "group", "commit", "commit", "tombstone", "offset_tombstone"]))
+        if action == "group":
+            indexes = draw(st.lists(st.integers(0, 3), max_size=4, unique=True))
+            members = [draw(random_member(i)) for i in indexes]
+            log.group(draw(st.integers(0, 6)), members,
+                      protocol=draw(st.sampled_from(["range", "sticky", "cooperative-sticky"])) if members else None)
+        elif action == "commit":
+            log.commit("t", draw(st.integers(0, 3)), draw(st.integers(0, 20)))
+        elif action == "tombstone":
+            log.tombstone()
+        else:
+            log.offset_tombstone("t", draw(st.integers(0, 3)))
+    return log
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_logs(), st.integers(0, 12))
+def test_random_group_histories_keep_the_invariants(log: LogBuilder, split: int) -> None:
+    records = log.records
+    one_pass = list(audit_group(records))
+    first = GroupAuditor()
+    rows = list(first.feed(records[:split]))
+    second = GroupAuditor.from_dict(json.loads(json.dumps(first.to_dict())))
+    assert rows + list(second.feed(records[split:])) + second.finish() == one_pass
+    tables = rows_by_table(one_pass)
+    assert tables["quarantine"] == []
+    # every generation row opened by a non-W5 record has exactly one primary cause at its record
+    primaries: dict[int, int] = {}
+    for c in tables["rebalance_causes"]:
+        if c.is_primary:
+            primaries[c.source_offset] = primaries.get(c.source_offset, 0) + 1
+    for g in tables["generations"]:
+        expected = 0 if (g.generation_id == 0 and g.state == "Empty" and g.missing_generations == 0) else 1
+        assert primaries.get(g.source_offset, 0) == expected, g
+    # ownership intervals are well formed
+    for a in tables["assignments"]:
+        assert a.valid_to is None or a.valid_to >= a.valid_from
