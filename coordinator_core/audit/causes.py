@@ -23,7 +23,9 @@ a cause is inferred from what changed between the previous record and this one:
 * `group_emptied`: this record has no members (W2).
 * `history_start`: the audited history starts mid-life (first record at gen > 1, or a generation
   that went backwards without a tombstone): nothing is claimed about earlier generations.
-* `group_deleted`: a tombstone.
+* `group_deleted`: a tombstone (its generation_id is the last generation of the deleted group).
+* J's W5 record (gen 0, no members, protocol type "") gets a generation row but no cause: it makes a
+  new group durable; the first real generation after it is `group_created`.
 * Same generation: `static_member_replaced` per replaced instance (W3, no rebalance), and
   `same_generation_rewrite` for any other difference (not a Kafka write moment; reported, not guessed).
 
