@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from coordinator_core.errors import RecordDecodeError, RecordEncodeError
 from coordinator_core.jhash import java_string_hashcode, spread
@@ -75,8 +75,33 @@ class Assignment:
     trailing: bytes = b""
 
 
-def _fields(**values: Any) -> dict[str, Any]:
-    return values
+class _SubscriptionFields(TypedDict):
+    """What the wire reader hands `decode_subscription`: the body's fields, by their `Subscription` names."""
+
+    topics: tuple[str, ...]
+    user_data: bytes | None
+    owned_partitions: tuple[TopicPartitions, ...]
+    generation_id: int
+    rack_id: str | None
+
+
+class _AssignmentFields(TypedDict):
+    """What the wire reader hands `decode_assignment`: the body's fields, by their `Assignment` names."""
+
+    assigned_partitions: tuple[TopicPartitions, ...]
+    user_data: bytes | None
+
+
+def _subscription_fields(*, topics: tuple[str, ...], user_data: bytes | None,
+                         owned_partitions: tuple[TopicPartitions, ...], generation_id: int,
+                         rack_id: str | None) -> _SubscriptionFields:
+    return {"topics": topics, "user_data": user_data, "owned_partitions": owned_partitions,
+            "generation_id": generation_id, "rack_id": rack_id}
+
+
+def _assignment_fields(*, assigned_partitions: tuple[TopicPartitions, ...],
+                       user_data: bytes | None) -> _AssignmentFields:
+    return {"assigned_partitions": assigned_partitions, "user_data": user_data}
 
 
 _TOPIC_PARTITIONS = Struct("TopicPartition", (
@@ -90,18 +115,18 @@ SUBSCRIPTION = Message(Struct("ConsumerProtocolSubscription", (
     Field("owned_partitions", Array(_TOPIC_PARTITIONS), versions="1+", default=(), ignorable=True),
     Field("generation_id", "int32", versions="2+", default=-1, ignorable=True),
     Field("rack_id", "string", versions="3+", nullable="3+", default=None, ignorable=True),
-), _fields), valid="0-3")
+), _subscription_fields), valid="0-3")
 
 ASSIGNMENT = Message(Struct("ConsumerProtocolAssignment", (
     Field("assigned_partitions", Array(_TOPIC_PARTITIONS)),
     Field("user_data", "bytes", nullable="0+", default=None),
-), _fields), valid="0-3")
+), _assignment_fields), valid="0-3")
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 
 
-def _read_version(data: object, message: Message) -> tuple[bytes, int]:
+def _read_version(data: object, message: Message[object]) -> tuple[bytes, int]:
     if isinstance(data, bytearray | memoryview):
         data = bytes(data)
     if not isinstance(data, bytes):
@@ -130,7 +155,7 @@ def decode_assignment(data: bytes) -> Assignment:
     return Assignment(version=version, trailing=data[end:], **body)
 
 
-def _encode(message: Message, obj: Subscription | Assignment, cls: type) -> bytes:
+def _encode(message: Message[object], obj: Subscription | Assignment, cls: type) -> bytes:
     if not isinstance(obj, cls):
         raise RecordEncodeError(f"expected a {cls.__name__}, got {type(obj).__name__}")
     v = obj.version

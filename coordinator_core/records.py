@@ -30,11 +30,17 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
 from coordinator_core.errors import ConfigError, RecordDecodeError, RecordEncodeError
 from coordinator_core.jhash import java_string_hashcode, kafka_abs
-from coordinator_core.records_kip848 import KIP848_KEY_CLASSES, KIP848_SCHEMAS, KIP848_VALUE_CLASSES
+from coordinator_core.records_kip848 import (
+    KIP848_KEY_CLASSES,
+    KIP848_SCHEMAS,
+    KIP848_VALUE_CLASSES,
+    Kip848Key,
+    Kip848Value,
+)
 from coordinator_core.wire import Array, Field, Message, Struct, read_body, write_body
 
 __all__ = [
@@ -173,8 +179,12 @@ RECORD_TYPE_NAMES: dict[int, str] = {
 }
 _KEY_SCHEMA_NAMES = {t: n + "Key" for t, n in RECORD_TYPE_NAMES.items()}
 
-RecordKey = Any  # one of the key dataclasses above or in records_kip848
-RecordValue = Any
+RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey | Kip848Key | UnknownRecordKey | ControlRecordKey
+"""What `CoordinatorRecord.key` holds: a key class above or in `records_kip848`."""
+
+RecordValue: TypeAlias = (OffsetCommitValue | GroupMetadataValue | Kip848Value | UnknownRecordValue
+                          | ControlRecordValue)
+"""What a non-tombstone `CoordinatorRecord.value` holds: a value class above or in `records_kip848`."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,16 +227,16 @@ GROUP_METADATA_VALUE = Message(Struct("GroupMetadataValue", (
 ), GroupMetadataValue), valid="0-4", flexible="4+")
 
 # record type -> (key schema, value schema) for every type that decodes to dataclasses
-_SCHEMAS: dict[int, tuple[Message, Message]] = {
+_SCHEMAS: dict[int, tuple[Message[RecordKey], Message[RecordValue]]] = {
     0: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
     1: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
     2: (GROUP_METADATA_KEY, GROUP_METADATA_VALUE),
     **KIP848_SCHEMAS,
 }
-_KEY_CLASS_TYPES: dict[type, tuple[int, ...]] = {
+_KEY_CLASS_TYPES: dict[type[RecordKey], tuple[int, ...]] = {
     OffsetCommitKey: (0, 1), GroupMetadataKey: (2,), **{c: (t,) for c, t in KIP848_KEY_CLASSES.items()},
 }
-_VALUE_CLASS_TYPES: dict[type, tuple[int, ...]] = {
+_VALUE_CLASS_TYPES: dict[type[RecordValue], tuple[int, ...]] = {
     OffsetCommitValue: (0, 1), GroupMetadataValue: (2,), **{c: (t,) for c, t in KIP848_VALUE_CLASSES.items()},
 }
 
@@ -521,7 +531,9 @@ def _encode_key(rec: CoordinatorRecord) -> bytes:
         raise RecordEncodeError(f"not a record key: {key!r}")
     if kv not in types:
         raise RecordEncodeError(f"{type(key).__name__} is written with record type {types}, not {kv}")
-    if kv <= 1:  # the offset-commit fast path; anything unusual goes to the generic writer
+    # the offset-commit fast path; anything unusual goes to the generic writer. Only OffsetCommitKey is
+    # written with record type 0/1, so this type test is the `kv <= 1` test it replaces (and narrows `key`).
+    if type(key) is OffsetCommitKey:
         try:
             g, t, p = key.group.encode(), key.topic.encode(), key.partition
             if len(g) <= 0x7FFF and len(t) <= 0x7FFF and type(p) is int and -(1 << 31) <= p < (1 << 31):

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import TypeAlias, TypeVar
 
 from coordinator_core.wire import Array, Field, Message, Struct
+
+T = TypeVar("T")
 
 RawTags = tuple[tuple[int, bytes], ...]
 
@@ -158,16 +161,29 @@ class ConsumerGroupRegularExpressionValue:
     unknown_tagged_fields: RawTags = ()
 
 
+Kip848Key: TypeAlias = (
+    ConsumerGroupMetadataKey | ConsumerGroupPartitionMetadataKey | ConsumerGroupMemberMetadataKey
+    | ConsumerGroupTargetAssignmentMetadataKey | ConsumerGroupTargetAssignmentMemberKey
+    | ConsumerGroupCurrentMemberAssignmentKey | ConsumerGroupRegularExpressionKey)
+"""Every key class this module decodes (one per record type in `KIP848_SCHEMAS`)."""
+
+Kip848Value: TypeAlias = (
+    ConsumerGroupMetadataValue | ConsumerGroupPartitionMetadataValue | ConsumerGroupMemberMetadataValue
+    | ConsumerGroupTargetAssignmentMetadataValue | ConsumerGroupTargetAssignmentMemberValue
+    | ConsumerGroupCurrentMemberAssignmentValue | ConsumerGroupRegularExpressionValue)
+"""Every value class this module decodes (one per record type in `KIP848_SCHEMAS`)."""
+
+
 # ---------------------------------------------------------------------------------------------
 # schemas, declared once
 
 
-def _key(name: str, cls: type, record_type: int, *field_names: str) -> Message:
+def _key(name: str, cls: type[T], record_type: int, *field_names: str) -> Message[T]:
     v = str(record_type)
     return Message(Struct(name, tuple(Field(n, "string", v) for n in field_names), cls), valid=v)
 
 
-def _value(name: str, cls: type, *fields: Field) -> Message:
+def _value(name: str, cls: type[T], *fields: Field) -> Message[T]:
     return Message(Struct(name, fields, cls), valid="0", flexible="0+")
 
 
@@ -185,7 +201,7 @@ _CLASSIC_MEMBER_METADATA = Struct("ClassicMemberMetadata", (
 ), ClassicMemberMetadata)
 
 # record type -> (key schema, value schema); the key's version on the wire is the record type
-KIP848_SCHEMAS: dict[int, tuple[Message, Message]] = {
+KIP848_SCHEMAS: dict[int, tuple[Message[Kip848Key], Message[Kip848Value]]] = {
     3: (_key("ConsumerGroupMetadataKey", ConsumerGroupMetadataKey, 3, "group_id"),
         _value("ConsumerGroupMetadataValue", ConsumerGroupMetadataValue,
                Field("epoch", "int32"))),
@@ -236,12 +252,12 @@ KIP848_SCHEMAS: dict[int, tuple[Message, Message]] = {
                 Field("timestamp", "int64"))),
 }
 
-KIP848_KEY_CLASSES: dict[type, int] = {
+KIP848_KEY_CLASSES: dict[type[Kip848Key], int] = {
     ConsumerGroupMetadataKey: 3, ConsumerGroupPartitionMetadataKey: 4, ConsumerGroupMemberMetadataKey: 5,
     ConsumerGroupTargetAssignmentMetadataKey: 6, ConsumerGroupTargetAssignmentMemberKey: 7,
     ConsumerGroupCurrentMemberAssignmentKey: 8, ConsumerGroupRegularExpressionKey: 16,
 }
-KIP848_VALUE_CLASSES: dict[type, int] = {
+KIP848_VALUE_CLASSES: dict[type[Kip848Value], int] = {
     ConsumerGroupMetadataValue: 3, ConsumerGroupPartitionMetadataValue: 4, ConsumerGroupMemberMetadataValue: 5,
     ConsumerGroupTargetAssignmentMetadataValue: 6, ConsumerGroupTargetAssignmentMemberValue: 7,
     ConsumerGroupCurrentMemberAssignmentValue: 8, ConsumerGroupRegularExpressionValue: 16,

@@ -28,7 +28,7 @@ import struct
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, NoReturn
+from typing import Final, Generic, NamedTuple, NoReturn, TypeVar
 
 from coordinator_core.errors import RecordDecodeError, RecordEncodeError
 
@@ -48,6 +48,9 @@ __all__ = [
 
 MAX_STRING_BYTES = 0x7FFF
 
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
 
 class _Required:
     """Marks a field that has no default: it is present in every version the schema writes."""
@@ -56,7 +59,7 @@ class _Required:
         return "REQUIRED"
 
 
-REQUIRED: Any = _Required()
+REQUIRED: Final = _Required()
 
 
 class VersionRange(NamedTuple):
@@ -89,7 +92,7 @@ def _in(rng: VersionRange | None, version: int) -> bool:
 class Array:
     """An array whose elements are a primitive type name or a `Struct`."""
 
-    element: str | Struct
+    element: str | Struct[object]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -103,10 +106,10 @@ class Field:
     """
 
     name: str
-    type: str | Array | Struct
+    type: str | Array | Struct[object]
     versions: str = "0+"
     nullable: str = "none"
-    default: Any = REQUIRED
+    default: object = REQUIRED
     ignorable: bool = False
     tag: int | None = None
     tagged: str = "none"
@@ -116,16 +119,17 @@ class Field:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Struct:
+class Struct(Generic[T_co]):
     """A struct: its fields in wire order and the class its values are built with (keyword args).
 
     A struct used by flexible versions builds objects that accept `unknown_tagged_fields`, a tuple
-    of `(tag, raw payload)` pairs kept for a byte-exact rewrite.
+    of `(tag, raw payload)` pairs kept for a byte-exact rewrite. `T_co` is what `factory` builds, so
+    `read_body` of a `Message[T]` returns a `T`.
     """
 
     name: str
     fields: tuple[Field, ...]
-    factory: Callable[..., Any]
+    factory: Callable[..., T_co]
 
 
 _PRIMITIVES = {"int8", "int16", "int32", "int64", "uuid", "string", "bytes"}
@@ -133,19 +137,20 @@ _PRIMITIVES = {"int8", "int16", "int32", "int64", "uuid", "string", "bytes"}
 
 class _CompiledField(NamedTuple):
     name: str
-    type: str | Array | Struct
+    type: str | Array | Struct[object]
     present: VersionRange | None
     nullable: VersionRange | None
-    default: Any
+    default: object
     ignorable: bool
     tag: int | None
     tagged: VersionRange | None
 
 
-class Message:
-    """A top-level schema: a root struct plus the versions it knows and the flexible versions."""
+class Message(Generic[T_co]):
+    """A top-level schema: a root struct plus the versions it knows and the flexible versions; `T_co`
+    is the type its root struct's factory builds."""
 
-    def __init__(self, root: Struct, *, valid: str, flexible: str = "none") -> None:
+    def __init__(self, root: Struct[T_co], *, valid: str, flexible: str = "none") -> None:
         self.root = root
         self.name = root.name
         valid_range = versions(valid)
@@ -168,7 +173,7 @@ class Message:
     def is_flexible(self, version: int) -> bool:
         return _in(self.flexible, version)
 
-    def _check(self, st: Struct, seen: set[int]) -> None:
+    def _check(self, st: Struct[object], seen: set[int]) -> None:
         if id(st) in seen:
             return
         seen.add(id(st))
@@ -190,7 +195,7 @@ class Message:
                                            f.ignorable, f.tag, versions(f.tagged)))
         self._compiled[id(st)] = tuple(compiled)
 
-    def fields_of(self, st: Struct) -> tuple[_CompiledField, ...]:
+    def fields_of(self, st: Struct[object]) -> tuple[_CompiledField, ...]:
         return self._compiled[id(st)]
 
 
@@ -208,7 +213,7 @@ _INTS = {"int8": _S8, "int16": _S16, "int32": _S32, "int64": _S64}
 class _Reader:
     __slots__ = ("data", "end", "message", "pos", "schema")
 
-    def __init__(self, data: bytes, pos: int, end: int, message: Message) -> None:
+    def __init__(self, data: bytes, pos: int, end: int, message: Message[object]) -> None:
         self.data = data
         self.pos = pos
         self.end = end
@@ -292,8 +297,8 @@ def _read_bytes(r: _Reader, flexible: bool, nullable: bool, path: str) -> bytes 
     return value
 
 
-def _read_value(r: _Reader, ftype: str | Array | Struct, version: int, flexible: bool, nullable: bool,
-                path: str) -> Any:
+def _read_value(r: _Reader, ftype: str | Array | Struct[object], version: int, flexible: bool, nullable: bool,
+                path: str) -> object:
     if isinstance(ftype, str):
         s = _INTS.get(ftype)
         if s is not None:
@@ -329,8 +334,8 @@ def _read_value(r: _Reader, ftype: str | Array | Struct, version: int, flexible:
     return _read_struct(r, ftype, version, flexible, path)
 
 
-def _read_struct(r: _Reader, st: Struct, version: int, flexible: bool, path: str) -> Any:
-    values: dict[str, Any] = {}
+def _read_struct(r: _Reader, st: Struct[T], version: int, flexible: bool, path: str) -> T:
+    values: dict[str, object] = {}
     tagged: dict[int, _CompiledField] = {}
     prefix = f"{path}." if path else ""
     for f in r.message.fields_of(st):
@@ -380,7 +385,7 @@ def _read_struct(r: _Reader, st: Struct, version: int, flexible: bool, path: str
     return st.factory(**values)
 
 
-def read_body(message: Message, data: bytes, pos: int, version: int) -> tuple[Any, int]:
+def read_body(message: Message[T], data: bytes, pos: int, version: int) -> tuple[T, int]:
     """Decodes `message` laid out as `version`, starting at `pos` (after the int16 version prefix).
 
     Returns the decoded object and the position just after it; callers decide what trailing bytes
@@ -406,7 +411,7 @@ def uvarint_bytes(value: int) -> bytes:
 class _Writer:
     __slots__ = ("message", "out")
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: Message[object]) -> None:
         self.message = message
         self.out = bytearray()
 
@@ -417,7 +422,7 @@ class _Writer:
 _INT_BOUNDS = {"int8": 1 << 7, "int16": 1 << 15, "int32": 1 << 31, "int64": 1 << 63}
 
 
-def _write_value(w: _Writer, ftype: str | Array | Struct, value: Any, version: int, flexible: bool,
+def _write_value(w: _Writer, ftype: str | Array | Struct[object], value: object, version: int, flexible: bool,
                  nullable: bool, path: str) -> None:
     out = w.out
     if value is None:
@@ -477,12 +482,12 @@ def _write_value(w: _Writer, ftype: str | Array | Struct, value: Any, version: i
     _write_struct(w, ftype, value, version, flexible, path)
 
 
-def _write_struct(w: _Writer, st: Struct, obj: Any, version: int, flexible: bool, path: str) -> None:
+def _write_struct(w: _Writer, st: Struct[object], obj: object, version: int, flexible: bool, path: str) -> None:
     factory = st.factory
     if isinstance(factory, type) and not isinstance(obj, factory):
         w.fail(f"expected {factory.__name__}, got {type(obj).__name__}", path or st.name)
     prefix = f"{path}." if path else ""
-    tagged: list[tuple[int, _CompiledField, Any]] = []
+    tagged: list[tuple[int, _CompiledField, object]] = []
     for f in w.message.fields_of(st):
         try:
             value = getattr(obj, f.name)
@@ -531,7 +536,7 @@ def _write_raw_tag(out: bytearray, item: tuple[int, bytes]) -> None:
     out += uvarint_bytes(tag) + uvarint_bytes(len(payload)) + payload
 
 
-def write_body(message: Message, obj: Any, version: int) -> bytes:
+def write_body(message: Message[object], obj: object, version: int) -> bytes:
     """Encodes `obj` as `message` at `version` (without the int16 version prefix)."""
     w = _Writer(message)
     _write_struct(w, message.root, obj, version, message.is_flexible(version), "")
