@@ -212,9 +212,9 @@ class GroupCoordinator:
         elif timer.kind == "join":
             expire_join(shard, str(p[0]))
         elif timer.kind == "initial-join":
-            expire_initial_delay(shard, str(p[0]), int(p[1]), int(p[2]))  # type: ignore[call-overload]
+            expire_initial_delay(shard, str(p[0]), int(p[1]), int(p[2]))
         elif timer.kind == "sync":
-            expire_pending_sync(shard, str(p[0]), int(p[1]))  # type: ignore[call-overload]
+            expire_pending_sync(shard, str(p[0]), int(p[1]))
         elif timer.kind == "expiration":
             cleanup_group_metadata(shard)
         else:  # pragma: no cover - timers are created here only

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from coordinator_core.errors import CoordinatorInvariantError
 from coordinator_core.protocol import (
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from .runtime import Shard
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+
+_ParkedResponse = TypeVar("_ParkedResponse", JoinGroupResponse, SyncGroupResponse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,8 +416,7 @@ class ClassicGroup:
         return {m.member_id: m.assignment for m in self.all_members()}
 
 
-def _with_correlation(response: JoinGroupResponse | SyncGroupResponse,
-                      correlation_id: int) -> JoinGroupResponse | SyncGroupResponse:
+def _with_correlation(response: _ParkedResponse, correlation_id: int) -> _ParkedResponse:
     from dataclasses import replace
 
     return replace(response, correlation_id=correlation_id)

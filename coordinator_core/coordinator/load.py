@@ -6,10 +6,16 @@ is taken as a plain, committed one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from coordinator_core.protocol import Errors, JoinGroupResponse, SyncGroupResponse
-from coordinator_core.records import ControlRecordKey, GroupMetadataKey, OffsetCommitKey
+from coordinator_core.records import (
+    ControlRecordKey,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 
 from .expiration import schedule_expiration
 from .group import ClassicGroup, Member
@@ -27,10 +33,13 @@ def replay(shard: Shard, record: CoordinatorRecord, now_ms: int | None) -> None:
     """Follows GroupCoordinatorShard#replay -> GroupMetadataManager#replay / OffsetMetadataManager#replay
     (and S's GroupMetadataManager#doLoadGroupsAndOffsets for one record)."""
     key = record.key
+    # The casts state what `decode` guarantees (record types 0/1 carry an OffsetCommitValue, type 2 a
+    # GroupMetadataValue); no check is added on this per-record path, so a hand-built record pairing a key
+    # with another value class fails on attribute access, as it always did.
     if isinstance(key, OffsetCommitKey):
-        _replay_offset(shard, key, record.value, now_ms)
+        _replay_offset(shard, key, cast("OffsetCommitValue | None", record.value), now_ms)
     elif isinstance(key, GroupMetadataKey):
-        _replay_group(shard, key.group, record.value, now_ms)
+        _replay_group(shard, key.group, cast("GroupMetadataValue | None", record.value), now_ms)
     elif isinstance(key, ControlRecordKey):
         shard.control_records_skipped += 1  # transaction markers: TxnOffsetCommit is not modelled
     else:
@@ -38,40 +47,44 @@ def replay(shard: Shard, record: CoordinatorRecord, now_ms: int | None) -> None:
         shard.logs.unknown_record(record)
 
 
-def _replay_offset(shard: Shard, key: OffsetCommitKey, value: object, now_ms: int | None) -> None:
+def _replay_offset(shard: Shard, key: OffsetCommitKey, value: OffsetCommitValue | None, now_ms: int | None) -> None:
     if value is None:
         shard.offsets.get(key.group, {}).pop((key.topic, key.partition), None)
         return
     if key.group not in shard.groups:
         shard.groups[key.group] = ClassicGroup.create(key.group, shard, now_ms=now_ms)
     v = value
-    expire = v.expire_timestamp if v.expire_timestamp != -1 else None  # type: ignore[attr-defined]
+    expire = v.expire_timestamp if v.expire_timestamp != -1 else None
     shard.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = OffsetAndMetadata(
-        committed_offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,  # type: ignore[attr-defined]
-        commit_timestamp_ms=v.commit_timestamp, expire_timestamp_ms=expire)  # type: ignore[attr-defined]
+        committed_offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
+        commit_timestamp_ms=v.commit_timestamp, expire_timestamp_ms=expire)
 
 
-def _replay_group(shard: Shard, group_id: str, value: object, now_ms: int | None) -> None:
+def _replay_group(shard: Shard, group_id: str, value: GroupMetadataValue | None, now_ms: int | None) -> None:
     if value is None:
         shard.groups.pop(group_id, None)
         return
     v = value
+    # Kafka writes `protocol` whenever the group has members. A malformed record's None is kept, as
+    # GroupMetadataManager#replay copies it into the member's protocol too (it then matches the group's
+    # None protocol name); the cast only states the well-formed case for Member's type.
+    protocol = cast(str, v.protocol)
     members = []
-    for m in v.members:  # type: ignore[attr-defined]
+    for m in v.members:
         rebalance_timeout = m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout
         members.append(Member(
             member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
             client_host=m.client_host, rebalance_timeout_ms=rebalance_timeout, session_timeout_ms=m.session_timeout,
-            protocol_type=v.protocol_type, supported_protocols=((v.protocol, m.subscription),),  # type: ignore[attr-defined]
+            protocol_type=v.protocol_type, supported_protocols=((protocol, m.subscription),),
             assignment=m.assignment))
-    protocol_type = v.protocol_type or None  # type: ignore[attr-defined]
-    ts = v.current_state_timestamp  # type: ignore[attr-defined]
+    protocol_type = v.protocol_type or None
+    ts = v.current_state_timestamp
     group = ClassicGroup.create(
         group_id, shard, state=STABLE if members else EMPTY, now_ms=None if ts == -1 else ts,
-        generation_id=v.generation, protocol_type=protocol_type, protocol_name=v.protocol,  # type: ignore[attr-defined]
-        leader_id=v.leader)  # type: ignore[attr-defined]
-    for m in members:
-        group.add(m)
+        generation_id=v.generation, protocol_type=protocol_type, protocol_name=v.protocol,
+        leader_id=v.leader)
+    for member in members:
+        group.add(member)
     group.subscribed_topics = group.compute_subscribed_topics()
     shard.groups[group_id] = group
     del now_ms

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from coordinator_core.protocol import Errors, SyncGroupRequest, SyncGroupResponse
 
-from .group import ParkedSync
+from .group import ClassicGroup, ParkedSync
 from .rebalance import (
     map_group_metadata_append_error,
     maybe_prepare_rebalance,
@@ -83,7 +83,7 @@ def sync_group(shard: Shard, req: SyncGroupRequest) -> None:
             reschedule_heartbeat(shard, group, member)
 
 
-def _store_leader_assignment(shard: Shard, group, req: SyncGroupRequest) -> None:  # type: ignore[no-untyped-def]
+def _store_leader_assignment(shard: Shard, group: ClassicGroup, req: SyncGroupRequest) -> None:
     """S9: build the full assignment, write W1, and finish the sync phase when the append completes."""
     shard.logs.assignment_received(group, req.member_id)
     assignment: dict[str, bytes] = {}

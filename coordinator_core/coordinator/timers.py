@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import TypeAlias
+
+TimerParam: TypeAlias = str | int
+"""One argument of a timer's expiry handler: a group or member id, a delay, a generation or a flag
+(a bool, which is an int)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +25,7 @@ class Timer:
     kind: str
     deadline: int
     seq: int
-    params: tuple[object, ...] = ()
+    params: tuple[TimerParam, ...] = ()
 
 
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, ...]:
@@ -51,7 +56,7 @@ class TimerQueue:
         self._heap: list[tuple[int, int, tuple[str, ...]]] = []
         self._seq = 0
 
-    def schedule(self, key: tuple[str, ...], kind: str, deadline: int, params: tuple[object, ...] = ()) -> Timer:
+    def schedule(self, key: tuple[str, ...], kind: str, deadline: int, params: tuple[TimerParam, ...] = ()) -> Timer:
         """Schedules (or replaces) the timer under `key`."""
         self._seq += 1
         timer = Timer(key, kind, deadline, self._seq, params)
