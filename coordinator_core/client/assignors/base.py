@@ -13,10 +13,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeAlias
 
 from coordinator_core.client.assignors.jcollections import java_string_key, string_hash_order
 from coordinator_core.errors import AssignorError
+
+if TYPE_CHECKING:
+    from coordinator_core.consumer_protocol import TopicPartitions
 
 DEFAULT_GENERATION = -1
 
@@ -33,9 +36,26 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+class GroupedPartitions(Protocol):
+    """One topic's partitions given together (the codec's `TopicPartitions` has this shape)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partitions(self) -> Iterable[int]: ...
+
+
+PartitionsInput: TypeAlias = tuple[str, int] | GroupedPartitions
+"""A partition as a (topic, partition) pair, or one topic's partitions grouped: what `partitions_of` reads."""
+
+
 def partitions_of(items: Iterable[Any], what: str) -> tuple[TopicPartition, ...]:
     """Accepts (topic, partition) pairs or grouped entries with `.topic` and `.partitions`
-    (the codec's TopicPartitions) and flattens them, keeping their order."""
+    (the codec's TopicPartitions) and flattens them, keeping their order.
+
+    `items` should hold `PartitionsInput`; it is typed `Any` because this is where loosely typed input
+    is validated (any two-item iterable is read as a pair), with an `AssignorError` for the rest."""
     out: list[TopicPartition] = []
     for item in items:
         if hasattr(item, "partitions") and hasattr(item, "topic"):
@@ -150,13 +170,14 @@ class ConsumerPartitionAssignor(ABC):
     def _assign_partitions(self, group: GroupInput) -> dict[str, list[TopicPartition]]:
         """Follows the subclass's assignPartitions(partitionsPerTopic, subscriptions)."""
 
-    def subscription_user_data(self, topics: Iterable[str], current_assignment: Sequence[Any] | None = None,
+    def subscription_user_data(self, topics: Iterable[str],
+                               current_assignment: Sequence[tuple[str, int] | TopicPartitions] | None = None,
                                generation: int | None = None) -> bytes | None:
         """Follows ConsumerPartitionAssignor#subscriptionUserData: the bytes a member puts in its
         Subscription userData. `current_assignment`/`generation` override what `on_assignment` recorded."""
         return None
 
-    def on_assignment(self, assignment: MemberAssignment | Sequence[Any], generation: int) -> None:
+    def on_assignment(self, assignment: MemberAssignment | Sequence[PartitionsInput], generation: int) -> None:
         """Follows ConsumerPartitionAssignor#onAssignment (the generation comes from ConsumerGroupMetadata)."""
         return None
 

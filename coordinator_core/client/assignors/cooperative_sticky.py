@@ -5,7 +5,6 @@ can revoke it first. Follows CooperativeStickyAssignor."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from coordinator_core.client.assignors.abstract_sticky import AbstractStickyAssignor, MemberData
 from coordinator_core.client.assignors.base import (
@@ -13,10 +12,15 @@ from coordinator_core.client.assignors.base import (
     GroupInput,
     MemberAssignment,
     MemberSubscription,
+    PartitionsInput,
     RebalanceProtocol,
     TopicPartition,
 )
-from coordinator_core.consumer_protocol import decode_cooperative_user_data, encode_cooperative_user_data
+from coordinator_core.consumer_protocol import (
+    TopicPartitions,
+    decode_cooperative_user_data,
+    encode_cooperative_user_data,
+)
 
 
 class CooperativeStickyAssignor(AbstractStickyAssignor):
@@ -29,11 +33,12 @@ class CooperativeStickyAssignor(AbstractStickyAssignor):
         super().__init__()
         self.generation = DEFAULT_GENERATION
 
-    def on_assignment(self, assignment: MemberAssignment | Sequence[Any], generation: int) -> None:
+    def on_assignment(self, assignment: MemberAssignment | Sequence[PartitionsInput], generation: int) -> None:
         """Follows CooperativeStickyAssignor#onAssignment: only the generation is kept."""
         self.generation = generation
 
-    def subscription_user_data(self, topics: Iterable[str], current_assignment: Sequence[Any] | None = None,
+    def subscription_user_data(self, topics: Iterable[str],
+                               current_assignment: Sequence[tuple[str, int] | TopicPartitions] | None = None,
                                generation: int | None = None) -> bytes | None:
         """Follows CooperativeStickyAssignor#subscriptionUserData: the 4-byte generation (-1 before the
         first assignment); owned partitions travel in the Subscription itself."""

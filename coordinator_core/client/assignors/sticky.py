@@ -5,17 +5,21 @@ assignment and generation). Follows StickyAssignor; the algorithms live in abstr
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from coordinator_core.client.assignors.abstract_sticky import AbstractStickyAssignor, MemberData
 from coordinator_core.client.assignors.base import (
     DEFAULT_GENERATION,
     MemberAssignment,
     MemberSubscription,
+    PartitionsInput,
     TopicPartition,
     partitions_of,
 )
-from coordinator_core.consumer_protocol import decode_sticky_user_data, encode_sticky_user_data
+from coordinator_core.consumer_protocol import (
+    TopicPartitions,
+    decode_sticky_user_data,
+    encode_sticky_user_data,
+)
 
 
 class StickyAssignor(AbstractStickyAssignor):
@@ -29,13 +33,14 @@ class StickyAssignor(AbstractStickyAssignor):
         self.member_assignment: tuple[TopicPartition, ...] | None = None
         self.generation = DEFAULT_GENERATION
 
-    def on_assignment(self, assignment: MemberAssignment | Sequence[Any], generation: int) -> None:
+    def on_assignment(self, assignment: MemberAssignment | Sequence[PartitionsInput], generation: int) -> None:
         """Follows StickyAssignor#onAssignment."""
         partitions = assignment.partitions if isinstance(assignment, MemberAssignment) else assignment
         self.member_assignment = partitions_of(partitions, "assignment")
         self.generation = generation
 
-    def subscription_user_data(self, topics: Iterable[str], current_assignment: Sequence[Any] | None = None,
+    def subscription_user_data(self, topics: Iterable[str],
+                               current_assignment: Sequence[tuple[str, int] | TopicPartitions] | None = None,
                                generation: int | None = None) -> bytes | None:
         """Follows StickyAssignor#subscriptionUserData: null before the first assignment, else V1 user
         data (last assignment + generation). The optional arguments stand in for the recorded state."""

@@ -4,6 +4,7 @@ Follows AbstractStickyAssignor.GeneralAssignmentBuilder and its PartitionMovemen
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from coordinator_core.client.assignors.base import DEFAULT_GENERATION, GroupInput, TopicPartition
@@ -106,7 +107,7 @@ class _SortedMembers:
             raise AssignorError("no members left to balance", java_exception="NoSuchElementException")
         return self._keys[-1][2]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return (k[2] for k in list(self._keys))
 
 
