@@ -124,7 +124,8 @@ class ClassicGroup:
     num_members_awaiting_join: int = 0
     supported_protocols: dict[str, int] = field(default_factory=dict)
     pending_sync_members: HashSetOrder = field(default_factory=HashSetOrder)
-    subscribed_topics: frozenset[str] | None = None
+    _subscribed_topics: frozenset[str] | None = None
+    _deferred_subscriptions: tuple[bytes, ...] | None = None
     new_member_added: bool = False
 
     @classmethod
@@ -355,15 +356,46 @@ class ClassicGroup:
             return frozenset()
         if self.protocol_name is None:
             return None
-        from coordinator_core.consumer_protocol import decode_subscription
-
-        topics: set[str] = set()
         try:
-            for m in self.all_members():
-                topics.update(decode_subscription(m.metadata(self.protocol_name)).topics)
-        except (ValueError, CoordinatorInvariantError):
+            subscriptions = tuple(m.metadata(self.protocol_name) for m in self.all_members())
+        except CoordinatorInvariantError:
             return None
-        return frozenset(topics)
+        return _topics_of(subscriptions)
+
+    def compute_subscribed_topics_on_read(self) -> None:
+        """Follows ClassicGroup#computeSubscribedTopics as the load path calls it, deferred: the members'
+        subscription bytes for the selected protocol are captured now and decoded on the first read of
+        `subscribed_topics`, which yields the value computing it now would (whatever happens to the
+        members in between). Kafka computes it eagerly when it loads a group; nothing reads it while
+        records are replayed, and decoding every subscription of every replayed record was most of the
+        load path's cost."""
+        self._subscribed_topics = None
+        self._deferred_subscriptions = None
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return
+        if len(self.members) == 0:
+            self._subscribed_topics = frozenset()
+            return
+        if self.protocol_name is None:
+            return
+        try:
+            self._deferred_subscriptions = tuple(m.metadata(self.protocol_name) for m in self.all_members())
+        except CoordinatorInvariantError:
+            return
+
+    @property
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """ClassicGroup#subscribedTopics: the topics the members subscribe to (None when unknown)."""
+        deferred = self._deferred_subscriptions
+        if deferred is not None:
+            self._subscribed_topics = _topics_of(deferred)
+            self._deferred_subscriptions = None
+        return self._subscribed_topics
+
+    @subscribed_topics.setter
+    def subscribed_topics(self, topics: frozenset[str] | None) -> None:
+        self._subscribed_topics = topics
+        self._deferred_subscriptions = None
 
     # ----------------------------------------------------------------------------------------------
     # parked requests
@@ -414,6 +446,20 @@ class ClassicGroup:
     def group_assignment(self) -> dict[str, bytes]:
         """Follows ClassicGroup#groupAssignment."""
         return {m.member_id: m.assignment for m in self.all_members()}
+
+
+def _topics_of(subscriptions: tuple[bytes, ...]) -> frozenset[str] | None:
+    """The union of the topics of the ConsumerProtocolSubscription bytes `subscriptions`; None when one
+    does not decode (the rule of ClassicGroup#computeSubscribedTopics)."""
+    from coordinator_core.consumer_protocol import decode_subscription
+
+    topics: set[str] = set()
+    try:
+        for raw in subscriptions:
+            topics.update(decode_subscription(raw).topics)
+    except ValueError:
+        return None
+    return frozenset(topics)
 
 
 def _with_correlation(response: _ParkedResponse, correlation_id: int) -> _ParkedResponse:

@@ -21,6 +21,7 @@ source only (Hashing.improve, payload-before-subnode iteration); spec §12 marks
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from typing import Generic, TypeVar
 
 from coordinator_core.jhash import java_string_hashcode, spread
@@ -28,6 +29,13 @@ from coordinator_core.jhash import java_string_hashcode, spread
 V = TypeVar("V")
 
 _MASK32 = 0xFFFFFFFF
+
+
+@lru_cache(maxsize=8192)
+def _key_hash(key: str) -> int:
+    """Follows java.util.HashMap#hash for a String key: spread(String#hashCode). Cached (bounded): the
+    same member ids are hashed again at every put, resize and removal, and on every replayed record."""
+    return spread(java_string_hashcode(key))
 
 
 def _signed(u: int) -> int:
@@ -46,7 +54,7 @@ class _OrderedHashMap(Generic[V]):
         self._values: dict[str, V] = {}
 
     def _index(self, key: str) -> int:
-        return spread(java_string_hashcode(key)) & (self._capacity - 1)
+        return _key_hash(key) & (self._capacity - 1)
 
     def __contains__(self, key: object) -> bool:
         return key in self._values
@@ -133,11 +141,11 @@ class ScalaHashMap(_OrderedHashMap[V]):
         self._values[key] = value
 
     def _insert_sorted(self, key: str) -> None:
-        h = spread(java_string_hashcode(key))
+        h = _key_hash(key)
         bucket = self._buckets[h & (self._capacity - 1)]
         pos = len(bucket)
         for i, other in enumerate(bucket):
-            if spread(java_string_hashcode(other)) > h:
+            if _key_hash(other) > h:
                 pos = i
                 break
         bucket.insert(pos, key)

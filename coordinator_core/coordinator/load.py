@@ -85,7 +85,7 @@ def _replay_group(shard: Shard, group_id: str, value: GroupMetadataValue | None,
         leader_id=v.leader)
     for member in members:
         group.add(member)
-    group.subscribed_topics = group.compute_subscribed_topics()
+    group.compute_subscribed_topics_on_read()
     shard.groups[group_id] = group
     del now_ms
 
