@@ -505,13 +505,16 @@ class GroupAuditor:
         return rows
 
     def _member_rows(self, snap: GroupSnapshot, m: MemberView, *, valid_to: int | None) -> list[AuditRow]:
-        if not m.assigned:
+        assigned = m.assigned
+        if not assigned:
             return []
         ts, p, o = self._valid_from[m.member_id]
-        return [AssignmentRow(self.group_id or "", snap.generation, m.member_id, m.group_instance_id, m.client_id,
-                              m.client_host, topic, partition, m.subscription_version, (topic, partition) in m.owned,
-                              m.user_data_generation, m.subscription_generation, ts, valid_to, p, o)
-                for topic, partition in dict.fromkeys(m.assigned)]
+        group, gen, member_id, instance = self.group_id or "", snap.generation, m.member_id, m.group_instance_id
+        client_id, host, version, owned = m.client_id, m.client_host, m.subscription_version, m.owned
+        ud_gen, sub_gen = m.user_data_generation, m.subscription_generation
+        return [AssignmentRow(group, gen, member_id, instance, client_id, host, tp[0], tp[1], version, tp in owned,
+                              ud_gen, sub_gen, ts, valid_to, p, o)
+                for tp in (dict.fromkeys(assigned) if len(assigned) > 1 else assigned)]
 
     def _cause_row(self, c: Cause, gen: int | None, prev_gen: int | None, primary: bool, p: int, o: int,
                    ts: int, evidence: str) -> RebalanceCauseRow:

@@ -7,6 +7,9 @@ ConsumerProtocolAssignment without trailing bytes) and return None for anything 
 v4+ value, a negative length where a value is required, bad UTF-8, a short buffer, ...), so that
 the caller falls back to the codec, which then decodes or raises its `RecordDecodeError`. Whenever a
 reader here returns a result it is field-for-field what the codec returns (tested with Hypothesis).
+
+The readers are written flat (one `unpack_from` per length, no helper call per field): they run
+once per member of every GroupMetadata record the audit replays.
 """
 
 from __future__ import annotations
@@ -17,57 +20,11 @@ from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, GroupM
 
 __all__ = ["assignment_fast", "group_record_fast", "subscription_fast"]
 
-_H = struct.Struct(">h")
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
-_HI = struct.Struct(">hi")
-
-
-class _Bad(Exception):
-    """The bytes are not the common well-formed shape: let the codec decide."""
-
-
-def _string(b: bytes, pos: int) -> tuple[str, int]:
-    n = _H.unpack_from(b, pos)[0]
-    end = pos + 2 + n
-    if n < 0 or end > len(b):
-        raise _Bad
-    return b[pos + 2:end].decode(), end
-
-
-def _nullable_string(b: bytes, pos: int) -> tuple[str | None, int]:
-    n = _H.unpack_from(b, pos)[0]
-    if n == -1:
-        return None, pos + 2
-    end = pos + 2 + n
-    if n < 0 or end > len(b):
-        raise _Bad
-    return b[pos + 2:end].decode(), end
-
-
-def _bytes(b: bytes, pos: int) -> tuple[bytes, int]:
-    n = _I.unpack_from(b, pos)[0]
-    end = pos + 4 + n
-    if n < 0 or end > len(b):
-        raise _Bad
-    return b[pos + 4:end], end
-
-
-def _nullable_bytes(b: bytes, pos: int) -> tuple[bytes | None, int]:
-    n = _I.unpack_from(b, pos)[0]
-    if n == -1:
-        return None, pos + 4
-    end = pos + 4 + n
-    if n < 0 or end > len(b):
-        raise _Bad
-    return b[pos + 4:end], end
-
-
-def _count(b: bytes, pos: int, min_item: int) -> int:
-    n = _I.unpack_from(b, pos)[0]
-    if n < 0 or n * min_item > len(b) - pos - 4:
-        raise _Bad
-    return int(n)
+_h = struct.Struct(">h").unpack_from
+_i = struct.Struct(">i").unpack_from
+_q = struct.Struct(">q").unpack_from
+_ii = struct.Struct(">ii").unpack_from
+_Errors = (struct.error, UnicodeDecodeError, IndexError)
 
 
 def group_record_fast(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
@@ -75,54 +32,131 @@ def group_record_fast(key: bytes, value: bytes | None) -> CoordinatorRecord | No
     try:
         if len(key) < 4 or key[0] != 0 or key[1] != 2:
             return None
-        group, kend = _string(key, 2)
+        n = _h(key, 2)[0]
+        kend = 4 + n
+        if n < 0 or kend > len(key):
+            return None
+        group = key[4:kend].decode()
         if value is None:
             return CoordinatorRecord(GroupMetadataKey(group), None, 2, None, key[kend:], b"")
-        if len(value) < 2 or value[0] != 0 or value[1] > 3:
+        size = len(value)
+        if size < 2 or value[0] != 0 or value[1] > 3:
             return None
         version = value[1]
-        protocol_type, pos = _string(value, 2)
-        generation = _I.unpack_from(value, pos)[0]
-        protocol, pos = _nullable_string(value, pos + 4)
-        leader, pos = _nullable_string(value, pos)
+        n = _h(value, 2)[0]
+        pos = 4 + n
+        if n < 0 or pos > size:
+            return None
+        protocol_type = value[4:pos].decode()
+        generation = _i(value, pos)[0]
+        pos += 4
+        n = _h(value, pos)[0]
+        if n == -1:
+            protocol = None
+            pos += 2
+        else:
+            end = pos + 2 + n
+            if n < 0 or end > size:
+                return None
+            protocol = value[pos + 2:end].decode()
+            pos = end
+        n = _h(value, pos)[0]
+        if n == -1:
+            leader = None
+            pos += 2
+        else:
+            end = pos + 2 + n
+            if n < 0 or end > size:
+                return None
+            leader = value[pos + 2:end].decode()
+            pos = end
         state_ts = -1
         if version >= 2:
-            state_ts = _Q.unpack_from(value, pos)[0]
+            state_ts = _q(value, pos)[0]
             pos += 8
-        count = _count(value, pos, 16)
+        count = _i(value, pos)[0]
         pos += 4
+        if count < 0 or count * 16 > size - pos:
+            return None
         members = []
         for _ in range(count):
-            member_id, pos = _string(value, pos)
+            n = _h(value, pos)[0]
+            end = pos + 2 + n
+            if n < 0 or end > size:
+                return None
+            member_id = value[pos + 2:end].decode()
+            pos = end
             instance: str | None = None
             if version >= 3:
-                instance, pos = _nullable_string(value, pos)
-            client_id, pos = _string(value, pos)
-            client_host, pos = _string(value, pos)
-            rebalance_timeout = -1
+                n = _h(value, pos)[0]
+                if n == -1:
+                    pos += 2
+                else:
+                    end = pos + 2 + n
+                    if n < 0 or end > size:
+                        return None
+                    instance = value[pos + 2:end].decode()
+                    pos = end
+            n = _h(value, pos)[0]
+            end = pos + 2 + n
+            if n < 0 or end > size:
+                return None
+            client_id = value[pos + 2:end].decode()
+            pos = end
+            n = _h(value, pos)[0]
+            end = pos + 2 + n
+            if n < 0 or end > size:
+                return None
+            client_host = value[pos + 2:end].decode()
+            pos = end
             if version >= 1:
-                rebalance_timeout = _I.unpack_from(value, pos)[0]
+                rebalance_timeout, session_timeout = _ii(value, pos)
+                pos += 8
+            else:
+                rebalance_timeout = -1
+                session_timeout = _i(value, pos)[0]
                 pos += 4
-            session_timeout = _I.unpack_from(value, pos)[0]
-            subscription, pos = _bytes(value, pos + 4)
-            assignment, pos = _bytes(value, pos)
+            n = _i(value, pos)[0]
+            end = pos + 4 + n
+            if n < 0 or end > size:
+                return None
+            subscription = value[pos + 4:end]
+            pos = end
+            n = _i(value, pos)[0]
+            end = pos + 4 + n
+            if n < 0 or end > size:
+                return None
             members.append(MemberMetadata(member_id, instance, client_id, client_host, rebalance_timeout,
-                                          session_timeout, subscription, assignment))
+                                          session_timeout, subscription, value[pos + 4:end]))
+            pos = end
         gm = GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
         return CoordinatorRecord(GroupMetadataKey(group), gm, 2, version, key[kend:], value[pos:])
-    except (_Bad, struct.error, UnicodeDecodeError):
+    except _Errors:
         return None
 
 
 def _partitions(b: bytes, pos: int, out: list[tuple[str, int]]) -> int:
-    """[topic string, [int32]] entries appended to `out` as (topic, partition) pairs."""
-    topics = _count(b, pos, 6)
+    """[topic string, [int32]] entries appended to `out` as (topic, partition) pairs; -1 when the
+    bytes are not the well-formed shape."""
+    size = len(b)
+    topics = _i(b, pos)[0]
     pos += 4
+    if topics < 0 or topics * 6 > size - pos:
+        return -1
     for _ in range(topics):
-        topic, pos = _string(b, pos)
-        n = _count(b, pos, 4)
-        pos += 4
-        out.extend((topic, p) for p in struct.unpack_from(f">{n}i", b, pos))
+        n = _h(b, pos)[0]
+        end = pos + 2 + n
+        if n < 0 or end > size:
+            return -1
+        topic = b[pos + 2:end].decode()
+        n = _i(b, end)[0]
+        pos = end + 4
+        if n < 0 or n * 4 > size - pos:
+            return -1
+        if n == 1:
+            out.append((topic, _i(b, pos)[0]))
+        else:
+            out.extend([(topic, p) for p in struct.unpack_from(f">{n}i", b, pos)])
         pos += 4 * n
     return pos
 
@@ -134,29 +168,55 @@ def subscription_fast(b: bytes) -> SubscriptionFields | None:
     """(version, topics, user_data, owned (topic, partition) pairs, generation_id, rack_id) of a
     ConsumerProtocolSubscription v0–v3 with nothing after its last field, or None."""
     try:
-        if len(b) < 2 or b[0] != 0 or b[1] > 3:
+        size = len(b)
+        if size < 2 or b[0] != 0 or b[1] > 3:
             return None
         version = b[1]
-        n = _count(b, 2, 2)
+        count = _i(b, 2)[0]
         pos = 6
+        if count < 0 or count * 2 > size - pos:
+            return None
         topics = []
-        for _ in range(n):
-            topic, pos = _string(b, pos)
-            topics.append(topic)
-        user_data, pos = _nullable_bytes(b, pos)
+        for _ in range(count):
+            n = _h(b, pos)[0]
+            end = pos + 2 + n
+            if n < 0 or end > size:
+                return None
+            topics.append(b[pos + 2:end].decode())
+            pos = end
+        n = _i(b, pos)[0]
+        if n == -1:
+            user_data = None
+            pos += 4
+        else:
+            end = pos + 4 + n
+            if n < 0 or end > size:
+                return None
+            user_data = b[pos + 4:end]
+            pos = end
         owned: list[tuple[str, int]] = []
         generation, rack = -1, None
         if version >= 1:
             pos = _partitions(b, pos, owned)
-        if version >= 2:
-            generation = _I.unpack_from(b, pos)[0]
-            pos += 4
-        if version >= 3:
-            rack, pos = _nullable_string(b, pos)
-        if pos != len(b):
+            if pos < 0:
+                return None
+            if version >= 2:
+                generation = _i(b, pos)[0]
+                pos += 4
+                if version >= 3:
+                    n = _h(b, pos)[0]
+                    if n == -1:
+                        pos += 2
+                    else:
+                        end = pos + 2 + n
+                        if n < 0 or end > size:
+                            return None
+                        rack = b[pos + 2:end].decode()
+                        pos = end
+        if pos != size:
             return None
         return version, tuple(topics), user_data, tuple(owned), generation, rack
-    except (_Bad, struct.error, UnicodeDecodeError):
+    except _Errors:
         return None
 
 
@@ -164,13 +224,25 @@ def assignment_fast(b: bytes) -> tuple[int, tuple[tuple[str, int], ...], bytes |
     """(version, assigned (topic, partition) pairs, user_data) of a ConsumerProtocolAssignment
     v0–v3 with nothing after its last field, or None."""
     try:
-        if len(b) < 2 or b[0] != 0 or b[1] > 3:
+        size = len(b)
+        if size < 2 or b[0] != 0 or b[1] > 3:
             return None
         assigned: list[tuple[str, int]] = []
         pos = _partitions(b, 2, assigned)
-        user_data, pos = _nullable_bytes(b, pos)
-        if pos != len(b):
+        if pos < 0:
+            return None
+        n = _i(b, pos)[0]
+        if n == -1:
+            user_data = None
+            pos += 4
+        else:
+            end = pos + 4 + n
+            if n < 0 or end > size:
+                return None
+            user_data = b[pos + 4:end]
+            pos = end
+        if pos != size:
             return None
         return b[1], tuple(assigned), user_data
-    except (_Bad, struct.error, UnicodeDecodeError):
+    except _Errors:
         return None

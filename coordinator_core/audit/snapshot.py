@@ -10,7 +10,8 @@ is still valid for Kafka's load path, which never parses the assignment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
 
 from coordinator_core.audit.fastpath import assignment_fast, subscription_fast
 from coordinator_core.consumer_protocol import (
@@ -26,6 +27,8 @@ __all__ = ["EAGER_ONLY_ASSIGNORS", "GroupSnapshot", "MemberView", "TopicPartitio
 
 TopicPartition = tuple[str, int]
 
+_I = struct.Struct(">i")
+
 EAGER_ONLY_ASSIGNORS = frozenset({"range", "roundrobin", "sticky"})
 """Built-in assignors that support only the EAGER protocol (spec §10.2)."""
 
@@ -39,9 +42,16 @@ def _flatten(entries: object) -> tuple[TopicPartition, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
 class MemberView:
-    """One member of a persisted group, with its decoded subscription and assignment."""
+    """One member of a persisted group, with its decoded subscription and assignment.
+
+    A plain slotted class rather than a frozen dataclass: one is built per member of every replayed
+    GroupMetadata record, and nothing changes it after construction (treat it as immutable)."""
+
+    __slots__ = ("_assigned_set", "assigned", "assignment_raw", "client_host", "client_id", "errors",
+                 "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout", "session_timeout",
+                 "sticky_previous", "subscription_generation", "subscription_raw", "subscription_version", "topics",
+                 "user_data_generation")
 
     member_id: str
     group_instance_id: str | None
@@ -63,13 +73,39 @@ class MemberView:
     assigned: tuple[TopicPartition, ...] | None
     """Assigned partitions in wire order; () for an empty assignment, None when it did not decode."""
     errors: tuple[str, ...]
+    identity: tuple[str, str]
+    """Who this member is across generations: ("instance", its instance id) if static, else
+    ("member", its member id)."""
+
+    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
+                 rebalance_timeout: int, session_timeout: int, subscription_raw: bytes, assignment_raw: bytes,
+                 subscription: _Decoded, assigned: tuple[TopicPartition, ...] | None,
+                 errors: tuple[str, ...]) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.rebalance_timeout = rebalance_timeout
+        self.session_timeout = session_timeout
+        self.subscription_raw = subscription_raw
+        self.assignment_raw = assignment_raw
+        (self.subscription_version, self.topics, self.owned, self.sticky_previous, self.subscription_generation,
+         self.user_data_generation) = subscription
+        self.assigned = assigned
+        self.errors = errors
+        self.identity = ("member", member_id) if group_instance_id is None else ("instance", group_instance_id)
+        self._assigned_set: frozenset[TopicPartition] | None = None
+
+    def __repr__(self) -> str:
+        return f"MemberView({self.label}, assigned={self.assigned})"
 
     @property
-    def identity(self) -> tuple[str, str]:
-        """Who this member is across generations: its instance id if static, else its member id."""
-        if self.group_instance_id is not None:
-            return ("instance", self.group_instance_id)
-        return ("member", self.member_id)
+    def assigned_set(self) -> frozenset[TopicPartition]:
+        """The assigned partitions as a set (empty when the assignment did not decode)."""
+        out = self._assigned_set
+        if out is None:
+            out = self._assigned_set = frozenset(self.assigned) if self.assigned else _EMPTY
+        return out
 
     @property
     def claims(self) -> frozenset[TopicPartition]:
@@ -93,60 +129,116 @@ class MemberView:
 
     @staticmethod
     def from_metadata(m: MemberMetadata, *, protocol_type: str | None, protocol: str | None,
-                      previous: dict[bytes, MemberView] | None = None) -> MemberView:
+                      cache: _DecodeCache | None = None, previous: _DecodeCache | None = None) -> MemberView:
         """Decodes one MemberMetadata; protocol_type "consumer" enables the embedded decoding.
 
-        `previous` maps subscription and assignment bytes of the previous snapshot's members (same
-        protocol) to those members, whose decoded parts are reused when the bytes are identical."""
+        `previous` holds decoded embedded bytes of an earlier snapshot (same protocol type and
+        protocol), reused when the bytes are identical; what this member decodes to is added to `cache`."""
         sub_raw, asg_raw = bytes(m.subscription), bytes(m.assignment)
+        if protocol_type != "consumer":
+            return MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
+                              m.session_timeout, sub_raw, asg_raw, _OPAQUE, None, ())
+        if cache is None:
+            cache = _DecodeCache()
         errors: list[str] = []
-        sub_version: int | None = None
-        topics: frozenset[str] | None = None
-        owned: frozenset[TopicPartition] = frozenset()
-        sticky_prev: frozenset[TopicPartition] = frozenset()
-        sub_gen: int | None = None
-        ud_gen: int | None = None
-        assigned: tuple[TopicPartition, ...] | None = None
-        if protocol_type == "consumer":
-            same = previous.get(sub_raw) if previous is not None else None
-            if same is not None and same.subscription_raw == sub_raw:
-                sub_version, topics, owned = same.subscription_version, same.topics, same.owned
-                sticky_prev, sub_gen, ud_gen = same.sticky_previous, same.subscription_generation, \
-                    same.user_data_generation
-            else:
-                try:
-                    sub_version, topic_list, user_data, owned_list, generation = _subscription(sub_raw)
-                except RecordDecodeError as exc:
-                    errors.append(f"member {m.member_id!r} subscription: {exc}")
-                else:
-                    topics = frozenset(topic_list)
-                    owned = frozenset(owned_list)
-                    if generation >= 0:
-                        sub_gen = generation
-                    if user_data is not None:
-                        ud_gen, sticky_prev = _user_data(user_data, protocol, m.member_id, errors)
-            same = previous.get(asg_raw) if previous is not None else None
-            if len(asg_raw) == 0:
-                assigned = ()
-            elif same is not None and same.assignment_raw == asg_raw:
-                assigned = same.assigned
-            else:
-                try:
-                    assigned = _assignment(asg_raw)
-                except RecordDecodeError as exc:
-                    errors.append(f"member {m.member_id!r} assignment: {exc}")
+        member_id = m.member_id
+        entry = cache.subscriptions.get(sub_raw)
+        if entry is None and previous is not None:
+            entry = previous.subscriptions.get(sub_raw)
+            if entry is None:
+                entry = previous.same_but_generation(member_id, sub_raw)
+        if entry is None:
+            entry = _decode_subscription(sub_raw, protocol, member_id, errors)
+        sub = entry[0]
+        if not errors:
+            cache.subscriptions[sub_raw] = entry
+            cache.latest[member_id] = sub_raw
+        assigned: tuple[TopicPartition, ...] | None
+        if not asg_raw:
+            assigned = ()
+        else:
+            assigned = cache.assignments.get(asg_raw)
+            if assigned is None:
+                assigned = previous.assignments.get(asg_raw) if previous is not None else None
+                if assigned is None:
+                    assigned = _decode_assignment(asg_raw, m.member_id, errors)
+                if assigned is not None:
+                    cache.assignments[asg_raw] = assigned
         return MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                          m.session_timeout, sub_raw, asg_raw, sub_version, topics,
-                          owned, sticky_prev, sub_gen, ud_gen, assigned, tuple(errors))
+                          m.session_timeout, sub_raw, asg_raw, sub, assigned, tuple(errors) if errors else ())
 
 
-def _subscription(raw: bytes) -> tuple[int, tuple[str, ...], bytes | None, tuple[TopicPartition, ...], int]:
-    """(version, topics, user_data, owned pairs, generation_id); the codec reads what the fast path cannot."""
+_Decoded = tuple[int | None, frozenset[str] | None, frozenset[TopicPartition], frozenset[TopicPartition],
+                 int | None, int | None]
+"""(subscription_version, topics, owned, sticky_previous, subscription_generation, user_data_generation)."""
+
+_EMPTY: frozenset[TopicPartition] = frozenset()
+_OPAQUE: _Decoded = (None, None, _EMPTY, _EMPTY, None, None)
+
+
+class _DecodeCache:
+    """Decoded subscription and assignment bytes of one snapshot's members (same protocol type and
+    protocol), keyed by the bytes; only decodes without errors are kept (error texts name the member).
+
+    A subscription entry is (decoded fields, position of its int32 GenerationId or -1). Consecutive
+    generations of a member usually send the same subscription but for that field (v2+), so a
+    subscription equal to the member's previous one outside those 4 bytes reuses the decoding: the
+    reader would take the same path through the same bytes and read only a different generation."""
+
+    __slots__ = ("assignments", "latest", "subscriptions")
+
+    def __init__(self) -> None:
+        self.subscriptions: dict[bytes, tuple[_Decoded, int]] = {}
+        self.latest: dict[str, bytes] = {}  # member id -> its subscription bytes
+        self.assignments: dict[bytes, tuple[TopicPartition, ...]] = {}
+
+    def same_but_generation(self, member_id: str, raw: bytes) -> tuple[_Decoded, int] | None:
+        """The decoding of `raw` when it differs from `member_id`'s cached subscription at most in
+        the GenerationId field, else None."""
+        before = self.latest.get(member_id)
+        if before is None or len(before) != len(raw):
+            return None
+        decoded, g = self.subscriptions[before]
+        if g < 0 or before[:g] != raw[:g] or before[g + 4:] != raw[g + 4:]:
+            return None
+        generation = _I.unpack_from(raw, g)[0]
+        return (decoded[0], decoded[1], decoded[2], decoded[3], generation if generation >= 0 else None,
+                decoded[5]), g
+
+
+def _decode_subscription(raw: bytes, protocol: str | None, member_id: str,
+                         errors: list[str]) -> tuple[_Decoded, int]:
+    """(decoded fields, position of the GenerationId field or -1); errors are appended to `errors`."""
+    generation_at = -1
     fast = subscription_fast(raw)
-    if fast is not None:
-        return fast[0], fast[1], fast[2], fast[3], fast[4]
-    sub = decode_subscription(raw)
-    return sub.version, sub.topics, sub.user_data, _flatten(sub.owned_partitions), sub.generation_id
+    try:
+        if fast is not None:
+            version, topic_list, user_data, owned_list, generation, rack = fast
+            if version >= 2:  # the GenerationId is the last field of v2, followed by the rack id in v3
+                generation_at = len(raw) - 4
+                if version >= 3:
+                    generation_at -= 2 if rack is None else 2 + len(rack.encode())
+        else:
+            sub = decode_subscription(raw)
+            version, topic_list, user_data, generation = sub.version, sub.topics, sub.user_data, sub.generation_id
+            owned_list = _flatten(sub.owned_partitions)
+    except RecordDecodeError as exc:
+        errors.append(f"member {member_id!r} subscription: {exc}")
+        return _OPAQUE, -1
+    ud_gen: int | None = None
+    sticky_prev = _EMPTY
+    if user_data is not None:
+        ud_gen, sticky_prev = _user_data(user_data, protocol, member_id, errors)
+    return (version, frozenset(topic_list), frozenset(owned_list) if owned_list else _EMPTY, sticky_prev,
+            generation if generation >= 0 else None, ud_gen), generation_at
+
+
+def _decode_assignment(raw: bytes, member_id: str, errors: list[str]) -> tuple[TopicPartition, ...] | None:
+    try:
+        return _assignment(raw)
+    except RecordDecodeError as exc:
+        errors.append(f"member {member_id!r} assignment: {exc}")
+        return None
 
 
 def _assignment(raw: bytes) -> tuple[TopicPartition, ...]:
@@ -184,6 +276,8 @@ class GroupSnapshot:
     leader: str | None
     state_timestamp: int | None
     members: tuple[MemberView, ...]
+    decoded: _DecodeCache | None = field(default=None, compare=False, repr=False)
+    """The members' decoded embedded bytes, for the next snapshot to reuse."""
 
     @property
     def state(self) -> str:
@@ -240,32 +334,36 @@ class GroupSnapshot:
         Kafka's load path cannot represent, raises CoordinatorInvariantError. `previous` (the prior
         snapshot) lets identical embedded bytes skip decoding."""
         protocol_type = value.protocol_type or None
-        reuse: dict[bytes, MemberView] | None = None
-        if previous is not None and previous.protocol == value.protocol and previous.protocol_type == protocol_type:
-            reuse = {}
-            for pm in previous.members:
-                if not pm.errors:
-                    reuse[pm.subscription_raw] = pm
-                    reuse[pm.assignment_raw] = pm
-        members = tuple(MemberView.from_metadata(m, protocol_type=protocol_type, protocol=value.protocol,
-                                                 previous=reuse)
-                        for m in value.members)
-        seen_ids: set[str] = set()
-        seen_instances: set[str] = set()
-        for m in members:
-            if m.member_id in seen_ids:
-                raise CoordinatorInvariantError(
-                    f"group {group_id!r}: member id {m.member_id!r} listed twice in one GroupMetadata record")
-            seen_ids.add(m.member_id)
-            if m.group_instance_id is not None:
-                if m.group_instance_id in seen_instances:
-                    raise CoordinatorInvariantError(
-                        f"group {group_id!r}: group instance id {m.group_instance_id!r} listed twice in one "
-                        f"GroupMetadata record")
-                seen_instances.add(m.group_instance_id)
+        protocol = value.protocol
+        reuse: _DecodeCache | None = None
+        if previous is not None and previous.protocol == protocol and previous.protocol_type == protocol_type:
+            reuse = previous.decoded
+        cache = _DecodeCache()
+        from_metadata = MemberView.from_metadata
+        members = tuple([from_metadata(m, protocol_type=protocol_type, protocol=protocol, cache=cache,
+                                       previous=reuse) for m in value.members])
+        if len(members) > 1:
+            _check_unique(members, group_id)
         ts = value.current_state_timestamp
         leader = value.leader
         if leader is None and members:  # the load path adds members in order: the first one leads
             leader = members[0].member_id
-        return GroupSnapshot(value.generation, protocol_type, value.protocol, leader,
-                             ts if ts is not None and ts >= 0 else None, members)
+        return GroupSnapshot(value.generation, protocol_type, protocol, leader,
+                             ts if ts is not None and ts >= 0 else None, members, cache)
+
+
+def _check_unique(members: tuple[MemberView, ...], group_id: str) -> None:
+    """A member id or instance id listed twice cannot be represented by Kafka's load path."""
+    seen_ids: set[str] = set()
+    seen_instances: set[str] = set()
+    for m in members:
+        if m.member_id in seen_ids:
+            raise CoordinatorInvariantError(
+                f"group {group_id!r}: member id {m.member_id!r} listed twice in one GroupMetadata record")
+        seen_ids.add(m.member_id)
+        if m.group_instance_id is not None:
+            if m.group_instance_id in seen_instances:
+                raise CoordinatorInvariantError(
+                    f"group {group_id!r}: group instance id {m.group_instance_id!r} listed twice in one "
+                    f"GroupMetadata record")
+            seen_instances.add(m.group_instance_id)

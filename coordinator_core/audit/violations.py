@@ -95,31 +95,42 @@ def ownership_violations(prev: GroupSnapshot, new: GroupSnapshot) -> list[Violat
     claimants = [m for m in new.members if m.claims]
     if not claimants:
         return []
-    before = {m.identity: frozenset(m.assigned or ()) for m in prev.members}
+    before = {m.identity: m.assigned_set for m in prev.members}
     out: list[Violation] = []
-    if any(m.owned for m in claimants):
-        holder: dict[TopicPartition, list[MemberView]] = {}
-        for m in new.members:
-            for tp in dict.fromkeys(m.assigned or ()):
-                holder.setdefault(tp, []).append(m)
-        for a in claimants:
-            kept_from_before = a.owned & before.get(a.identity, frozenset())
-            for tp in sorted(kept_from_before.difference(a.assigned or ())):
-                for b in holder.get(tp, ()):
-                    out.append(Violation(
-                        "unsafe_cooperative_move", tp[0], tp[1], (a.member_id, b.member_id),
-                        f"{tp[0]}-{tp[1]} assigned to {b.label} in generation {new.generation} while "
-                        f"{a.label}, its owner in generation {prev.generation}, still reported owning it"))
+    holder: dict[TopicPartition, list[MemberView]] | None = None
+    for a in claimants:
+        if not a.owned:
+            continue
+        kept_from_before = a.owned & before.get(a.identity, _NOTHING)
+        moved = kept_from_before - a.assigned_set if kept_from_before else kept_from_before
+        if not moved:
+            continue
+        if holder is None:
+            holder = {}
+            for m in new.members:
+                for tp in dict.fromkeys(m.assigned or ()):
+                    holder.setdefault(tp, []).append(m)
+        for tp in sorted(moved):
+            for b in holder.get(tp, ()):
+                out.append(Violation(
+                    "unsafe_cooperative_move", tp[0], tp[1], (a.member_id, b.member_id),
+                    f"{tp[0]}-{tp[1]} assigned to {b.label} in generation {new.generation} while "
+                    f"{a.label}, its owner in generation {prev.generation}, still reported owning it"))
     if len(claimants) < 2:
         return out
+    seen: set[TopicPartition] = set()
     contested: set[TopicPartition] = set()
-    for i, a in enumerate(claimants):
+    for a in claimants:  # claimed by two or more members
         ca = a.claims
-        for b in claimants[i + 1:]:
-            contested |= ca & b.claims
+        if not seen.isdisjoint(ca):
+            contested |= seen & ca
+        seen |= ca
     for tp in sorted(contested):
         out.extend(_stale_claim(tp, [m for m in claimants if tp in m.claims], before, prev, new))
     return out
+
+
+_NOTHING: frozenset[TopicPartition] = frozenset()
 
 
 def _stale_claim(tp: TopicPartition, claimants: list[MemberView], before: dict[tuple[str, str], frozenset[TopicPartition]],
