@@ -357,7 +357,7 @@ class ClassicGroup:
         if self.protocol_name is None:
             return None
         try:
-            subscriptions = tuple(m.metadata(self.protocol_name) for m in self.all_members())
+            subscriptions = tuple(m.metadata(self.protocol_name) for m in self.members.values_any_order())
         except CoordinatorInvariantError:
             return None
         return _topics_of(subscriptions)
@@ -379,7 +379,8 @@ class ClassicGroup:
         if self.protocol_name is None:
             return
         try:
-            self._deferred_subscriptions = tuple(m.metadata(self.protocol_name) for m in self.all_members())
+            self._deferred_subscriptions = tuple(m.metadata(self.protocol_name)
+                                                 for m in self.members.values_any_order())
         except CoordinatorInvariantError:
             return
 

@@ -78,6 +78,11 @@ class _OrderedHashMap(Generic[V]):
     def values(self) -> list[V]:
         return [self._values[k] for k in self.keys()]
 
+    def values_any_order(self) -> list[V]:
+        """The values in insertion order, not the emulated one: for callers whose result does not
+        depend on the order (cheaper than `values`)."""
+        return list(self._values.values())
+
     def items(self) -> list[tuple[str, V]]:
         return [(k, self._values[k]) for k in self.keys()]
 
@@ -163,31 +168,38 @@ class HashSetOrder:
     """A hash set that iterates in the emulated order of java.util.HashSet (J) or Scala 2.13's
     mutable.HashSet (S), both backed by the hash maps above (Kafka's `pendingSyncMembers`)."""
 
-    __slots__ = ("_map",)
+    __slots__ = ("_java", "_map")
 
     def __init__(self, *, java: bool = True) -> None:
-        self._map: JavaHashMap[None] | ScalaHashMap[None] = JavaHashMap() if java else ScalaHashMap()
+        self._java = java
+        # created by the first add: a set that never held a key iterates like a fresh one (every group
+        # replayed by the load path has one, most never use it)
+        self._map: JavaHashMap[None] | ScalaHashMap[None] | None = None
 
     def add(self, key: str) -> None:
+        if self._map is None:
+            self._map = JavaHashMap() if self._java else ScalaHashMap()
         self._map.put(key, None)
 
     def discard(self, key: str) -> None:
-        self._map.pop(key)
+        if self._map is not None:
+            self._map.pop(key)
 
     def clear(self) -> None:
-        self._map.clear()
+        if self._map is not None:
+            self._map.clear()
 
     def __contains__(self, key: object) -> bool:
-        return key in self._map
+        return self._map is not None and key in self._map
 
     def __len__(self) -> int:
-        return len(self._map)
+        return 0 if self._map is None else len(self._map)
 
     def __bool__(self) -> bool:
-        return len(self._map) > 0
+        return self._map is not None and len(self._map) > 0
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._map.keys())
+        return iter(() if self._map is None else self._map.keys())
 
 
 def scala_immutable_set_order(keys: Iterable[str]) -> list[str]:
