@@ -58,7 +58,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "group_metadata_windows",
     "offset_commits",
     "offset_regression_violations",
+    "sql_commit_condition",
 ]
 
 OFFSET_COMMIT_TYPES = (0, 1)
@@ -279,21 +280,42 @@ def _pos_column() -> object:
 _FAST_V3 = "substring(value, 1, 2) = X'0003' AND substring(value, 15, 2) = X'0000'"
 
 
-def _commit_events(classified: DataFrame) -> DataFrame:
-    """Offset-commit records as narrow events: valid commits and tombstones only."""
-    from pyspark.sql import functions as F
-
+def _commit_valid_sql() -> str:
+    """SQL: the record is an offset-commit record this path decodes: a tombstone, or a value whose
+    layout checks out (version >= 0, metadata length >= 0, enough bytes for the version), with a
+    key whose topic string and partition are complete (`_glen` must be a column)."""
     cols = _value_columns()
-    c = classified.where(F.col("record_type").isin(*OFFSET_COMMIT_TYPES) & F.col("group_id").isNotNull())
-    c = c.withColumn("_glen", F.expr(_GROUP_LEN).cast("int"))
     ver = cols["value_version"]
     need = (f"CASE WHEN {ver} IN (0, 2) THEN 20 + ({cols['metadata_length']}) "
             f"WHEN {ver} = 1 THEN 28 + ({cols['metadata_length']}) "
             f"WHEN {ver} = 3 THEN 24 + ({cols['metadata_length']}) "
             f"WHEN {ver} >= 4 THEN 23 + ({cols['varint_len']}) + ({cols['metadata_length']}) END")
-    valid = (f"CASE WHEN value IS NULL THEN true WHEN {_FAST_V3} THEN length(value) >= 24 "
-             f"ELSE coalesce({ver} >= 0 AND ({cols['metadata_length']}) >= 0 AND length(value) >= {need}, false) END")
-    return (c.where(F.expr(valid))
+    value_ok = (f"CASE WHEN value IS NULL THEN true WHEN {_FAST_V3} THEN length(value) >= 24 "
+                f"ELSE coalesce({ver} >= 0 AND ({cols['metadata_length']}) >= 0 AND length(value) >= {need}, false) END")
+    tlen = _s16("key", "5 + _glen")
+    key_ok = f"coalesce(length(key) >= 6 + _glen AND {tlen} >= 0 AND length(key) >= 10 + _glen + {tlen}, false)"
+    return f"({key_ok}) AND ({value_ok})"
+
+
+def sql_commit_condition() -> Column:
+    """True for the records of a classified DataFrame that this module decodes and summarises (the
+    offset commits and tombstones with well-formed keys and values); the job sends every other
+    record through the Python replay, which decodes or quarantines it. The two sets partition the
+    input, so nothing is counted twice or lost."""
+    from pyspark.sql import functions as F
+
+    is_commit = F.col("record_type").isin(*OFFSET_COMMIT_TYPES) & F.col("group_id").isNotNull()
+    return F.coalesce(is_commit & F.expr(_commit_valid_sql().replace("_glen", f"({_GROUP_LEN})")), F.lit(False))
+
+
+def _commit_events(classified: DataFrame) -> DataFrame:
+    """Offset-commit records as narrow events: valid commits and tombstones only
+    (`sql_commit_condition`)."""
+    from pyspark.sql import functions as F
+
+    c = classified.where(F.col("record_type").isin(*OFFSET_COMMIT_TYPES) & F.col("group_id").isNotNull())
+    c = c.withColumn("_glen", F.expr(_GROUP_LEN).cast("int"))
+    return (c.where(F.expr(_commit_valid_sql()))
             .select("group_id", F.expr("substring(key, 5 + _glen)").alias("tp_key"), "partition", "offset",
                     "timestamp", "value"))
 
