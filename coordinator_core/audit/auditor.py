@@ -54,12 +54,14 @@ from coordinator_core.audit.offsets import (
     summary_row,
 )
 from coordinator_core.audit.rows import (
-    AssignmentRow,
     AuditRow,
     GenerationRow,
     QuarantineRow,
     RebalanceCauseRow,
     ViolationRow,
+    make_assignment_row,
+    make_cause_row,
+    make_generation_row,
 )
 from coordinator_core.audit.snapshot import GroupSnapshot, MemberView
 from coordinator_core.audit.violations import (
@@ -239,7 +241,7 @@ class GroupAuditor:
         as they stand; the state is left as it was, so more records may follow."""
         rows: list[AuditRow] = []
         if self._gen_row is not None:
-            rows.append(GenerationRow(**self._gen_row, ended_at=None, lifetime_ms=None, ended_by_offset=None))
+            rows.append(_generation_row(self._gen_row, None, None, None))
         if self._snap is not None:
             rows.extend(self._assignment_rows(self._snap, valid_to=None))
         rows.extend(self._window_rows(end_offset=None))
@@ -492,7 +494,7 @@ class GroupAuditor:
         rows: list[AuditRow] = []
         if self._gen_row is not None:
             g = self._gen_row
-            rows.append(GenerationRow(**g, ended_at=ts, lifetime_ms=ts - g["record_timestamp"], ended_by_offset=o))
+            rows.append(_generation_row(g, ts, ts - g["record_timestamp"], o))
             self._gen_row = None
         if self._snap is not None:
             rows.extend(self._assignment_rows(self._snap, valid_to=ts))
@@ -512,13 +514,13 @@ class GroupAuditor:
         group, gen, member_id, instance = self.group_id or "", snap.generation, m.member_id, m.group_instance_id
         client_id, host, version, owned = m.client_id, m.client_host, m.subscription_version, m.owned
         ud_gen, sub_gen = m.user_data_generation, m.subscription_generation
-        return [AssignmentRow(group, gen, member_id, instance, client_id, host, tp[0], tp[1], version, tp in owned,
-                              ud_gen, sub_gen, ts, valid_to, p, o)
+        return [make_assignment_row(group, gen, member_id, instance, client_id, host, tp[0], tp[1], version,
+                                    tp in owned, ud_gen, sub_gen, ts, valid_to, p, o)
                 for tp in (dict.fromkeys(assigned) if len(assigned) > 1 else assigned)]
 
     def _cause_row(self, c: Cause, gen: int | None, prev_gen: int | None, primary: bool, p: int, o: int,
                    ts: int, evidence: str) -> RebalanceCauseRow:
-        return RebalanceCauseRow(self.group_id or "", gen, prev_gen, c.cause, c.member_id, c.group_instance_id,
+        return make_cause_row(self.group_id or "", gen, prev_gen, c.cause, c.member_id, c.group_instance_id,
                                  c.detail, evidence, primary, ts, p, o)
 
     def _evidence(self, p: int, o: int) -> str:
@@ -563,6 +565,16 @@ class GroupAuditor:
             f"{topic}-{partition}: committed offset {off} (commit time {cts}) after {s[LAST_OFFSET]} (commit time "
             f"{s[LAST_TS]}) while the group was Stable in generation {self._win_gen}",
             f"partition {p} offsets {prev_src} -> {o}", ts, p, o)
+
+
+def _generation_row(g: dict[str, Any], ended_at: int | None, lifetime_ms: int | None,
+                    ended_by_offset: int | None) -> GenerationRow:
+    """The GenerationRow of the open generation `g` (see `GroupAuditor._new_generation`)."""
+    return make_generation_row(
+        g["group_id"], g["generation_id"], g["protocol_type"], g["protocol_name"], g["leader_id"], g["member_count"],
+        g["static_member_count"], g["state"], g["state_timestamp"], g["record_timestamp"], g["sync_latency_ms"],
+        ended_at, lifetime_ms, g["source_partition"], g["source_offset"], g["missing_generations"], ended_by_offset,
+        g["static_replacements"], g["rebalance_protocol"])
 
 
 def audit_group(records: Iterable[RawRecord], *, group_id: str | None = None,

@@ -119,6 +119,9 @@ def new_generation_causes(prev: GroupSnapshot, new: GroupSnapshot, *, missing: i
 def _membership_changes(prev: GroupSnapshot, new: GroupSnapshot, known_instances: Mapping[str, str]) -> list[Cause]:
     out: list[Cause] = []
     before, after = prev.by_identity(), new.by_identity()
+    protocol_changed = prev.protocol != new.protocol or prev.protocol_type != new.protocol_type
+    opaque = new.protocol_type != "consumer" and not protocol_changed
+    changed_subscriptions: list[Cause] = []
     for ident, m in after.items():
         old = before.get(ident)
         if old is None:
@@ -129,30 +132,27 @@ def _membership_changes(prev: GroupSnapshot, new: GroupSnapshot, known_instances
                                  f"back as {m.member_id}"))
             else:
                 out.append(Cause("member_joined", m.member_id, m.group_instance_id, "new member"))
-        elif old.member_id != m.member_id:
+            continue
+        if old.member_id != m.member_id:
             out.append(Cause("static_member_rejoined_new_generation", m.member_id, m.group_instance_id,
                              f"member id {old.member_id} -> {m.member_id}"))
-    for ident, m in before.items():
-        if ident not in after:
-            out.append(Cause("member_left_or_expired", m.member_id, m.group_instance_id,
-                             f"member of generation {prev.generation}, absent from generation {new.generation}"))
-    protocol_changed = prev.protocol != new.protocol or prev.protocol_type != new.protocol_type
-    if protocol_changed:
-        out.append(Cause("assignor_changed", detail=f"protocol {prev.protocol_type}/{prev.protocol} -> "
-                                                    f"{new.protocol_type}/{new.protocol}"))
-    for ident, m in after.items():
-        old = before.get(ident)
-        if old is None:
-            continue
         if old.topics is not None and m.topics is not None:
             if old.topics != m.topics:
                 added, removed = m.topics - old.topics, old.topics - m.topics
-                out.append(Cause("subscription_changed", m.member_id, m.group_instance_id,
-                                 f"topics +{sorted(added)} -{sorted(removed)}"))
-        elif (new.protocol_type != "consumer" and not protocol_changed
-              and old.subscription_raw != m.subscription_raw):
-            out.append(Cause("subscription_changed", m.member_id, m.group_instance_id,
-                             f"{new.protocol_type} member metadata changed"))
+                changed_subscriptions.append(Cause("subscription_changed", m.member_id, m.group_instance_id,
+                                                   f"topics +{sorted(added)} -{sorted(removed)}"))
+        elif opaque and old.subscription_raw != m.subscription_raw:
+            changed_subscriptions.append(Cause("subscription_changed", m.member_id, m.group_instance_id,
+                                               f"{new.protocol_type} member metadata changed"))
+    if len(before) != len(after) or before.keys() != after.keys():
+        for ident, m in before.items():
+            if ident not in after:
+                out.append(Cause("member_left_or_expired", m.member_id, m.group_instance_id,
+                                 f"member of generation {prev.generation}, absent from generation {new.generation}"))
+    if protocol_changed:
+        out.append(Cause("assignor_changed", detail=f"protocol {prev.protocol_type}/{prev.protocol} -> "
+                                                    f"{new.protocol_type}/{new.protocol}"))
+    out.extend(changed_subscriptions)
     revoked = prev.revocations()
     if revoked:
         still_here = {m.member_id: m for m in prev.members if m.identity in after}

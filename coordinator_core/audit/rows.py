@@ -13,7 +13,9 @@ columns and `tombstones` on offset_commits; `replayed` and `key_type` on quarant
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 __all__ = [
     "ROW_TYPES",
@@ -211,3 +213,39 @@ ROW_TYPES: dict[str, type] = {name: cls for cls, name in _TABLES.items()}
 def table_of(row: AuditRow) -> str:
     """The Delta table a row belongs to (e.g. "generations")."""
     return _TABLES[type(row)]
+
+
+_R = TypeVar("_R")
+
+
+def fast_constructor(cls: type[_R]) -> Callable[..., _R]:
+    """A positional constructor for the frozen slotted row class `cls`, about 4x cheaper than calling
+    `cls(...)`: the audit builds one row per assigned partition per generation, and a frozen
+    dataclass sets each field through `object.__setattr__`.
+
+    It fills a plain slotted twin of `cls` (same `__slots__`, so the same memory layout) with ordinary
+    attribute stores, then re-labels the object as a `cls` (`__class__` assignment between classes of
+    compatible layout): the result is an ordinary frozen `cls` instance, equal, hashing and printing
+    like one built by `cls(...)`. All arguments are required and positional, in field order."""
+    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    if getattr(cls, "__slots__", None) != names:
+        raise TypeError(f"{cls.__name__} is not a slotted dataclass with one slot per field")
+    source = (f"def __init__(self, {', '.join(names)}):\n"
+              + "".join(f"    self.{n} = {n}\n" for n in names))
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)
+    twin = type(f"_{cls.__name__}Builder", (), {"__slots__": names, "__init__": namespace["__init__"]})
+
+    def make(*values: Any) -> _R:
+        row = twin(*values)
+        row.__class__ = cls
+        return row  # type: ignore[no-any-return]
+
+    make.__name__ = make.__qualname__ = f"make_{cls.__name__}"
+    make.__doc__ = f"{cls.__name__}(*values), built by `fast_constructor`."
+    return make
+
+
+make_assignment_row = fast_constructor(AssignmentRow)
+make_cause_row = fast_constructor(RebalanceCauseRow)
+make_generation_row = fast_constructor(GenerationRow)

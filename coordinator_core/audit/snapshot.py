@@ -48,10 +48,10 @@ class MemberView:
     A plain slotted class rather than a frozen dataclass: one is built per member of every replayed
     GroupMetadata record, and nothing changes it after construction (treat it as immutable)."""
 
-    __slots__ = ("_assigned_set", "assigned", "assignment_raw", "client_host", "client_id", "errors",
-                 "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout", "session_timeout",
-                 "sticky_previous", "subscription_generation", "subscription_raw", "subscription_version", "topics",
-                 "user_data_generation")
+    __slots__ = ("assigned", "assigned_set", "assigned_topics", "assignment_raw", "client_host", "client_id",
+                 "errors", "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout",
+                 "session_timeout", "sticky_previous", "subscription_generation", "subscription_raw",
+                 "subscription_version", "topics", "user_data_generation")
 
     member_id: str
     group_instance_id: str | None
@@ -72,6 +72,10 @@ class MemberView:
     user_data_generation: int | None
     assigned: tuple[TopicPartition, ...] | None
     """Assigned partitions in wire order; () for an empty assignment, None when it did not decode."""
+    assigned_set: frozenset[TopicPartition]
+    """The assigned partitions as a set (empty when the assignment did not decode)."""
+    assigned_topics: frozenset[str]
+    """The topics of the assigned partitions."""
     errors: tuple[str, ...]
     identity: tuple[str, str]
     """Who this member is across generations: ("instance", its instance id) if static, else
@@ -79,8 +83,7 @@ class MemberView:
 
     def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
                  rebalance_timeout: int, session_timeout: int, subscription_raw: bytes, assignment_raw: bytes,
-                 subscription: _Decoded, assigned: tuple[TopicPartition, ...] | None,
-                 errors: tuple[str, ...]) -> None:
+                 subscription: _Decoded, assignment: _Assigned, errors: tuple[str, ...]) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -91,21 +94,12 @@ class MemberView:
         self.assignment_raw = assignment_raw
         (self.subscription_version, self.topics, self.owned, self.sticky_previous, self.subscription_generation,
          self.user_data_generation) = subscription
-        self.assigned = assigned
+        self.assigned, self.assigned_set, self.assigned_topics = assignment
         self.errors = errors
         self.identity = ("member", member_id) if group_instance_id is None else ("instance", group_instance_id)
-        self._assigned_set: frozenset[TopicPartition] | None = None
 
     def __repr__(self) -> str:
         return f"MemberView({self.label}, assigned={self.assigned})"
-
-    @property
-    def assigned_set(self) -> frozenset[TopicPartition]:
-        """The assigned partitions as a set (empty when the assignment did not decode)."""
-        out = self._assigned_set
-        if out is None:
-            out = self._assigned_set = frozenset(self.assigned) if self.assigned else _EMPTY
-        return out
 
     @property
     def claims(self) -> frozenset[TopicPartition]:
@@ -137,7 +131,7 @@ class MemberView:
         sub_raw, asg_raw = bytes(m.subscription), bytes(m.assignment)
         if protocol_type != "consumer":
             return MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                              m.session_timeout, sub_raw, asg_raw, _OPAQUE, None, ())
+                              m.session_timeout, sub_raw, asg_raw, _OPAQUE, _UNKNOWN, ())
         if cache is None:
             cache = _DecodeCache()
         errors: list[str] = []
@@ -153,27 +147,33 @@ class MemberView:
         if not errors:
             cache.subscriptions[sub_raw] = entry
             cache.latest[member_id] = sub_raw
-        assigned: tuple[TopicPartition, ...] | None
+        assignment: _Assigned | None
         if not asg_raw:
-            assigned = ()
+            assignment = _NONE_ASSIGNED
         else:
-            assigned = cache.assignments.get(asg_raw)
-            if assigned is None:
-                assigned = previous.assignments.get(asg_raw) if previous is not None else None
-                if assigned is None:
-                    assigned = _decode_assignment(asg_raw, m.member_id, errors)
-                if assigned is not None:
-                    cache.assignments[asg_raw] = assigned
-        return MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                          m.session_timeout, sub_raw, asg_raw, sub, assigned, tuple(errors) if errors else ())
+            assignment = cache.assignments.get(asg_raw)
+            if assignment is None:
+                assignment = previous.assignments.get(asg_raw) if previous is not None else None
+                if assignment is None:
+                    assignment = _decode_assignment(asg_raw, member_id, errors)
+                if assignment[0] is not None:
+                    cache.assignments[asg_raw] = assignment
+        return MemberView(member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
+                          m.session_timeout, sub_raw, asg_raw, sub, assignment, tuple(errors) if errors else ())
 
 
 _Decoded = tuple[int | None, frozenset[str] | None, frozenset[TopicPartition], frozenset[TopicPartition],
                  int | None, int | None]
 """(subscription_version, topics, owned, sticky_previous, subscription_generation, user_data_generation)."""
 
+_Assigned = tuple[tuple[TopicPartition, ...] | None, frozenset[TopicPartition], frozenset[str]]
+"""(assigned, assigned_set, assigned_topics)."""
+
 _EMPTY: frozenset[TopicPartition] = frozenset()
+_NO_TOPICS: frozenset[str] = frozenset()
 _OPAQUE: _Decoded = (None, None, _EMPTY, _EMPTY, None, None)
+_NONE_ASSIGNED: _Assigned = ((), _EMPTY, _NO_TOPICS)
+_UNKNOWN: _Assigned = (None, _EMPTY, _NO_TOPICS)
 
 
 class _DecodeCache:
@@ -190,7 +190,7 @@ class _DecodeCache:
     def __init__(self) -> None:
         self.subscriptions: dict[bytes, tuple[_Decoded, int]] = {}
         self.latest: dict[str, bytes] = {}  # member id -> its subscription bytes
-        self.assignments: dict[bytes, tuple[TopicPartition, ...]] = {}
+        self.assignments: dict[bytes, _Assigned] = {}
 
     def same_but_generation(self, member_id: str, raw: bytes) -> tuple[_Decoded, int] | None:
         """The decoding of `raw` when it differs from `member_id`'s cached subscription at most in
@@ -233,12 +233,15 @@ def _decode_subscription(raw: bytes, protocol: str | None, member_id: str,
             generation if generation >= 0 else None, ud_gen), generation_at
 
 
-def _decode_assignment(raw: bytes, member_id: str, errors: list[str]) -> tuple[TopicPartition, ...] | None:
+def _decode_assignment(raw: bytes, member_id: str, errors: list[str]) -> _Assigned:
     try:
-        return _assignment(raw)
+        assigned = _assignment(raw)
     except RecordDecodeError as exc:
         errors.append(f"member {member_id!r} assignment: {exc}")
-        return None
+        return _UNKNOWN
+    if not assigned:
+        return assigned, _EMPTY, _NO_TOPICS
+    return assigned, frozenset(assigned), frozenset([t for t, _ in assigned])
 
 
 def _assignment(raw: bytes) -> tuple[TopicPartition, ...]:
@@ -265,9 +268,12 @@ def _user_data(data: bytes, protocol: str | None, member_id: str,
     return None, frozenset()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class GroupSnapshot:
-    """The persisted state of a group after one GroupMetadata record (what Kafka's load path rebuilds)."""
+    """The persisted state of a group after one GroupMetadata record (what Kafka's load path rebuilds).
+
+    Not frozen (one is built per replayed record and `by_identity` is cached), but never changed after
+    construction: treat it as immutable."""
 
     generation: int
     protocol_type: str | None
@@ -276,8 +282,9 @@ class GroupSnapshot:
     leader: str | None
     state_timestamp: int | None
     members: tuple[MemberView, ...]
-    decoded: _DecodeCache | None = field(default=None, compare=False, repr=False)
+    decoded: _DecodeCache | None = field(default=None, repr=False)
     """The members' decoded embedded bytes, for the next snapshot to reuse."""
+    _by_identity: dict[tuple[str, str], MemberView] | None = field(default=None, repr=False)
 
     @property
     def state(self) -> str:
@@ -301,7 +308,11 @@ class GroupSnapshot:
         return None
 
     def by_identity(self) -> dict[tuple[str, str], MemberView]:
-        return {m.identity: m for m in self.members}
+        """identity -> member (the same dict on every call: do not change it)."""
+        out = self._by_identity
+        if out is None:
+            out = self._by_identity = {m.identity: m for m in self.members}
+        return out
 
     def owners(self) -> dict[TopicPartition, list[MemberView]]:
         """Each assigned partition -> the members it is assigned to (more than one is a violation)."""
@@ -316,10 +327,8 @@ class GroupSnapshot:
         them and, under COOPERATIVE, rejoin at once: the next generation is a follow-up round)."""
         out: dict[str, tuple[TopicPartition, ...]] = {}
         for m in self.members:
-            if m.owned and m.assigned is not None:
-                gone = m.owned.difference(m.assigned)
-                if gone:
-                    out[m.member_id] = tuple(sorted(gone))
+            if m.owned and m.assigned is not None and not m.owned <= m.assigned_set:
+                out[m.member_id] = tuple(sorted(m.owned - m.assigned_set))
         return out
 
     @staticmethod

@@ -67,9 +67,8 @@ def assignment_violations(new: GroupSnapshot) -> list[Violation]:
     union: set[TopicPartition] = set()
     for m in new.members:
         if m.assigned:
-            distinct = set(m.assigned)
-            total += len(distinct)
-            union |= distinct
+            total += len(m.assigned_set)
+            union |= m.assigned_set
     if total != len(union):
         for (topic, partition), holders in sorted(new.owners().items()):
             if len(holders) > 1:
@@ -77,7 +76,7 @@ def assignment_violations(new: GroupSnapshot) -> list[Violation]:
                                      f"{topic}-{partition} assigned to {len(holders)} members in generation "
                                      f"{new.generation}"))
     for m in new.members:
-        if m.topics is None or not m.assigned or {t for t, _ in m.assigned} <= m.topics:
+        if m.topics is None or not m.assigned or m.assigned_topics <= m.topics:
             continue
         for topic, partition in dict.fromkeys(m.assigned):
             if topic not in m.topics:
@@ -99,7 +98,7 @@ def ownership_violations(prev: GroupSnapshot, new: GroupSnapshot) -> list[Violat
     out: list[Violation] = []
     holder: dict[TopicPartition, list[MemberView]] | None = None
     for a in claimants:
-        if not a.owned:
+        if not a.owned or a.owned <= a.assigned_set:
             continue
         kept_from_before = a.owned & before.get(a.identity, _NOTHING)
         moved = kept_from_before - a.assigned_set if kept_from_before else kept_from_before
