@@ -87,6 +87,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="count undecodable records but do not write them to the quarantine table")
     job.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[2])")
     job.add_argument("--run-id", metavar="ID", help="identifier of this run (default: time-based)")
+    job.add_argument("--no-summary", action="store_true",
+                     help="skip reading the tables back for the per-table summary lines")
     return p.parse_args(argv)
 
 
@@ -198,8 +200,6 @@ def build_tables(spark: SparkSession, records: DataFrame, *, shards: int,
 
 def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = None) -> RunSummary:
     """Runs the whole job on an existing session (notebooks call this directly)."""
-    from pyspark.sql import functions as F
-
     from jobs import delta_io
     from jobs.inputs import filter_groups, read_input
     from jobs.offsets_path import classify
@@ -270,12 +270,39 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
             catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer)
     wide.unpersist()
     locations = {name: r.location for name, r in results.items()}
-    _ = F  # imported for symmetry with build_tables; keeps notebooks' namespace small
     return RunSummary(run_id, run_window, run_counts, table_rows, locations, writer,
                       time.perf_counter() - t0)
 
 
-def print_summary(summary: RunSummary, *, out: Any = None) -> None:
+def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]:
+    """A one-line summary of each written table, read back from Delta (so it also proves the
+    tables are readable): what a person checks first after a run."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import read_table
+
+    def top(df: DataFrame, column: str, n: int = 6) -> str:
+        rows = df.groupBy(column).count().orderBy(F.desc("count"), column).limit(n).collect()
+        return ", ".join(f"{r[column]} {r['count']}" for r in rows) or "none"
+
+    run = F.col("run_id") == summary.run_id
+    t = {name: read_table(spark, loc).where(run) for name, loc in summary.locations.items() if name != "runs"}
+    g = t["generations"].agg(F.countDistinct("group_id").alias("groups"), F.count("*").alias("n"),
+                             F.sum("missing_generations").alias("missing")).first()
+    a = t["assignments"].agg(F.countDistinct("group_id", "member_id").alias("members"),
+                             F.countDistinct("group_id", "topic", "partition").alias("partitions")).first()
+    o = t["offset_commits"].agg(F.sum("commits").alias("commits"), F.sum("regressions").alias("reg")).first()
+    return {
+        "generations": f"{g['n']} generations of {g['groups']} groups ({g['missing'] or 0} generation ids skipped)",
+        "assignments": f"{a['members']} member ids owning {a['partitions']} group partitions over time",
+        "rebalance_causes": "primary causes: " + top(t["rebalance_causes"].where("is_primary"), "cause"),
+        "violations": "by kind: " + top(t["violations"], "kind"),
+        "offset_commits": f"{o['commits'] or 0} commits, {o['reg'] or 0} regressions",
+        "quarantine": "by record type: " + top(t["quarantine"], "key_type"),
+    }
+
+
+def print_summary(summary: RunSummary, *, out: Any = None, highlights: dict[str, str] | None = None) -> None:
     out = out or sys.stdout
     c = summary.counts
     print(f"coordinator-audit run {summary.run_id} (window {summary.run_window}, writer {summary.writer}, "
@@ -288,6 +315,8 @@ def print_summary(summary: RunSummary, *, out: Any = None) -> None:
     for table, location in summary.locations.items():
         rows = summary.table_rows.get(table, 1 if table == "runs" else 0)
         print(f"  {table:<{width}}  {rows:>10,} rows  {location}", file=out)
+        if highlights and table in highlights:
+            print(f"  {'':<{width}}  {highlights[table]}", file=out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -305,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CoordinatorAuditError as exc:
         print(f"jobs.audit: {exc}", file=sys.stderr)
         return 1
-    print_summary(summary)
+    print_summary(summary, highlights=None if args.no_summary else table_highlights(spark, summary))
     return 0
 
 

@@ -267,7 +267,11 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
                 df = _read_delta(spark, source)
                 df = normalize_schema(df, source=source)
             elif fmt == "parquet":
-                df = normalize_schema(spark.read.parquet(source), source=source)
+                reader = spark.read
+                if "://" not in source and Path(source).is_dir():
+                    # a directory may hold other files beside the data (e.g. data/samples/*.truth.json)
+                    reader = reader.option("pathGlobFilter", "*.parquet")
+                df = normalize_schema(reader.parquet(source), source=source)
             else:
                 raise InputError(f"input {source}: unknown format {fmt!r}; use parquet, delta or json")
         except AnalysisException as exc:

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the main job on the bundled samples (data/samples/).
+# Sets everything up, then runs the audit job on the bundled samples (data/samples/*.parquet)
+# into out/delta/ and prints where each table is with its row count. Extra arguments go to the job
+# (see: .venv/bin/python -m jobs.audit --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m jobs.decode_summary data/samples/real_broker_3_9_0.parquet "$@"
+exec .venv/bin/python -m jobs.audit --input data/samples --format parquet --output out/delta --master 'local[2]' "$@"
