@@ -4,6 +4,16 @@ The tracker is told, after every coordinator step, the group before and after th
 consumer caused it and why (the client's own rejoin reason), and every record written. Causes are
 collected from the triggers observed since the last generation record and attached to the next
 one; planted violations are confirmed against the record that carries them.
+
+Attribution window: a step's records reach the tracker before the step itself (`on_record`, then
+`on_step`). When a step writes a generation record (the LeaveGroup or session expiry that empties
+the group writes its Empty record at once), the step's triggers caused that record and belong to
+its window, not to the next generation's.
+
+Assignor bugs: when a planted assignor bug is confirmed by a record, the truth lists every
+`duplicate_assignment` and `assignment_outside_subscription` of that record's assignment (the
+assignment the buggy leader actually produced), not only the one the bug meant to plant: breaking
+one rule can break another (a partition of an unsubscribed topic is usually someone else's too).
 """
 
 from __future__ import annotations
@@ -19,6 +29,9 @@ from coordinator_core.sim.port import GroupSnapshot
 from coordinator_core.sim.truth import CauseRow, GenerationTruth, Truth, ViolationRow
 
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
+_ASSIGNOR_BUG_KINDS = frozenset({"duplicate_assignment", "unsafe_cooperative_move", "assignment_outside_subscription",
+                                 "ignore_static_order"})
+"""Kinds reported by the deliberately broken leader assignors (`coordinator_core.client.misbehaviour`)."""
 
 
 @dataclass(slots=True)
@@ -69,12 +82,23 @@ class TruthTracker:
         self.replaced_instances: set[str] = set()
         self.commits: dict[tuple[str, int], tuple[int, int, str, int]] = {}  # tp -> (offset, gen, member, log off)
         self._committer: str | None = None
+        self._window_closed = False  # a generation record (or tombstone) was written by the current step
 
     # ----------------------------------------------------------------------------------------------
     # triggers
 
     def on_step(self, before: GroupSnapshot | None, after: GroupSnapshot | None, *, member_id: str | None,
                 reason: str | None, topics: tuple[str, ...] | None, is_join: bool, is_leave: bool) -> None:
+        closed, self._window_closed = self._window_closed, False
+        self._triggers(before, after, member_id=member_id, reason=reason, topics=topics, is_join=is_join,
+                       is_leave=is_leave)
+        if closed:
+            # this step wrote a generation record: its triggers were that record's causes (an Empty
+            # record's cause is group_emptied), the next generation starts a fresh window
+            self.pending.clear()
+
+    def _triggers(self, before: GroupSnapshot | None, after: GroupSnapshot | None, *, member_id: str | None,
+                  reason: str | None, topics: tuple[str, ...] | None, is_join: bool, is_leave: bool) -> None:
         b_members = before.members if before else {}
         a_members = after.members if after else {}
         b_instances = {inst: m for m, inst in b_members.items() if inst}
@@ -153,6 +177,7 @@ class TruthTracker:
             self.recorded = None
             self.pending.clear()
             self.commits.clear()
+            self._window_closed = True
             return
         self._on_group_value(rec.value, logged)
 
@@ -178,6 +203,7 @@ class TruthTracker:
             for cause, member, inst, detail in rows:
                 self.truth.causes.append(CauseRow(gen, prev_gen, cause, member, inst, detail))
             self.pending.clear()
+            self._window_closed = True
             self._violations(gen, prev, members, logged)
             self.commits.clear()
         self.recorded = _Recorded(gen, v.protocol, members)
@@ -247,6 +273,26 @@ class TruthTracker:
                 confirmed.append(planted)
         for planted in confirmed:
             self.planted.remove(planted)
+        if any(p["kind"] in _ASSIGNOR_BUG_KINDS for p in confirmed):
+            self._assignment_truth(gen, members, owners, logged)
+
+    def _assignment_truth(self, gen: int, members: dict[str, dict[str, Any]],
+                          owners: dict[tuple[str, int], list[str]], logged: LogRecord) -> None:
+        """Every duplicate and out-of-subscription assignment of generation `gen`'s record, beyond
+        the rows already in the truth for it."""
+        have = {(v.generation_id, v.kind, v.topic, v.partition) for v in self.truth.violations}
+        for tp, holders in sorted(owners.items()):
+            if len(holders) > 1 and (gen, "duplicate_assignment", tp[0], tp[1]) not in have:
+                self.truth.violations.append(ViolationRow(
+                    gen, "duplicate_assignment", tp[0], tp[1], tuple(sorted(holders)),
+                    "the buggy leader's assignment gives the partition to several members", (logged.offset,)))
+        for m, f in members.items():
+            for tp in dict.fromkeys(tuple(tp) for tp in f["assigned"]):
+                if tp[0] not in f["topics"] and (gen, "assignment_outside_subscription", tp[0], tp[1]) not in have:
+                    self.truth.violations.append(ViolationRow(
+                        gen, "assignment_outside_subscription", tp[0], tp[1], (m,),
+                        "the buggy leader's assignment gives a topic the member does not subscribe to",
+                        (logged.offset,)))
 
     def _stale_rows(self, gen: int, members: dict[str, dict[str, Any]], logged: LogRecord) -> list[ViolationRow]:
         rows = []
@@ -298,4 +344,7 @@ class TruthTracker:
         self.commits[tp] = (value.offset, snapshot.generation_id, committer, logged.offset)
 
     def set_committer(self, member_id: str | None) -> None:
+        """Called by the runner before the records of every coordinator step (with the member that sent
+        the step's request, if any): also the start of the step for the attribution window."""
         self._committer = member_id
+        self._window_closed = False

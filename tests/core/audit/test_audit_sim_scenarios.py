@@ -57,6 +57,8 @@ def test_scenario_audit(name: str) -> None:
 
 
 def test_library_agreement(capsys) -> None:
+    """Over the whole library: >= 95% of generations agree, clean scenarios yield no violation at all,
+    and no scenario yields a violation its truth does not list."""
     total = Score()
     for name in SCENARIOS:
         total.add(audited(name)[3])
@@ -64,4 +66,12 @@ def test_library_agreement(capsys) -> None:
         print(f"\nsimulator library ({len(SCENARIOS)} scenarios):\n{total.report()}")
         for m in total.mismatches:
             print(f"  set difference at generation {m[0]}: truth {m[1]} audit {m[2]} (primary {m[3]})")
+    assert total.generations >= 100
     assert total.agreement >= 0.95
+    clean = [name for name in SCENARIOS
+             if "violation" not in audited(name)[0].scenario.tags and not audited(name)[0].truth.violations]
+    assert len(clean) >= 25
+    false_on_clean = {name: audited(name)[1]["violations"] for name in clean if audited(name)[1]["violations"]}
+    assert false_on_clean == {}
+    false_anywhere = {k: n["fp"] for k, n in total.per_kind.items() if n["fp"]}
+    assert false_anywhere == {}, total.report()

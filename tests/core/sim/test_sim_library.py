@@ -20,7 +20,8 @@ LIBRARY = Path(__file__).resolve().parents[3] / "coordinator_core" / "sim" / "sc
 EXPECTED = {
     "bug-duplicate-assignment": ({"group_created", "member_joined"}, {"duplicate_assignment"}),
     "bug-offset-rewind": ({"group_created"}, {"offset_regression"}),
-    "bug-outside-subscription": ({"group_created", "metadata_or_leader_rejoin"}, {"assignment_outside_subscription"}),
+    "bug-outside-subscription": ({"group_created", "metadata_or_leader_rejoin"},
+                                 {"assignment_outside_subscription", "duplicate_assignment"}),
     "bug-stale-claims-after-pause": ({"member_left_or_expired", "member_joined", "cooperative_follow_up"},
                                      {"stale_ownership_claim"}),
     "bug-static-order": ({"static_member_replaced", "metadata_or_leader_rejoin"},
@@ -91,6 +92,23 @@ def test_library_covers_the_audit_vocabulary():
     kinds = {k for name in EXPECTED for k in EXPECTED[name][1]}
     assert causes == set(CAUSES)
     assert kinds == set(VIOLATIONS)
+
+
+def test_leave_that_empties_the_group_belongs_to_the_empty_generation():
+    # the last LeaveGroup writes the Empty record in the same step: generation 3 (everyone back)
+    # is not caused by that leave
+    truth = run("eager-empty-and-return").truth
+    assert truth.causes_by_generation() == {1: ["group_created"], 2: ["group_emptied"], 3: ["member_joined"]}
+
+
+def test_assignor_bug_truth_lists_every_broken_rule_of_the_produced_assignment():
+    # the bug hands audit-0 to a member that does not subscribe to "audit"; the subscriber keeps it
+    truth = run("bug-outside-subscription").truth
+    rows = {(v.generation_id, v.kind, v.topic, v.partition): v.member_ids for v in truth.violations}
+    assert set(rows) == {(1, "assignment_outside_subscription", "audit", 0), (1, "duplicate_assignment", "audit", 0)}
+    outside = rows[(1, "assignment_outside_subscription", "audit", 0)]
+    assert len(rows[(1, "duplicate_assignment", "audit", 0)]) == 2 and set(outside) < set(
+        rows[(1, "duplicate_assignment", "audit", 0)])
 
 
 @pytest.mark.parametrize("name", ["eager-rolling-bounce", "coop-scale-out", "bug-stale-claims-after-pause",
