@@ -39,7 +39,7 @@ from coordinator_core.audit.causes import (
     new_generation_causes,
     same_generation_changes,
 )
-from coordinator_core.audit.fastpath import group_record_fast
+from coordinator_core.audit.fastpath import GroupRecordReader
 from coordinator_core.audit.offsets import (
     COMMITS,
     FIRST_OFFSET,
@@ -132,6 +132,7 @@ class GroupAuditor:
         itself would reject beyond the audit's own checks goes unnoticed): a speed option."""
         self.group_id = group_id
         self._load = _LoadPath() if load_path else None
+        self._reader = GroupRecordReader()
         self._positions: dict[int, int] = {}
         self._key_cache: dict[bytes, tuple[str, int]] = {}
         # persisted group state
@@ -350,7 +351,7 @@ class GroupAuditor:
 
     def _group_record(self, p: int, o: int, ts: int, key: bytes, value: Any) -> list[AuditRow]:
         where = f"partition {p} offset {o}"
-        rec = group_record_fast(key, value) if value is None or type(value) is bytes else None
+        rec = self._reader.read(key, value) if value is None or type(value) is bytes else None
         if rec is None:
             try:
                 rec = decode(key, value)

@@ -48,8 +48,8 @@ class MemberView:
     A plain slotted class rather than a frozen dataclass: one is built per member of every replayed
     GroupMetadata record, and nothing changes it after construction (treat it as immutable)."""
 
-    __slots__ = ("assigned", "assigned_set", "assigned_topics", "assignment_raw", "client_host", "client_id",
-                 "errors", "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout",
+    __slots__ = ("assigned", "assigned_set", "assigned_topics", "assignment_raw", "claims", "client_host",
+                 "client_id", "errors", "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout",
                  "session_timeout", "sticky_previous", "subscription_generation", "subscription_raw",
                  "subscription_version", "topics", "user_data_generation")
 
@@ -80,6 +80,8 @@ class MemberView:
     identity: tuple[str, str]
     """Who this member is across generations: ("instance", its instance id) if static, else
     ("member", its member id)."""
+    claims: frozenset[TopicPartition]
+    """Partitions the member says it owns: ownedPartitions plus the sticky userData's list."""
 
     def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
                  rebalance_timeout: int, session_timeout: int, subscription_raw: bytes, assignment_raw: bytes,
@@ -97,16 +99,10 @@ class MemberView:
         self.assigned, self.assigned_set, self.assigned_topics = assignment
         self.errors = errors
         self.identity = ("member", member_id) if group_instance_id is None else ("instance", group_instance_id)
+        self.claims = self.owned | self.sticky_previous if self.sticky_previous else self.owned
 
     def __repr__(self) -> str:
         return f"MemberView({self.label}, assigned={self.assigned})"
-
-    @property
-    def claims(self) -> frozenset[TopicPartition]:
-        """Partitions the member says it owns: ownedPartitions plus the sticky userData's list."""
-        if not self.sticky_previous:
-            return self.owned
-        return self.owned | self.sticky_previous
 
     @property
     def claim_generation(self) -> int | None:

@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.audit.fastpath import assignment_fast, group_record_fast, subscription_fast
+from coordinator_core.audit.fastpath import (
+    GroupRecordReader,
+    assignment_fast,
+    group_record_fast,
+    subscription_fast,
+)
 from coordinator_core.consumer_protocol import (
     Assignment,
     Subscription,
@@ -103,3 +108,61 @@ def test_embedded_fast_paths_on_arbitrary_bytes(raw: bytes) -> None:
         except RecordDecodeError as exc:  # the fast path must never accept what the codec rejects
             raise AssertionError(f"{fast.__name__} accepted {raw.hex()} which the codec rejects: {exc}") from exc
         assert got[0] == d.version
+
+
+SMALL_TEXT = st.sampled_from(["", "a", "m-1", "m-2", "é"])
+
+
+@st.composite
+def group_histories(draw) -> list[tuple[bytes, bytes | None]]:
+    """Successive records of one group that often repeat members or parts of them (what the reader
+    reuses), sometimes change the value version, and sometimes are corrupted."""
+    pool = [MemberMetadata(draw(SMALL_TEXT), draw(st.none() | SMALL_TEXT), draw(SMALL_TEXT), draw(SMALL_TEXT),
+                           draw(st.integers(-1, 3)), draw(st.integers(0, 3)), draw(st.binary(max_size=4)),
+                           draw(st.binary(max_size=4)))
+            for _ in range(draw(st.integers(1, 4)))]
+    out = []
+    for _ in range(draw(st.integers(1, 8))):
+        version = draw(st.integers(0, 3))
+        members = []
+        for m in draw(st.lists(st.sampled_from(pool), max_size=4)):
+            members.append(MemberMetadata(
+                m.member_id, m.group_instance_id if version >= 3 else None, m.client_id, m.client_host,
+                m.rebalance_timeout if version >= 1 else -1, m.session_timeout,
+                draw(st.sampled_from([m.subscription, m.subscription + b"x"])),
+                draw(st.sampled_from([m.assignment, b""]))))
+        value = GroupMetadataValue("consumer", draw(st.integers(0, 3)), "range", None,
+                                   500 if version >= 2 else -1, tuple(members))
+        key, raw = encode(CoordinatorRecord.of(GroupMetadataKey("g"), value, value_version=version))
+        if raw is not None and draw(st.booleans()) and draw(st.booleans()):
+            cut = draw(st.integers(0, len(raw)))
+            raw = raw[:cut] + draw(st.binary(max_size=3)) + raw[cut + 1:]
+        out.append((key, None if draw(st.integers(0, 9)) == 0 else raw))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(group_histories())
+def test_reader_equals_the_stateless_reader_over_a_history(history) -> None:
+    reader = GroupRecordReader()
+    for key, value in history:
+        got = reader.read(key, value)
+        assert got == group_record_fast(key, value)
+        if got is not None:
+            assert got == decode(key, value)
+
+
+def test_reader_reuses_unchanged_members_and_headers() -> None:
+    a = MemberMetadata("m-1", "i-1", "c", "/h", 10, 20, b"\x00\x01", b"\x00\x02")
+    b = MemberMetadata("m-2", None, "c", "/h", 10, 20, b"\x00\x03", b"")
+    first = encode(CoordinatorRecord.of(GroupMetadataKey("g"), GroupMetadataValue("consumer", 1, "range", "m-1", 5,
+                                                                                  (a, b))))
+    changed_b = MemberMetadata("m-2", None, "c", "/h", 10, 20, b"\x00\x04", b"")
+    second = encode(CoordinatorRecord.of(GroupMetadataKey("g"), GroupMetadataValue("consumer", 2, "range", "m-1", 6,
+                                                                                   (a, changed_b))))
+    reader = GroupRecordReader()
+    r1, r2 = reader.read(*first), reader.read(*second)
+    assert r1 is not None and r2 is not None
+    assert r2.value.members[0] is r1.value.members[0]  # type: ignore[union-attr]
+    assert r2.value.members[1] is not r1.value.members[1]  # type: ignore[union-attr]
+    assert r2 == decode(*second)
