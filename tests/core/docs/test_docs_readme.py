@@ -1,0 +1,48 @@
+"""The README says what the code does: its two commands are the ones CI and the scripts run, and
+every column of every output table is documented."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from coordinator_core.audit.rows import ROW_TYPES
+
+ROOT = Path(__file__).resolve().parents[3]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _two_commands() -> list[str]:
+    section = README.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, "the Two commands section has a bash block"
+    return [line.split("#", 1)[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_exactly_two_commands_and_ci_runs_the_test_command() -> None:
+    run, test = _two_commands()
+    assert run == "bash scripts/run.sh"
+    assert test == "bash scripts/test.sh"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^bash scripts/test\.sh\s*$", ci, re.M), ".ci/run calls the README's test command"
+    for script in ("run.sh", "test.sh"):
+        text = (ROOT / "scripts" / script).read_text()
+        assert "bash scripts/setup.sh" in text, f"{script} sets everything up first"
+
+
+def test_every_output_column_is_documented() -> None:
+    for table, cls in ROW_TYPES.items():
+        section = README.split(f"**`{table}`**", 1)
+        assert len(section) == 2, f"README documents table {table}"
+        text = section[1].split("**`", 1)[0]
+        for field in dataclasses.fields(cls):
+            assert re.search(rf"\b{field.name}\b", text), f"README: column {table}.{field.name} is not described"
+
+
+def test_runs_columns_are_documented() -> None:
+    from udfs.schemas import RUNS_SCHEMA  # pyspark types only; no session
+
+    text = README.split("**`runs`**", 1)[1].split("###", 1)[0]
+    for name in RUNS_SCHEMA.fieldNames():
+        assert name in text, f"README: column runs.{name} is not described"
