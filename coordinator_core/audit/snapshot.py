@@ -124,38 +124,45 @@ class MemberView:
 
         `previous` holds decoded embedded bytes of an earlier snapshot (same protocol type and
         protocol), reused when the bytes are identical; what this member decodes to is added to `cache`."""
-        sub_raw, asg_raw = bytes(m.subscription), bytes(m.assignment)
-        if protocol_type != "consumer":
-            return MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                              m.session_timeout, sub_raw, asg_raw, _OPAQUE, _UNKNOWN, ())
-        if cache is None:
-            cache = _DecodeCache()
-        errors: list[str] = []
-        member_id = m.member_id
-        entry = cache.subscriptions.get(sub_raw)
-        if entry is None and previous is not None:
-            entry = previous.subscriptions.get(sub_raw)
-            if entry is None:
-                entry = previous.same_but_generation(member_id, sub_raw)
+        return _member_view(m, protocol_type, protocol, cache, previous)
+
+
+def _member_view(m: MemberMetadata, protocol_type: str | None, protocol: str | None, cache: _DecodeCache | None,
+                 previous: _DecodeCache | None) -> MemberView:
+    """MemberView.from_metadata, positional (it runs for every member of every replayed record)."""
+    sub_raw = m.subscription if type(m.subscription) is bytes else bytes(m.subscription)
+    asg_raw = m.assignment if type(m.assignment) is bytes else bytes(m.assignment)
+    if protocol_type != "consumer":
+        return MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
+                          m.session_timeout, sub_raw, asg_raw, _OPAQUE, _UNKNOWN, ())
+    if cache is None:
+        cache = _DecodeCache()
+    errors: list[str] = []
+    member_id = m.member_id
+    entry = cache.subscriptions.get(sub_raw)
+    if entry is None and previous is not None:
+        entry = previous.subscriptions.get(sub_raw)
         if entry is None:
-            entry = _decode_subscription(sub_raw, protocol, member_id, errors)
-        sub = entry[0]
-        if not errors:
-            cache.subscriptions[sub_raw] = entry
-            cache.latest[member_id] = sub_raw
-        assignment: _Assigned | None
-        if not asg_raw:
-            assignment = _NONE_ASSIGNED
-        else:
-            assignment = cache.assignments.get(asg_raw)
+            entry = previous.same_but_generation(member_id, sub_raw)
+    if entry is None:
+        entry = _decode_subscription(sub_raw, protocol, member_id, errors)
+    sub = entry[0]
+    if not errors:
+        cache.subscriptions[sub_raw] = entry
+        cache.latest[member_id] = sub_raw
+    assignment: _Assigned | None
+    if not asg_raw:
+        assignment = _NONE_ASSIGNED
+    else:
+        assignment = cache.assignments.get(asg_raw)
+        if assignment is None:
+            assignment = previous.assignments.get(asg_raw) if previous is not None else None
             if assignment is None:
-                assignment = previous.assignments.get(asg_raw) if previous is not None else None
-                if assignment is None:
-                    assignment = _decode_assignment(asg_raw, member_id, errors)
-                if assignment[0] is not None:
-                    cache.assignments[asg_raw] = assignment
-        return MemberView(member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                          m.session_timeout, sub_raw, asg_raw, sub, assignment, tuple(errors) if errors else ())
+                assignment = _decode_assignment(asg_raw, member_id, errors)
+            if assignment[0] is not None:
+                cache.assignments[asg_raw] = assignment
+    return MemberView(member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
+                      m.session_timeout, sub_raw, asg_raw, sub, assignment, tuple(errors) if errors else ())
 
 
 _Decoded = tuple[int | None, frozenset[str] | None, frozenset[TopicPartition], frozenset[TopicPartition],
@@ -344,9 +351,7 @@ class GroupSnapshot:
         if previous is not None and previous.protocol == protocol and previous.protocol_type == protocol_type:
             reuse = previous.decoded
         cache = _DecodeCache()
-        from_metadata = MemberView.from_metadata
-        members = tuple([from_metadata(m, protocol_type=protocol_type, protocol=protocol, cache=cache,
-                                       previous=reuse) for m in value.members])
+        members = tuple([_member_view(m, protocol_type, protocol, cache, reuse) for m in value.members])
         if len(members) > 1:
             _check_unique(members, group_id)
         ts = value.current_state_timestamp
