@@ -101,12 +101,18 @@ def _byte(col: str, pos: str | int) -> str:
     return f"ascii(decode(substring({col}, {pos}, 1), 'ISO-8859-1'))"
 
 
+def _s16b(col: str, pos: str | int) -> str:
+    """Signed int16 at 1-based `pos` from its two bytes (compact code; for rare paths)."""
+    hi, lo = _byte(col, pos), _byte(col, f"({pos}) + 1")
+    return f"(CASE WHEN substring({col}, {pos}, 1) < X'80' THEN {hi} * 256 ELSE ({hi} - 256) * 256 END + {lo})"
+
+
 # the int16 record type of a key, without number parsing for the known types
 _RECORD_TYPE = (
     "CASE WHEN key IS NULL OR length(key) < 2 THEN NULL "
     "WHEN substring(key, 1, 2) = X'0001' THEN 1 WHEN substring(key, 1, 2) = X'0002' THEN 2 "
     "WHEN substring(key, 1, 2) = X'0000' THEN 0 "
-    f"ELSE {_s16('key', 1)} END"
+    f"ELSE {_s16b('key', 1)} END"
 )
 
 # int16 length of the group string at bytes 3-4 (every classic and KIP-848 key starts with the group)
@@ -114,7 +120,7 @@ _GROUP_LEN = (
     "CASE WHEN length(key) < 4 THEN NULL "
     "WHEN substring(key, 3, 1) = X'00' AND substring(key, 4, 1) < X'80' "
     "THEN ascii(cast(substring(key, 4, 1) AS string)) "
-    f"ELSE {_s16('key', 3)} END"
+    f"ELSE {_s16b('key', 3)} END"
 )
 
 
@@ -144,13 +150,14 @@ _V4_MLEN = (f"CASE WHEN {_B15} < 128 THEN {_B15} - 1 "
 
 
 def _value_columns(prefix: str = "") -> dict[str, str]:
-    """SQL for every OffsetCommitValue field over `value` (columns named prefix + field)."""
-    ver = _s16(_V, 1)
+    """Compact SQL for the OffsetCommitValue layout fields over `value` (byte reads, no number
+    parsing): value_version (-1 unless the int16 is 0..255), metadata_length, varint_len."""
+    ver = f"(CASE WHEN substring({_V}, 1, 1) = X'00' THEN {_byte(_V, 2)} ELSE -1 END)"
     return {
         "value_version": ver,
-        "metadata_length": (f"CASE WHEN {ver} IN (0, 1, 2) THEN {_s16(_V, 11)} WHEN {ver} = 3 THEN {_s16(_V, 15)} "
-                            f"WHEN {ver} >= 4 THEN {_V4_MLEN} END"),
-        "varint_len": f"CASE WHEN {ver} >= 4 THEN {_V4_VARINT_LEN} ELSE 0 END",
+        "metadata_length": (f"(CASE WHEN {ver} IN (0, 1, 2) THEN {_s16b(_V, 11)} WHEN {ver} = 3 THEN {_s16b(_V, 15)} "
+                            f"WHEN {ver} >= 4 THEN {_V4_MLEN} END)"),
+        "varint_len": f"(CASE WHEN {ver} >= 4 THEN {_V4_VARINT_LEN} ELSE 0 END)",
     }
 
 
@@ -280,23 +287,6 @@ def _pos_column() -> object:
 _FAST_V3 = "substring(value, 1, 2) = X'0003' AND substring(value, 15, 2) = X'0000'"
 
 
-def _commit_valid_sql() -> str:
-    """SQL: the record is an offset-commit record this path decodes: a tombstone, or a value whose
-    layout checks out (version >= 0, metadata length >= 0, enough bytes for the version), with a
-    key whose topic string and partition are complete (`_glen` must be a column)."""
-    cols = _value_columns()
-    ver = cols["value_version"]
-    need = (f"CASE WHEN {ver} IN (0, 2) THEN 20 + ({cols['metadata_length']}) "
-            f"WHEN {ver} = 1 THEN 28 + ({cols['metadata_length']}) "
-            f"WHEN {ver} = 3 THEN 24 + ({cols['metadata_length']}) "
-            f"WHEN {ver} >= 4 THEN 23 + ({cols['varint_len']}) + ({cols['metadata_length']}) END")
-    value_ok = (f"CASE WHEN value IS NULL THEN true WHEN {_FAST_V3} THEN length(value) >= 24 "
-                f"ELSE coalesce({ver} >= 0 AND ({cols['metadata_length']}) >= 0 AND length(value) >= {need}, false) END")
-    tlen = _s16("key", "5 + _glen")
-    key_ok = f"coalesce(length(key) >= 6 + _glen AND {tlen} >= 0 AND length(key) >= 10 + _glen + {tlen}, false)"
-    return f"({key_ok}) AND ({value_ok})"
-
-
 def sql_commit_condition() -> Column:
     """True for the records of a classified DataFrame that this module decodes and summarises (the
     offset commits and tombstones with well-formed keys and values); the job sends every other
@@ -308,9 +298,45 @@ def sql_commit_condition() -> Column:
     return F.coalesce(is_commit & F.expr(_commit_valid_sql().replace("_glen", f"({_GROUP_LEN})")), F.lit(False))
 
 
+def _bind(expr: str, name: str, body: str) -> str:
+    """SQL evaluating `expr` once and `body` with it bound to `name` (a lambda; interpreted, so use
+    it on rare paths only: it keeps the generated code of the common path small)."""
+    return f"element_at(transform(array({expr}), {name} -> {body}), 1)"
+
+
+def _slow_layout(body: str) -> str:
+    """`body` with `ver` (value version), `m` (metadata length) and `vl` (v4 varint length) bound."""
+    cols = _value_columns()
+    mlen = (f"CASE WHEN ver IN (0, 1, 2) THEN {_s16b(_V, 11)} WHEN ver = 3 THEN {_s16b(_V, 15)} "
+            f"WHEN ver >= 4 THEN {_V4_MLEN} END")
+    vlen = f"CASE WHEN ver >= 4 THEN {_V4_VARINT_LEN} ELSE 0 END"
+    return _bind(cols["value_version"], "ver", _bind(mlen, "m", _bind(vlen, "vl", body)))
+
+
+_SLOW_VALID = _slow_layout(
+    "coalesce(ver >= 0 AND m >= 0 AND length(value) >= CASE WHEN ver IN (0, 2) THEN 20 + m "
+    "WHEN ver = 1 THEN 28 + m WHEN ver = 3 THEN 24 + m ELSE 23 + vl + m END, false)")
+_SLOW_TS_POS = _slow_layout("CASE WHEN ver IN (0, 1, 2) THEN 13 + m WHEN ver = 3 THEN 17 + m ELSE 15 + vl + m END")
+
+
+def _commit_valid_sql() -> str:
+    """SQL: the record is an offset-commit record this path decodes: a tombstone, or a value whose
+    layout checks out (version >= 0, metadata length >= 0, enough bytes for the version), with a
+    key whose topic string and partition are complete (`_glen` must be a column). Byte compares
+    for the common layouts; compact interpreted code for the rest."""
+    value_ok = f"CASE WHEN value IS NULL THEN true WHEN {_FAST_V3} THEN length(value) >= 24 ELSE {_SLOW_VALID} END"
+    fast_key = "substring(key, 5 + _glen, 1) = X'00' AND substring(key, 6 + _glen, 1) < X'80'"
+    fast_tlen = "ascii(cast(substring(key, 6 + _glen, 1) AS string))"
+    slow_key = _bind(_s16b("key", "5 + _glen"), "tl", "tl >= 0 AND length(key) >= 10 + _glen + tl")
+    key_ok = (f"coalesce(length(key) >= 6 + _glen AND CASE WHEN {fast_key} THEN length(key) >= 10 + _glen + {fast_tlen} "
+              f"ELSE {slow_key} END, false)")
+    return f"({key_ok}) AND ({value_ok})"
+
+
+
+
 def _commit_events(classified: DataFrame) -> DataFrame:
-    """Offset-commit records as narrow events: valid commits and tombstones only
-    (`sql_commit_condition`)."""
+    """Offset-commit records as narrow events: valid commits and tombstones only."""
     from pyspark.sql import functions as F
 
     c = classified.where(F.col("record_type").isin(*OFFSET_COMMIT_TYPES) & F.col("group_id").isNotNull())
@@ -321,11 +347,7 @@ def _commit_events(classified: DataFrame) -> DataFrame:
 
 
 def _commit_time_sql() -> str:
-    cols = _value_columns()
-    ver, mlen = cols["value_version"], cols["metadata_length"]
-    pos = (f"CASE WHEN {_FAST_V3} THEN 17 WHEN {ver} IN (0, 1, 2) THEN 13 + {mlen} WHEN {ver} = 3 THEN 17 + {mlen} "
-           f"ELSE 15 + {cols['varint_len']} + {mlen} END")
-    return _s64("value", pos)
+    return _s64("value", f"CASE WHEN {_FAST_V3} THEN 17 ELSE {_SLOW_TS_POS} END")
 
 
 def offset_commits(classified: DataFrame, *, windows: DataFrame | None = None,
