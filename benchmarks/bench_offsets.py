@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator_core.records import (  # noqa: E402
+from coordinator_core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"generated {path} in {time.perf_counter() - t0:.1f} s", flush=True)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # noqa: TID251 (benchmarks/ is not coordinator_core)
 
     from jobs import offsets_path as op
     from jobs.spark_session import build_session
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         raw.agg(F.max(F.expr("cast(conv(hex(substring(value, 3, 8)), 16, -10) as bigint)"))).collect()
 
     def offset_path() -> None:
-        oc, reg = op.offset_commits(op.classify(raw))
+        oc, _regressions = op.offset_commits(op.classify(raw))
         oc.write.format("noop").mode("overwrite").save()
 
     def unordered_summary() -> None:

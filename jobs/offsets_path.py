@@ -187,6 +187,8 @@ def decode_offset_commits(df: DataFrame) -> DataFrame:
     need = ("_ts_pos + 7 + CASE WHEN value_version = 1 THEN 8 WHEN value_version >= 4 THEN 1 ELSE 0 END")
     valid = (f"value IS NOT NULL AND value_version >= 0 AND metadata_length >= 0 AND length(value) >= {need}")
     return (d.withColumn("valid", F.expr(f"coalesce({valid}, false)"))
+            .withColumn("value_version", F.expr("CASE WHEN value IS NOT NULL THEN value_version END"))
+            .withColumn("metadata_length", F.expr("CASE WHEN valid THEN metadata_length END"))
             .withColumn("metadata_length_unsupported",
                         F.expr("value IS NOT NULL AND value_version >= 4 AND _vlen IS NULL"))
             .withColumn("offset_value", F.expr(f"CASE WHEN valid THEN {_s64(_V, 3)} END"))

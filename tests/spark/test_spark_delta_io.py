@@ -1,0 +1,145 @@
+"""jobs.delta_io, embedded writer: round trip (deltalake and Spark), idempotent window reruns,
+failed runs leaving every table at its previous version, crash detection."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+
+from jobs import delta_io
+from jobs.delta_io import DeltaWriteError, find_incomplete_runs, read_table, window_label, write_tables
+
+pytestmark = pytest.mark.spark
+
+GEN_SCHEMA = "group_id string, generation_id int, ended_at timestamp"
+RUNS_SCHEMA = "run_id string, records_in long"
+T0 = datetime(2026, 11, 21, 1, 2, 3, 456789, tzinfo=UTC)
+
+
+def _gens(spark, rows):
+    return spark.createDataFrame(rows, GEN_SCHEMA)
+
+
+def _runs(spark, run_id, n=1):
+    return spark.createDataFrame([(run_id, n)], RUNS_SCHEMA)
+
+
+def _rows(path: str) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in DeltaTable(path).to_pyarrow_table().to_pylist())
+
+
+def test_window_label() -> None:
+    assert window_label(None, None) == "all"
+    assert window_label(datetime(2026, 11, 21, tzinfo=UTC), datetime(2026, 11, 22, tzinfo=UTC)) == \
+        "20261121T000000Z--20261122T000000Z"
+    assert window_label(datetime(2026, 11, 21, tzinfo=UTC), None) == "20261121T000000Z--open"
+    with pytest.raises(ValueError, match="sub-second"):
+        window_label(T0, None)
+
+
+def test_round_trip_read_by_deltalake_and_spark(spark, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    res = write_tables(spark, {"generations": _gens(spark, [("g", 1, T0), ("g", 2, None)]),
+                               "runs": _runs(spark, "r1")},
+                       run_id="r1", run_window="w1", base_path=base, writer="embedded")
+    assert list(res) == ["generations", "runs"]  # runs last
+    assert res["generations"].created and res["generations"].rows_added == 2 and res["runs"].files_added == 1
+    assert _rows(f"{base}/generations") == [("g", 1, T0, "r1", "w1"), ("g", 2, None, "r1", "w1")]
+    expected = spark.createDataFrame([("g", 1, T0, "r1", "w1"), ("g", 2, None, "r1", "w1")],
+                                     GEN_SCHEMA + ", run_id string, run_window string")
+    assert_df_equality(read_table(spark, f"{base}/generations"), expected, ignore_row_order=True,
+                       ignore_nullable=True)
+    dt = DeltaTable(f"{base}/generations")
+    assert dt.metadata().partition_columns == ["run_window"]
+    stats = dt.get_add_actions(flatten=True)
+    assert sum(stats.column("num_records").to_pylist()) == 2
+
+
+def test_rerun_replaces_only_its_window_and_runs_are_appended(spark, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    write_tables(spark, {"generations": _gens(spark, [("a", 1, None), ("a", 2, None)]), "runs": _runs(spark, "r1")},
+                 run_id="r1", run_window="w1", base_path=base, writer="embedded")
+    write_tables(spark, {"generations": _gens(spark, [("b", 7, None)]), "runs": _runs(spark, "r2")},
+                 run_id="r2", run_window="w2", base_path=base, writer="embedded")
+    res = write_tables(spark, {"generations": _gens(spark, [("a", 3, None)]), "runs": _runs(spark, "r3")},
+                       run_id="r3", run_window="w1", base_path=base, writer="embedded")
+    assert res["generations"].files_removed >= 1
+    assert _rows(f"{base}/generations") == [("a", 3, None, "r3", "w1"), ("b", 7, None, "r2", "w2")]
+    assert [r[0] for r in _rows(f"{base}/runs")] == ["r1", "r2", "r3"]
+    assert find_incomplete_runs(base) == []
+    # rerunning the same window with the same rows leaves the same rows (idempotent)
+    write_tables(spark, {"generations": _gens(spark, [("a", 3, None)]), "runs": _runs(spark, "r4")},
+                 run_id="r4", run_window="w1", base_path=base, writer="embedded")
+    assert [r[:3] for r in _rows(f"{base}/generations")] == [("a", 3, None), ("b", 7, None)]
+
+
+def test_failed_commit_leaves_every_table_at_its_previous_version(spark, tmp_path: Path, monkeypatch) -> None:
+    base = str(tmp_path)
+    write_tables(spark, {"generations": _gens(spark, [("a", 1, None)]),
+                         "violations": spark.createDataFrame([("a", "dup")], "group_id string, kind string"),
+                         "runs": _runs(spark, "r1")},
+                 run_id="r1", run_window="w1", base_path=base, writer="embedded")
+    before = {t: (DeltaTable(f"{base}/{t}").version(), _rows(f"{base}/{t}"))
+              for t in ("generations", "violations", "runs")}
+    real = delta_io._commit_embedded
+
+    def failing(st, run_id, run_window):
+        if st.table == "violations":
+            raise OSError("disk full (injected)")
+        return real(st, run_id, run_window)
+
+    monkeypatch.setattr(delta_io, "_commit_embedded", failing)
+    with pytest.raises(DeltaWriteError, match=r"commit of table violations failed .*rolled back"):
+        write_tables(spark, {"generations": _gens(spark, [("a", 2, None)]),
+                             "violations": spark.createDataFrame([("a", "x")], "group_id string, kind string"),
+                             "newtable": spark.createDataFrame([(1,)], "x int"),
+                             "runs": _runs(spark, "r2")},
+                     run_id="r2", run_window="w1", base_path=base, writer="embedded")
+    for t, (_, rows) in before.items():
+        assert _rows(f"{base}/{t}") == rows, t
+    assert DeltaTable(f"{base}/generations").version() == before["generations"][0] + 2  # commit + its inverse
+    assert not (tmp_path / "newtable").exists() or not DeltaTable.is_deltatable(f"{base}/newtable")
+    assert not (tmp_path / "violations" / "run_window=w1" / "r2").exists()  # staged files cleaned up
+    assert find_incomplete_runs(base) == []
+
+
+def test_failed_data_write_changes_no_table(spark, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    base = str(tmp_path)
+    write_tables(spark, {"generations": _gens(spark, [("a", 1, None)])}, run_id="r1", run_window="w1",
+                 base_path=base, writer="embedded")
+    bad = _gens(spark, [("a", 2, None)]).withColumn("generation_id", F.raise_error("boom").cast("int"))
+    with pytest.raises(Exception, match="boom"):
+        write_tables(spark, {"generations": bad}, run_id="r2", run_window="w1", base_path=base, writer="embedded")
+    assert DeltaTable(f"{base}/generations").version() == 0
+    assert not (tmp_path / "generations" / "run_window=w1" / "r2").exists()
+
+
+def test_crash_between_commits_is_detected(spark, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    write_tables(spark, {"generations": _gens(spark, [("a", 1, None)]), "runs": _runs(spark, "r1")},
+                 run_id="r1", run_window="w1", base_path=base, writer="embedded")
+    # a run whose process died before its runs commit: its table commit is there, its runs row is not
+    write_tables(spark, {"generations": _gens(spark, [("a", 2, None)])}, run_id="r2", run_window="w1",
+                 base_path=base, writer="embedded")
+    found = find_incomplete_runs(base)
+    assert [(f.table, f.run_id, f.run_window) for f in found] == [("generations", "r2", "w1")]
+
+
+def test_schema_change_and_bad_names_are_refused(spark, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    write_tables(spark, {"generations": _gens(spark, [("a", 1, None)])}, run_id="r1", run_window="w1",
+                 base_path=base, writer="embedded")
+    with pytest.raises(DeltaWriteError, match="schema differs"):
+        write_tables(spark, {"generations": spark.createDataFrame([("a",)], "group_id string")}, run_id="r2",
+                     run_window="w1", base_path=base, writer="embedded")
+    with pytest.raises(DeltaWriteError, match="run_window"):
+        write_tables(spark, {"generations": _gens(spark, [])}, run_id="r3", run_window="a/b", base_path=base)
+    with pytest.raises(DeltaWriteError, match="needs the Delta Spark classes"):
+        write_tables(spark, {"generations": _gens(spark, [])}, run_id="r3", run_window="w", base_path=base,
+                     writer="native")
