@@ -101,6 +101,18 @@ class _OrderedHashMap(Generic[V]):
     def put(self, key: str, value: V) -> None:
         raise NotImplementedError
 
+    def _resize(self, capacity: int) -> None:
+        """Rehashes into `capacity` buckets, as both maps do when they double (Java's resize, Scala's
+        growTable): walking the old buckets in order and appending each key to its new bucket keeps Java's
+        insertion order inside a bucket and Scala's hash-sorted chains alike (a new bucket draws its keys
+        from one old bucket, in their old relative order)."""
+        old = self._buckets
+        self._capacity = capacity
+        self._buckets = [[] for _ in range(capacity)]
+        for bucket in old:
+            for key in bucket:
+                self._buckets[self._index(key)].append(key)
+
     def clear(self) -> None:
         """Removes every key; like Java's HashMap#clear and Scala's mutable.HashMap#clear the table keeps its
         size, so later iteration orders still depend on how large the map once was."""
@@ -122,14 +134,6 @@ class JavaHashMap(_OrderedHashMap[V]):
         if len(self._values) > self._capacity * 3 // 4:
             self._resize(self._capacity * 2)
 
-    def _resize(self, capacity: int) -> None:
-        old = self._buckets
-        self._capacity = capacity
-        self._buckets = [[] for _ in range(capacity)]
-        for bucket in old:
-            for key in bucket:
-                self._buckets[self._index(key)].append(key)
-
 
 class ScalaHashMap(_OrderedHashMap[V]):
     """Follows scala.collection.mutable.HashMap of Scala 2.13 (put/remove/iteration order)."""
@@ -141,7 +145,7 @@ class ScalaHashMap(_OrderedHashMap[V]):
             self._values[key] = value
             return
         if len(self._values) + 1 >= int(self._capacity * 0.75):
-            self._grow(self._capacity * 2)
+            self._resize(self._capacity * 2)
         self._insert_sorted(key)
         self._values[key] = value
 
@@ -154,14 +158,6 @@ class ScalaHashMap(_OrderedHashMap[V]):
                 pos = i
                 break
         bucket.insert(pos, key)
-
-    def _grow(self, capacity: int) -> None:
-        old = self._buckets
-        self._capacity = capacity
-        self._buckets = [[] for _ in range(capacity)]
-        for bucket in old:
-            for key in bucket:
-                self._buckets[self._index(key)].append(key)
 
 
 class HashSetOrder:
