@@ -73,21 +73,15 @@ class TimerQueue:
 
     def pop_due(self, now_ms: int) -> Timer | None:
         """Removes and returns the earliest timer due at or before `now_ms`."""
-        while self._heap:
-            deadline, seq, key = self._heap[0]
-            current = self._timers.get(key)
-            if current is None or current.seq != seq:
-                heapq.heappop(self._heap)
-                continue
-            if deadline > now_ms:
-                return None
-            heapq.heappop(self._heap)
-            del self._timers[key]
-            return current
-        return None
+        deadline = self.next_deadline()
+        if deadline is None or deadline > now_ms:
+            return None
+        _, _, key = heapq.heappop(self._heap)  # the live top: next_deadline dropped the stale ones
+        return self._timers.pop(key)
 
     def next_deadline(self) -> int | None:
-        """The earliest pending deadline, or None."""
+        """The earliest pending deadline, or None; drops the heap's stale entries (cancelled or
+        rescheduled timers) on the way, so the top of the heap is then the earliest live timer."""
         while self._heap:
             deadline, seq, key = self._heap[0]
             current = self._timers.get(key)
