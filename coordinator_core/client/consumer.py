@@ -59,6 +59,10 @@ PROTOCOL_TYPE = "consumer"
 COOPERATIVE_STICKY = "cooperative-sticky"
 REVOKE_REASON = "need to revoke partitions and re-join"
 
+#: the errors on which the join and sync handlers mark the coordinator unknown before retrying
+_COORDINATOR_ERRORS = frozenset({Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR,
+                                 Errors.COORDINATOR_LOAD_IN_PROGRESS})
+
 Request = JoinGroupRequest | SyncGroupRequest | HeartbeatRequest | LeaveGroupRequest | OffsetCommitRequest
 Observer = Callable[[str, dict[str, Any]], None]
 
@@ -567,16 +571,19 @@ class GroupConsumer:
         if err is Errors.UNKNOWN_MEMBER_ID:
             if self._generation_unchanged(sent):
                 self._reset_state_and_rejoin(f"encountered {err.name} from JOIN_GROUP response", True)
-            self._request_rejoin(f"rebalance failed due to {_exception_name(err)}")
-            return []
-        if err in (Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION):
-            self._request_rejoin(f"rebalance failed due to {_exception_name(err)}")
-            return []
-        if err in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS):
-            self._coordinator_unknown(now)
-            self._request_rejoin(f"rebalance failed due to {_exception_name(err)}")
-            return []
+            return self._rebalance_failed(err, now)
+        if err in (Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION) or err in _COORDINATOR_ERRORS:
+            return self._rebalance_failed(err, now)
         self._fail(f"JoinGroup failed: {err.name}")
+        return []
+
+    def _rebalance_failed(self, err: Errors, now: int) -> list[Request]:
+        """Follows AbstractCoordinator#joinGroupIfNeeded on a join or sync future that failed with a
+        retriable error: a rejoin is requested with the exception's simple name; for a coordinator
+        error the response handler has first marked the coordinator unknown."""
+        if err in _COORDINATOR_ERRORS:
+            self._coordinator_unknown(now)
+        self._request_rejoin(f"rebalance failed due to {_exception_name(err)}")
         return []
 
     def _sync_request(self, assignments: tuple[tuple[str, bytes], ...]) -> SyncGroupRequest:
@@ -649,15 +656,9 @@ class GroupConsumer:
             if self._generation_unchanged(sent):
                 self._reset_state_and_rejoin(f"encountered {err.name} from SYNC_GROUP response",
                                              err is not Errors.ILLEGAL_GENERATION)
-            self._request_rejoin(f"rebalance failed due to {_exception_name(err)}")
-            return []
-        if err is Errors.REBALANCE_IN_PROGRESS:
-            self._request_rejoin(f"rebalance failed due to {_exception_name(err)}")
-            return []
-        if err in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS):
-            self._coordinator_unknown(now)
-            self._request_rejoin(f"rebalance failed due to {_exception_name(err)}")
-            return []
+            return self._rebalance_failed(err, now)
+        if err is Errors.REBALANCE_IN_PROGRESS or err in _COORDINATOR_ERRORS:
+            return self._rebalance_failed(err, now)
         self._fail(f"SyncGroup failed: {err.name}")
         return []
 
