@@ -4,17 +4,17 @@ Follows AbstractStickyAssignor.ConstrainedAssignmentBuilder."""
 from __future__ import annotations
 
 from coordinator_core.client.assignors.base import GroupInput, TopicPartition
-from coordinator_core.client.assignors.jcollections import JavaListIterator, java_string_key
+from coordinator_core.client.assignors.jcollections import (
+    JavaListIterator,
+    java_string_key,
+    topic_partition_key,
+)
 from coordinator_core.client.assignors.racks import RackInfo
 from coordinator_core.errors import AssignorError
 
 
 def _partition_then_topic(tp: TopicPartition) -> tuple[int, bytes]:
     return tp.partition, java_string_key(tp.topic)
-
-
-def _topic_then_partition(tp: TopicPartition) -> tuple[bytes, int]:
-    return java_string_key(tp.topic), tp.partition
 
 
 class ConstrainedAssignmentBuilder:
@@ -182,7 +182,7 @@ class ConstrainedAssignmentBuilder:
         topics = sorted(self.partitions_per_topic, key=java_string_key)
         if not assigned:
             return [TopicPartition(t, p) for t in topics for p in range(self.partitions_per_topic[t])]
-        assigned.sort(key=_topic_then_partition)
+        assigned.sort(key=topic_partition_key)
         unassigned: list[TopicPartition] = []
         add_directly = False
         it = iter(assigned)
