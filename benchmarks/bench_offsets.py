@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"generated {path} in {time.perf_counter() - t0:.1f} s", flush=True)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import functions as F  # noqa: TID251 (benchmarks/ is not coordinator_core)
+    from pyspark.sql import functions as F
 
     from jobs import offsets_path as op
     from jobs.spark_session import build_session
