@@ -27,6 +27,19 @@ def _error(req: JoinGroupRequest, error: Errors, member_id: str) -> JoinGroupRes
     return JoinGroupResponse(correlation_id=req.correlation_id, error_code=error, member_id=member_id)
 
 
+def _refused(shard: Shard, group: ClassicGroup, req: JoinGroupRequest, member_id: str) -> bool:
+    """The checks both classicGroupJoinNewMember and classicGroupJoinExistingMember open with: a Dead
+    group answers COORDINATOR_NOT_AVAILABLE (J4 / J10), protocols the group cannot take answer
+    INCONSISTENT_GROUP_PROTOCOL (J5 / J11); `member_id` is the one the error response carries."""
+    if group.is_in(DEAD):
+        shard.respond(_error(req, Errors.COORDINATOR_NOT_AVAILABLE, member_id))
+        return True
+    if not group.supports_protocols(req.protocol_type, {n for n, _ in req.protocols}):
+        shard.respond(_error(req, Errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
+        return True
+    return False
+
+
 def join_reason(shard: Shard, req: JoinGroupRequest) -> str:
     """Follows JoinGroupRequest#joinReason (J maps "" too) / S `reason.getOrElse("not provided")`."""
     if req.reason is None or (shard.config.is_java and req.reason == ""):
@@ -99,11 +112,7 @@ def _write_new_group(shard: Shard, group: ClassicGroup, req: JoinGroupRequest) -
 
 def _join_new_member(shard: Shard, group: ClassicGroup, req: JoinGroupRequest) -> None:
     """Follows GroupMetadataManager#classicGroupJoinNewMember."""
-    if group.is_in(DEAD):
-        shard.respond(_error(req, Errors.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID))  # J4
-        return
-    if not group.supports_protocols(req.protocol_type, {n for n, _ in req.protocols}):
-        shard.respond(_error(req, Errors.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID))  # J5
+    if _refused(shard, group, req, UNKNOWN_MEMBER_ID):  # J4, J5
         return
     new_id = shard.new_member_id(req.client_id, req.group_instance_id)
     if req.group_instance_id is not None:
@@ -220,11 +229,7 @@ def _update_static_member(shard: Shard, group: ClassicGroup, req: JoinGroupReque
 def _join_existing_member(shard: Shard, group: ClassicGroup, req: JoinGroupRequest) -> None:
     """Follows GroupMetadataManager#classicGroupJoinExistingMember / GroupCoordinator#doCurrentMemberJoinGroup."""
     member_id = req.member_id
-    if group.is_in(DEAD):
-        shard.respond(_error(req, Errors.COORDINATOR_NOT_AVAILABLE, member_id))  # J10
-        return
-    if not group.supports_protocols(req.protocol_type, {n for n, _ in req.protocols}):
-        shard.respond(_error(req, Errors.INCONSISTENT_GROUP_PROTOCOL, member_id))  # J11
+    if _refused(shard, group, req, member_id):  # J10, J11
         return
     if member_id in group.pending_members:  # J12
         if req.group_instance_id is not None:
