@@ -11,7 +11,6 @@ where a case's ownership is the previous case's result after members joined or l
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass, field
 
@@ -26,11 +25,10 @@ from coordinator_core.client.assignors import (
 )
 from coordinator_core.consumer_protocol import encode_cooperative_user_data, encode_sticky_user_data
 from coordinator_core.errors import AssignorError
-from tests.oracle.kafka_jar import OracleUnavailable, run_java
+from tests.oracle.kafka_jar import SEED, run_oracle
 
 pytestmark = pytest.mark.oracle
 
-SEED = int(os.environ.get("ORACLE_SEED", "20241025"))
 RACKS = ("rack-a", "rack-b", "rack-c")
 
 
@@ -272,12 +270,7 @@ def _run_cases(assignor: str, count: int) -> tuple[list[Case], list[tuple], list
         cases.append(case)
         py_results.append(_python_run(case, instance))
     stdin = "\n".join(line for case in cases for line in _case_lines(case)) + "\n"
-    try:
-        java_results = _parse_output(run_java("AssignorOracle", stdin, timeout=600))
-    except OracleUnavailable as e:
-        if os.environ.get("ORACLE") == "1":
-            raise
-        pytest.skip(f"oracle unavailable: {e}")
+    java_results = _parse_output(run_oracle("AssignorOracle", stdin, timeout=600))
     return cases, py_results, java_results
 
 

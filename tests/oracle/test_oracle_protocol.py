@@ -9,7 +9,6 @@ bytes == our reading (in any order, any version up to 6, with trailing bytes or 
 
 from __future__ import annotations
 
-import os
 import random
 from collections import Counter
 
@@ -31,22 +30,14 @@ from coordinator_core.consumer_protocol import (
 from coordinator_core.errors import RecordDecodeError
 from coordinator_core.jhash import java_string_hashcode, spread
 from coordinator_core.records import partition_for
-from tests.oracle.kafka_jar import OracleUnavailable, run_java
+from tests.oracle.kafka_jar import SEED, run_oracle
 
 pytestmark = pytest.mark.oracle
-
-SEED = int(os.environ.get("ORACLE_SEED", "20241025"))
 
 
 def _oracle(lines: list[str]) -> list[str]:
     """Runs ProtocolOracle once over all request lines; skips when no jar/JDK (fails with ORACLE=1)."""
-    try:
-        out = run_java("ProtocolOracle", "".join(line + "\n" for line in lines))
-    except OracleUnavailable as e:
-        if os.environ.get("ORACLE") == "1":
-            raise
-        pytest.skip(f"Kafka oracle unavailable: {e}")
-    answers = out.splitlines()
+    answers = run_oracle("ProtocolOracle", "".join(line + "\n" for line in lines)).splitlines()
     assert len(answers) == len(lines), f"{len(lines)} requests but {len(answers)} answers"
     return answers
 
