@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 
@@ -33,6 +35,8 @@ from coordinator_core.records import partition_for
 from tests.oracle.kafka_jar import SEED, run_oracle
 
 pytestmark = pytest.mark.oracle
+
+T = TypeVar("T")
 
 
 def _oracle(lines: list[str]) -> list[str]:
@@ -157,6 +161,21 @@ def check_reading(ours_decode, render, kafka_answer: str, data: bytes) -> None:
     assert kafka_answer == f"OK {ours}", f"bytes {data.hex()}"
 
 
+def check_answers(checks: list[tuple[str, Any]], answers: list[str], encode: Callable[[T], bytes],
+                  decode: Callable[[bytes], T], render: Callable[[T], str], *,
+                  as_read: Callable[[T], T] = lambda item: item) -> None:
+    """Kafka's answers to a subscription or assignment test: for a ("ser", content) case Kafka's
+    serializer wrote our bytes and we read them back as `as_read(content)`; for a ("de", bytes) case
+    Kafka read the bytes as we do (`check_reading`)."""
+    for (kind, item), answer in zip(checks, answers, strict=True):
+        if kind == "ser":
+            ours = encode(item)
+            assert answer == f"OK {ours.hex()}", f"{item}"
+            assert decode(ours) == as_read(item)
+        else:
+            check_reading(decode, render, answer, item)
+
+
 # ---- tests
 
 def test_subscription_matches_kafka(oracle_cases: int) -> None:
@@ -174,14 +193,8 @@ def test_subscription_matches_kafka(oracle_cases: int) -> None:
         data = mangle(rng, encode_subscription(odd))
         lines.append(f"SUB_DE\t{data.hex()}")
         checks.append(("de", data))
-    answers = _oracle(lines)
-    for (kind, item), answer in zip(checks, answers, strict=True):
-        if kind == "ser":
-            ours = encode_subscription(item)
-            assert answer == f"OK {ours.hex()}", f"{item}"
-            assert decode_subscription(ours) == at_version(item)
-        else:
-            check_reading(decode_subscription, render_subscription, answer, item)
+    check_answers(checks, _oracle(lines), encode_subscription, decode_subscription, render_subscription,
+                  as_read=at_version)
 
 
 def test_assignment_matches_kafka(oracle_cases: int) -> None:
@@ -198,14 +211,7 @@ def test_assignment_matches_kafka(oracle_cases: int) -> None:
         data = mangle(rng, encode_assignment(odd))
         lines.append(f"ASG_DE\t{data.hex()}")
         checks.append(("de", data))
-    answers = _oracle(lines)
-    for (kind, item), answer in zip(checks, answers, strict=True):
-        if kind == "ser":
-            ours = encode_assignment(item)
-            assert answer == f"OK {ours.hex()}", f"{item}"
-            assert decode_assignment(ours) == item
-        else:
-            check_reading(decode_assignment, render_assignment, answer, item)
+    check_answers(checks, _oracle(lines), encode_assignment, decode_assignment, render_assignment)
 
 
 def _colliding_topics(rng: random.Random, count: int, mask: int) -> list[str]:
