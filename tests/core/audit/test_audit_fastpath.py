@@ -29,9 +29,9 @@ from coordinator_core.records import (
     decode,
     encode,
 )
+from tests.support.codec import INT32
 
 TEXT = st.text(max_size=12)
-INT32 = st.integers(-(2**31), 2**31 - 1)
 PARTS = st.lists(st.builds(TopicPartitions, TEXT, st.lists(INT32, max_size=5).map(tuple)), max_size=3).map(tuple)
 
 

@@ -63,14 +63,11 @@ from coordinator_core.records_kip848 import (
     TopicIdPartitions,
     TopicMetadata,
 )
+from tests.support.codec import INT8, INT16, INT32, INT64, assert_record_round_trip
 
 text = st.text(max_size=20)
 opt_text = st.none() | text
 blob = st.binary(max_size=40)
-i8 = st.integers(-(2**7), 2**7 - 1)
-i16 = st.integers(-(2**15), 2**15 - 1)
-i32 = st.integers(-(2**31), 2**31 - 1)
-i64 = st.integers(-(2**63), 2**63 - 1)
 uuids = st.uuids().map(lambda u: uuid.UUID(int=u.int))
 # unknown tags: 0 is ConsumerGroupMemberMetadataValue's known ClassicMemberMetadata, so start at 1
 raw_tags = st.lists(st.tuples(st.integers(1, 2**20), st.binary(max_size=8)), max_size=3,
@@ -78,14 +75,7 @@ raw_tags = st.lists(st.tuples(st.integers(1, 2**20), st.binary(max_size=8)), max
 
 
 def tp() -> st.SearchStrategy[TopicPartitions]:
-    return st.builds(TopicPartitions, text, st.lists(i32, max_size=6).map(tuple))
-
-
-def assert_record_round_trip(rec: CoordinatorRecord) -> None:
-    key, value = encode(rec)
-    back = decode(key, value, is_control=rec.is_control)
-    assert back == rec
-    assert encode(back) == (key, value)
+    return st.builds(TopicPartitions, text, st.lists(INT32, max_size=6).map(tuple))
 
 
 # ---- records ---------------------------------------------------------------------------------
@@ -94,14 +84,14 @@ def assert_record_round_trip(rec: CoordinatorRecord) -> None:
 def offset_records(draw: Callable[..., Any]) -> CoordinatorRecord:
     version = draw(st.integers(0, 4))
     value = OffsetCommitValue(
-        offset=draw(i64),
-        leader_epoch=draw(i32) if version >= 3 else -1,
+        offset=draw(INT64),
+        leader_epoch=draw(INT32) if version >= 3 else -1,
         metadata=draw(text),
-        commit_timestamp=draw(i64),
-        expire_timestamp=draw(i64) if version == 1 else -1,
+        commit_timestamp=draw(INT64),
+        expire_timestamp=draw(INT64) if version == 1 else -1,
         unknown_tagged_fields=draw(raw_tags) if version >= 4 else (),
     )
-    key = OffsetCommitKey(draw(text), draw(text), draw(i32))
+    key = OffsetCommitKey(draw(text), draw(text), draw(INT32))
     return CoordinatorRecord(key, value, draw(st.integers(0, 1)), version)
 
 
@@ -119,14 +109,14 @@ def group_records(draw: Callable[..., Any]) -> CoordinatorRecord:
         group_instance_id=opt_text if version >= 3 else st.none(),
         client_id=text,
         client_host=text,
-        rebalance_timeout=i32 if version >= 1 else st.just(-1),
-        session_timeout=i32,
+        rebalance_timeout=INT32 if version >= 1 else st.just(-1),
+        session_timeout=INT32,
         subscription=blob,
         assignment=blob,
         unknown_tagged_fields=raw_tags if version >= 4 else st.just(()),
     ), max_size=4).map(tuple))
-    value = GroupMetadataValue(draw(text), draw(i32), draw(opt_text), draw(opt_text),
-                               draw(i64) if version >= 2 else -1, members,
+    value = GroupMetadataValue(draw(text), draw(INT32), draw(opt_text), draw(opt_text),
+                               draw(INT64) if version >= 2 else -1, members,
                                draw(raw_tags) if version >= 4 else ())
     return CoordinatorRecord(GroupMetadataKey(draw(text)), value, 2, version)
 
@@ -145,26 +135,26 @@ def _tagged(cls: type, *fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any
     return st.builds(cls, *fields, unknown_tagged_fields=raw_tags)
 
 
-_tip = _tagged(TopicIdPartitions, uuids, st.lists(i32, max_size=5).map(tuple))
+_tip = _tagged(TopicIdPartitions, uuids, st.lists(INT32, max_size=5).map(tuple))
 KIP848_STRATEGIES: list[tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = [
-    (st.builds(ConsumerGroupMetadataKey, text), _tagged(ConsumerGroupMetadataValue, i32)),
+    (st.builds(ConsumerGroupMetadataKey, text), _tagged(ConsumerGroupMetadataValue, INT32)),
     (st.builds(ConsumerGroupPartitionMetadataKey, text), _tagged(
         ConsumerGroupPartitionMetadataValue, st.lists(_tagged(
-            TopicMetadata, uuids, text, i32, st.lists(_tagged(
-                PartitionMetadata, i32, st.lists(text, max_size=3).map(tuple)), max_size=3).map(tuple)),
+            TopicMetadata, uuids, text, INT32, st.lists(_tagged(
+                PartitionMetadata, INT32, st.lists(text, max_size=3).map(tuple)), max_size=3).map(tuple)),
             max_size=3).map(tuple))),
     (st.builds(ConsumerGroupMemberMetadataKey, text, text), _tagged(
         ConsumerGroupMemberMetadataValue, opt_text, opt_text, text, text, st.lists(text, max_size=3).map(tuple),
-        opt_text, i32, opt_text, st.none() | _tagged(
-            ClassicMemberMetadata, i32, st.lists(_tagged(ClassicProtocol, text, blob), max_size=3).map(tuple)))),
-    (st.builds(ConsumerGroupTargetAssignmentMetadataKey, text), _tagged(ConsumerGroupTargetAssignmentMetadataValue, i32)),
+        opt_text, INT32, opt_text, st.none() | _tagged(
+            ClassicMemberMetadata, INT32, st.lists(_tagged(ClassicProtocol, text, blob), max_size=3).map(tuple)))),
+    (st.builds(ConsumerGroupTargetAssignmentMetadataKey, text), _tagged(ConsumerGroupTargetAssignmentMetadataValue, INT32)),
     (st.builds(ConsumerGroupTargetAssignmentMemberKey, text, text), _tagged(
         ConsumerGroupTargetAssignmentMemberValue, st.lists(_tip, max_size=3).map(tuple))),
     (st.builds(ConsumerGroupCurrentMemberAssignmentKey, text, text), _tagged(
-        ConsumerGroupCurrentMemberAssignmentValue, i32, i32, i8, st.lists(_tip, max_size=3).map(tuple),
+        ConsumerGroupCurrentMemberAssignmentValue, INT32, INT32, INT8, st.lists(_tip, max_size=3).map(tuple),
         st.lists(_tip, max_size=3).map(tuple))),
     (st.builds(ConsumerGroupRegularExpressionKey, text, text), _tagged(
-        ConsumerGroupRegularExpressionValue, st.lists(text, max_size=3).map(tuple), i64, i64)),
+        ConsumerGroupRegularExpressionValue, st.lists(text, max_size=3).map(tuple), INT64, INT64)),
 ]
 
 
@@ -180,13 +170,13 @@ def test_kip848_round_trip(strategies: tuple[st.SearchStrategy[Any], st.SearchSt
     check()
 
 
-@given(st.integers(-(2**15), 2**15 - 1).filter(lambda t: t not in records._SCHEMAS), blob, i16, blob)
+@given(st.integers(-(2**15), 2**15 - 1).filter(lambda t: t not in records._SCHEMAS), blob, INT16, blob)
 def test_unknown_record_round_trip(record_type: int, raw_key: bytes, version: int, raw_value: bytes) -> None:
     assert_record_round_trip(CoordinatorRecord(UnknownRecordKey(record_type, raw_key),
                                                UnknownRecordValue(raw_value), record_type, version))
 
 
-@given(st.integers(0, 2**15 - 1), st.integers(0, 1), st.integers(0, 2**15 - 1), i32)
+@given(st.integers(0, 2**15 - 1), st.integers(0, 1), st.integers(0, 2**15 - 1), INT32)
 def test_marker_round_trip(key_version: int, control_type: int, value_version: int, epoch: int) -> None:
     assert_record_round_trip(CoordinatorRecord(ControlRecordKey(control_type), ControlRecordValue(epoch),
                                                key_version, value_version))
@@ -250,7 +240,7 @@ def subscriptions(draw: Callable[..., Any]) -> Subscription:
         topics=tuple(draw(st.lists(text, max_size=5))),
         user_data=draw(st.none() | blob),
         owned_partitions=tuple(draw(st.lists(tp(), max_size=4))) if version >= 1 else (),
-        generation_id=draw(i32) if version >= 2 else -1,
+        generation_id=draw(INT32) if version >= 2 else -1,
         rack_id=draw(opt_text) if version >= 3 else None,
         trailing=draw(blob) if version > 3 else b"",
     )
@@ -270,7 +260,7 @@ def test_assignment_round_trip(version: int, parts: tuple[TopicPartitions, ...],
     assert decode_assignment(data) == asg
 
 
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "orders", "ü", "t\U0001f600"]) | text, i32), max_size=30), i32)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "orders", "ü", "t\U0001f600"]) | text, INT32), max_size=30), INT32)
 def test_sticky_user_data_round_trip(pairs: list[tuple[str, int]], generation: int) -> None:
     decoded = decode_sticky_user_data(encode_sticky_user_data(pairs, generation=generation))
     assert decoded.generation == generation
@@ -281,6 +271,6 @@ def test_sticky_user_data_round_trip(pairs: list[tuple[str, int]], generation: i
         assert list(g.partitions) == [p for t, p in pairs if t == g.topic]
 
 
-@given(i32)
+@given(INT32)
 def test_cooperative_user_data_round_trip(generation: int) -> None:
     assert decode_cooperative_user_data(encode_cooperative_user_data(generation)) == generation

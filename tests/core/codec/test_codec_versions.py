@@ -56,19 +56,13 @@ from coordinator_core.records_kip848 import (
     TopicIdPartitions,
     TopicMetadata,
 )
+from tests.support.codec import round_trip
 
 TS = 1700000000000
 OFFSET_KEY = OffsetCommitKey("grp", "orders", 7)
 FULL_OFFSET = OffsetCommitValue(42, 3, "meta", TS, TS + 86_400_000)
 MEMBER = MemberMetadata("m1", "inst-1", "c1", "/10.0.0.1", 300000, 45000, b"\x00\x01sub", b"\x00\x01asg")
 FULL_GROUP = GroupMetadataValue("consumer", 5, "range", "m1", TS, (MEMBER, MEMBER))
-
-
-def round_trip(rec: CoordinatorRecord) -> CoordinatorRecord:
-    key, value = encode(rec)
-    back = decode(key, value)
-    assert encode(back) == (key, value)
-    return back
 
 
 # ---- OffsetCommit key v0/v1 and value v0–v4 ---------------------------------------------------
