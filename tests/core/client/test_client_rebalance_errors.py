@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from coordinator_core.client.assignors import ASSIGNORS
-from coordinator_core.client.consumer import ConsumerConfig, GroupConsumer
+from coordinator_core.client.consumer import ConsumerConfig, GroupConsumer, Request
 from coordinator_core.protocol import (
     Errors,
     JoinGroupRequest,
@@ -28,7 +28,7 @@ def consumer() -> GroupConsumer:
                          next_correlation_id=lambda: next(cids))
 
 
-def failed_join(join: JoinGroupRequest, error: Errors, *, member_id: str = "") -> JoinGroupResponse:
+def failed_join(join: Request, error: Errors, *, member_id: str = "") -> JoinGroupResponse:
     return JoinGroupResponse(correlation_id=join.correlation_id, error_code=error, member_id=member_id)
 
 
@@ -44,6 +44,19 @@ def joined_follower(c: GroupConsumer) -> SyncGroupRequest:
     return sync
 
 
+def assert_rejoins(c: GroupConsumer, out: list[Request], now: int, name: str, *, backoff: bool) -> None:
+    """`c` answered a failed response at `now` with `out`: a rejoin for exception `name`, sent at once,
+    or (coordinator errors: the coordinator is marked unknown) only once the retry backoff has passed."""
+    assert c.fatal is None and c.rejoin_needed
+    assert c.rejoin_reason == f"rebalance failed due to {name}"
+    if backoff:
+        assert out == [] and c.wake_at() == now + BACKOFF
+        (again,) = c.tick(now + BACKOFF)
+    else:
+        (again,) = out
+    assert isinstance(again, JoinGroupRequest)
+
+
 @pytest.mark.parametrize(("error", "name", "backoff"), [
     (Errors.REBALANCE_IN_PROGRESS, "RebalanceInProgressException", False),
     (Errors.ILLEGAL_GENERATION, "IllegalGenerationException", False),
@@ -54,15 +67,7 @@ def joined_follower(c: GroupConsumer) -> SyncGroupRequest:
 def test_join_failure_requests_a_rejoin(error: Errors, name: str, backoff: bool) -> None:
     c = consumer()
     (join,) = c.start(0)
-    out = c.handle(failed_join(join, error), 5)
-    assert c.fatal is None and c.rejoin_needed
-    assert c.rejoin_reason == f"rebalance failed due to {name}"
-    if backoff:  # the coordinator is marked unknown: no new JoinGroup before the backoff ends
-        assert out == [] and c.wake_at() == 5 + BACKOFF
-        (again,) = c.tick(5 + BACKOFF)
-    else:
-        (again,) = out
-    assert isinstance(again, JoinGroupRequest)
+    assert_rejoins(c, c.handle(failed_join(join, error), 5), 5, name, backoff=backoff)
 
 
 def test_join_unknown_member_resets_the_member_id_then_rejoins() -> None:
@@ -93,15 +98,8 @@ def test_sync_failure_requests_a_rejoin(error: Errors, name: str, backoff: bool)
     c = consumer()
     sync = joined_follower(c)
     out = c.handle(SyncGroupResponse(correlation_id=sync.correlation_id, error_code=error), 20)
-    assert c.fatal is None and c.rejoin_needed
-    assert c.rejoin_reason == f"rebalance failed due to {name}"
     assert c.generation.member_id == "m-1"  # kept: only UNKNOWN_MEMBER_ID/ILLEGAL_GENERATION reset state
-    if backoff:
-        assert out == [] and c.wake_at() == 20 + BACKOFF
-        (again,) = c.tick(20 + BACKOFF)
-    else:
-        (again,) = out
-    assert isinstance(again, JoinGroupRequest)
+    assert_rejoins(c, out, 20, name, backoff=backoff)
 
 
 @pytest.mark.parametrize(("error", "name", "member_id"), [
