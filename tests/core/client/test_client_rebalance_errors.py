@@ -57,13 +57,17 @@ def assert_rejoins(c: GroupConsumer, out: list[Request], now: int, name: str, *,
     assert isinstance(again, JoinGroupRequest)
 
 
-@pytest.mark.parametrize(("error", "name", "backoff"), [
+# errors both handlers answer with a rejoin: (error, the exception named in the reason, coordinator backoff)
+RETRIED = [
     (Errors.REBALANCE_IN_PROGRESS, "RebalanceInProgressException", False),
-    (Errors.ILLEGAL_GENERATION, "IllegalGenerationException", False),
     (Errors.COORDINATOR_NOT_AVAILABLE, "CoordinatorNotAvailableException", True),
     (Errors.NOT_COORDINATOR, "NotCoordinatorException", True),
     (Errors.COORDINATOR_LOAD_IN_PROGRESS, "CoordinatorLoadInProgressException", True),
-])
+]
+
+
+@pytest.mark.parametrize(("error", "name", "backoff"),
+                         [*RETRIED, (Errors.ILLEGAL_GENERATION, "IllegalGenerationException", False)])
 def test_join_failure_requests_a_rejoin(error: Errors, name: str, backoff: bool) -> None:
     c = consumer()
     (join,) = c.start(0)
@@ -88,12 +92,7 @@ def test_join_other_error_is_fatal() -> None:
     assert c.fatal == "JoinGroup failed: GROUP_AUTHORIZATION_FAILED"
 
 
-@pytest.mark.parametrize(("error", "name", "backoff"), [
-    (Errors.REBALANCE_IN_PROGRESS, "RebalanceInProgressException", False),
-    (Errors.COORDINATOR_NOT_AVAILABLE, "CoordinatorNotAvailableException", True),
-    (Errors.NOT_COORDINATOR, "NotCoordinatorException", True),
-    (Errors.COORDINATOR_LOAD_IN_PROGRESS, "CoordinatorLoadInProgressException", True),
-])
+@pytest.mark.parametrize(("error", "name", "backoff"), RETRIED)
 def test_sync_failure_requests_a_rejoin(error: Errors, name: str, backoff: bool) -> None:
     c = consumer()
     sync = joined_follower(c)
