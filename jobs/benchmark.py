@@ -40,8 +40,15 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   least-squares slope (seconds per million records), intercept, and the marginal cost per record
   from 2x to 4x over that from 1x to 2x (1.0 = linear; above 1.25 is reported as not linear).
 
-The default full run (20M records) takes about 30 minutes on a 2-core machine once the inputs
-exist (generating them adds about 6 minutes the first time).
+Spark measurements run in a child process with one session (`--in-process`: in this process's
+session instead, as the tests do). A step that kills the JVM (local mode dies with an executor's
+OutOfMemoryError) is recorded as failed and the remaining steps go on in a fresh session with the
+same settings. The driver heap defaults to 6g here (`DEFAULT_DRIVER_MEMORY`; the job's laptop
+default of 2g runs out of memory in the offset path at 20M records).
+
+The default full run (20M records, 5,000 groups, scaling at 5M/10M/20M) took 13.5 minutes on this
+2-core machine (shared, load average 2.5-3) once the inputs existed; generating them adds about
+7 minutes the first time (20M: 4.7 min, 5M and 10M: 2.2 min).
 """
 
 from __future__ import annotations
@@ -96,6 +103,10 @@ TARGETS: dict[str, str] = {
     "scaling_linear": "marginal cost per record 2x->4x <= 1.25 x that of 1x->2x",
 }
 _LINEARITY_TOLERANCE = 1.25
+DEFAULT_DRIVER_MEMORY = "6g"
+"""The benchmark's driver heap unless `--conf spark.driver.memory=...` says otherwise: with the
+job's laptop default (2g, conf/spark-local.toml) the offset path dies of OutOfMemoryError at 20M
+records (measured; the step is then recorded as failed and the run goes on in a fresh session)."""
 _T0 = time.perf_counter()
 
 
@@ -134,6 +145,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="directory of benchmark.json (default bench/)")
     p.add_argument("--work-dir", type=Path, help="parent of the temp dir the audits write to (default: system temp)")
     p.add_argument("--keep-output", action="store_true", help="keep the audits' Delta tables")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the Spark measurements in this process, in its active session if any (tests); by "
+                        "default they run in a child process that is replaced if a step kills the JVM")
     args = p.parse_args(argv)
     skip = {s.strip() for item in args.skip for s in item.split(",") if s.strip()}
     unknown = skip - set(MEASUREMENTS)
@@ -150,6 +164,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for item in args.conf:
         if "=" not in item:
             p.error(f"--conf {item}: expected KEY=VALUE")
+    if not any(item.split("=", 1)[0] == "spark.driver.memory" for item in args.conf):
+        args.conf.append(f"spark.driver.memory={DEFAULT_DRIVER_MEMORY}")
     return args
 
 
@@ -843,30 +859,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         m["memory"] = {"single_group": _in_fresh_process(this.single_group_memory, args.single_group_commits)}
         _log(f"memory: peak RSS {m['memory']['single_group']['peak_rss_mib']:,.0f} MiB")
 
-    spark_needed = bool({"bare_scan", "offset_path", "audit", "peer", "scaling"} - skip)
-    if spark_needed:
-        from pyspark.sql import SparkSession
-
-        from jobs.spark_session import build_session
-
-        existed = SparkSession.getActiveSession() is not None
-        conf = dict(item.split("=", 1) for item in args.conf)
-        spark = build_session(master=args.master, app_name="coordinator-audit-benchmark", conf=conf)
-        spark.sparkContext.setLogLevel("ERROR")
-        report["environment"].update({"spark": spark.version, "master": spark.sparkContext.master,
-                                      "spark_conf": {k: v for k, v in spark.sparkContext.getConf().getAll()
-                                                     if k.startswith(("spark.sql.", "spark.driver.memory",
-                                                                      "spark.default", "spark.executor"))}})
+    steps = _spark_steps(args, path, scale_points)
+    if steps:
         work = Path(tempfile.mkdtemp(prefix="coordinator-audit-bench-", dir=args.work_dir))
         try:
-            _run_spark(spark, args, report, path, scale_points, work)
+            results, env = _run_spark_steps(this, args, steps, work)
         finally:
             if args.keep_output:
                 _log(f"audit outputs kept under {work}")
             else:
                 shutil.rmtree(work, ignore_errors=True)
-            if not existed:
-                spark.stop()
+        report["environment"].update(env)
+        _collect(report, results, path, scale_points)
 
     report["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     bare = report.get("bare_scan_seconds")
@@ -887,51 +891,174 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _run_spark(spark: SparkSession, args: argparse.Namespace, report: dict[str, Any], path: Path,
-               scale_points: list[tuple[int, Path, int]], work: Path) -> None:
-    m, skip = report["measurements"], args.skip
-    src = str(path)
-    spark.read.parquet(src).limit(1).collect()  # JVM warm-up: class loading, the first Parquet footer
+# --- the Spark steps, run in a child process so that a dead JVM (an OutOfMemoryError in local mode
+# kills the driver) costs one measurement, not the run: the remaining steps go on in a fresh session
+# with the same settings, and the failure is recorded.
 
+
+def _spark_steps(args: argparse.Namespace, path: Path, scale_points: list[tuple[int, Path, int]]
+                 ) -> list[dict[str, Any]]:
+    skip, src = args.skip, str(path)
+    steps: list[dict[str, Any]] = []
     if "bare_scan" not in skip:
-        _log("bare scan (first)")
-        m["bare_scan"] = {"first": measure_bare_scan(spark, src)}
-        _log(f"bare scan: {m['bare_scan']['first']['seconds']:.2f} s")
+        steps.append({"name": "bare_scan.first", "kind": "bare_scan", "path": src})
     if "offset_path" not in skip:
-        _log("offset path alone (noop sink)")
-        m["offset_path"] = measure_offset_path(spark, src)
-        _log(f"offset path: {m['offset_path']['seconds']:.2f} s")
-        m["input_dedup"] = measure_input_dedup(spark, src)
-        _log(f"input read + dedup: {m['input_dedup']['seconds']:.2f} s")
+        steps.append({"name": "offset_path", "kind": "offset_path", "path": src})
+        steps.append({"name": "input_dedup", "kind": "input_dedup", "path": src})
     if "audit" not in skip:
-        _log("audit end to end (Delta tables to a temp dir)")
-        m["audit"] = measure_audit(spark, src, work / "audit-main", master=args.master, shards=args.shards,
-                                   sample_memory="memory" not in skip)
-        mem = m["audit"].pop("memory", None)
-        if mem is not None:
-            m.setdefault("memory", {})["audit"] = mem
-        _log(f"audit: {m['audit']['seconds']:.2f} s")
+        steps.append({"name": "audit", "kind": "audit", "path": src, "out": "audit-main",
+                      "sample_memory": "memory" not in skip})
     if "peer" not in skip:
-        _log("hand-written peer (row-at-a-time Python UDF + groupBy)")
-        m["peer"] = measure_peer(spark, src)
-        _log(f"peer: {m['peer']['seconds']:.2f} s")
+        steps.append({"name": "peer", "kind": "peer", "path": src})
     if "bare_scan" not in skip:
-        _log("bare scan (last)")
-        m["bare_scan"]["last"] = measure_bare_scan(spark, src)
-        report["bare_scan_seconds"] = min(m["bare_scan"]["first"]["seconds"], m["bare_scan"]["last"]["seconds"])
+        steps.append({"name": "bare_scan.last", "kind": "bare_scan", "path": src})
+    for k, p, _ in scale_points:
+        if p != path:
+            steps.append({"name": f"scaling.{k}x", "kind": "audit", "path": str(p), "out": f"audit-scaling-{k}x",
+                          "sample_memory": False})
+    return steps
+
+
+def _spark_child(options: dict[str, Any], steps: list[dict[str, Any]], results_file: str, *,
+                 stop_session: bool = True) -> None:
+    """Runs `steps` in one session; appends one JSON line per step (result or error) to results_file."""
+    from jobs.spark_session import build_session
+
+    spark = build_session(master=options["master"], app_name="coordinator-audit-benchmark", conf=options["conf"])
+    spark.sparkContext.setLogLevel("ERROR")
+    env = {"spark": spark.version, "master": spark.sparkContext.master,
+           "spark_conf": {k: v for k, v in spark.sparkContext.getConf().getAll()
+                          if k.startswith(("spark.sql.", "spark.driver.memory", "spark.default", "spark.executor"))}}
+    with open(results_file, "a") as out:
+        out.write(json.dumps({"env": env}) + "\n")
+    spark.read.parquet(steps[0]["path"]).limit(1).collect()  # JVM warm-up: class loading, a Parquet footer
+    for step in steps:
+        _log(f"{step['name']}: {step['path']}")
+        line: dict[str, Any] = {"step": step["name"]}
+        try:
+            line["result"] = _run_step(spark, step, options)
+            _log(f"{step['name']}: {line['result']['seconds']:.2f} s")
+        except Exception as exc:
+            alive = _session_alive(spark)
+            line.update(error=f"{type(exc).__name__}: {_first_line(exc)}", session_alive=alive)
+            _log(f"{step['name']}: FAILED ({line['error']}); session {'alive' if alive else 'dead'}")
+        with open(results_file, "a") as out:
+            out.write(json.dumps(line, default=str) + "\n")
+        if "error" in line and not line["session_alive"]:
+            return
+    if stop_session:
+        spark.stop()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or repr(exc)
+    for line in text.splitlines():
+        if "Error" in line or "Exception" in line:
+            return line.strip()[:500]
+    return text.splitlines()[0][:500]
+
+
+def _session_alive(spark: SparkSession) -> bool:
+    try:
+        return spark.range(1).count() == 1
+    except Exception:
+        return False
+
+
+def _run_step(spark: SparkSession, step: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    kind, src = step["kind"], step["path"]
+    if kind == "bare_scan":
+        return measure_bare_scan(spark, src)
+    if kind == "offset_path":
+        return measure_offset_path(spark, src)
+    if kind == "input_dedup":
+        return measure_input_dedup(spark, src)
+    if kind == "peer":
+        return measure_peer(spark, src)
+    if kind == "audit":
+        return measure_audit(spark, src, Path(options["work"]) / step["out"], master=options["master"],
+                             shards=options["shards"], sample_memory=step["sample_memory"])
+    raise ValueError(f"unknown benchmark step kind {kind!r}")
+
+
+def _run_spark_steps(this: Any, args: argparse.Namespace, steps: list[dict[str, Any]], work: Path
+                     ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Runs the steps in child processes, starting a fresh one after a step kills the session."""
+    from multiprocessing import get_context
+
+    options = {"master": args.master, "conf": dict(item.split("=", 1) for item in args.conf),
+               "shards": args.shards, "work": str(work)}
+    results: dict[str, dict[str, Any]] = {}
+    env: dict[str, Any] = {"spark_sessions": 0}
+    pending = list(steps)
+    results_file = work / "steps.jsonl"
+    while pending:
+        env["spark_sessions"] += 1
+        if args.in_process:
+            this._spark_child(options, pending, str(results_file), stop_session=False)
+            exitcode: int | None = 0
+        else:
+            proc = get_context("spawn").Process(target=this._spark_child, args=(options, pending, str(results_file)))
+            proc.start()
+            proc.join()
+            exitcode = proc.exitcode
+        round_lines = []
+        for line in (json.loads(x) for x in results_file.read_text().splitlines()) if results_file.exists() else ():
+            if "env" in line:
+                env.update(line["env"])
+            elif line["step"] not in results:
+                results[line["step"]] = line
+                round_lines.append(line)
+        rest = [s for s in pending if s["name"] not in results]
+        stopped_on_purpose = bool(round_lines) and "error" in round_lines[-1] and not round_lines[-1]["session_alive"]
+        if rest and not stopped_on_purpose:
+            # the process died inside a step without reporting it: that step failed
+            failed = rest.pop(0)["name"]
+            results[failed] = {"step": failed, "session_alive": False,
+                               "error": f"Spark session process exited with code {exitcode}"}
+            _log(f"{failed}: FAILED (Spark session process exited with code {exitcode})")
+        if rest:
+            _log(f"starting a fresh Spark session (same settings) for: {', '.join(s['name'] for s in rest)}")
+        pending = rest
+    env["spark_session_restarts"] = env.pop("spark_sessions") - 1
+    return results, env
+
+
+def _collect(report: dict[str, Any], results: dict[str, dict[str, Any]], path: Path,
+             scale_points: list[tuple[int, Path, int]]) -> None:
+    """Puts the step results where the report keeps them; failures are kept as {"error": ...}."""
+    m = report["measurements"]
+
+    def get(name: str) -> dict[str, Any] | None:
+        line = results.get(name)
+        if line is None:
+            return None
+        return line["result"] if "result" in line else {"error": line["error"], "seconds": None}
+
+    firsts = {name: get(name) for name in ("bare_scan.first", "bare_scan.last")}
+    if firsts["bare_scan.first"] is not None:
+        m["bare_scan"] = {"first": firsts["bare_scan.first"], "last": firsts["bare_scan.last"]}
+        secs = [x["seconds"] for x in firsts.values() if x is not None and x.get("seconds") is not None]
+        report["bare_scan_seconds"] = min(secs) if secs else None
+    for name in ("offset_path", "input_dedup", "audit", "peer"):
+        r = get(name)
+        if r is not None:
+            m[name] = r
+    mem = (m.get("audit") or {}).pop("memory", None)
+    if mem is not None:
+        m.setdefault("memory", {})["audit"] = mem
     if scale_points:
         points = []
         for k, p, rows in scale_points:
-            if p == path and m.get("audit"):
-                points.append({"factor": k, "records": rows, "seconds": m["audit"]["seconds"], "reused_main": True})
-                continue
-            _log(f"scaling: audit at {k}x ({rows:,} records)")
-            r = measure_audit(spark, str(p), work / f"audit-scaling-{k}x", master=args.master, shards=args.shards,
-                              sample_memory=False)
-            points.append({"factor": k, "records": rows, "seconds": r["seconds"], "reused_main": False,
-                           "input": str(p)})
-            _log(f"scaling {k}x: {r['seconds']:.2f} s")
-        m["scaling"] = {"points": points, "fit": scaling_fit([(p["records"], p["seconds"]) for p in points])}
+            if p == path:
+                r = m.get("audit")
+                points.append({"factor": k, "records": rows, "seconds": (r or {}).get("seconds"), "reused_main": True})
+            else:
+                r = get(f"scaling.{k}x") or {}
+                points.append({"factor": k, "records": rows, "seconds": r.get("seconds"), "reused_main": False,
+                               "input": str(p), **({"error": r["error"]} if "error" in r else {})})
+        ok = [(pt["records"], pt["seconds"]) for pt in points if pt["seconds"] is not None]
+        m["scaling"] = {"points": points, "fit": scaling_fit(ok) if len(ok) == len(points) else {}}
 
 
 if __name__ == "__main__":
