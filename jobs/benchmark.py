@@ -380,7 +380,7 @@ def measure_peer(spark: SparkSession, path: str) -> dict[str, Any]:
             spark.conf.set(_COLUMNAR_UDF_INPUT, previous)
     got = obs.get
     return {"seconds": elapsed, "rows": int(got["rows"]), "commits": int(got["commits"] or 0),
-            "arrow_optimized_python_udf": spark.conf.get("spark.sql.execution.pythonUDF.arrow.enabled", None),
+            "spark.sql.execution.pythonUDF.arrow.enabled": spark.conf.get("spark.sql.execution.pythonUDF.arrow.enabled"),
             _COLUMNAR_UDF_INPUT: "false"}
 
 
