@@ -40,6 +40,10 @@ ALWAYS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # pyspark 4.2: with Arrow-optimized Python UDFs on (its default), columnar UDF input makes a plain
+    # `F.udf` over a Parquet scan of a few thousand rows hang (the worker waits for its UDF, the JVM
+    # for results; seen with jstack/py-spy in jobs/benchmark.py). Off, so notebook users' UDFs work.
+    "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
 }
 
 
