@@ -151,7 +151,6 @@ def build_tables(spark: SparkSession, records: DataFrame, *, shards: int,
 
     from jobs import offsets_path
     from udfs.replay import REPLAY_SCHEMA, make_replay_fn, split_counts, split_table
-    from udfs.schemas import TABLE_SCHEMAS
 
     classified = records.transform(offsets_path.classify)
 
@@ -181,19 +180,17 @@ def build_tables(spark: SparkSession, records: DataFrame, *, shards: int,
     counts["sql_offset_commits"] = int(commits_row["c"] or 0)
     counts["sql_offset_tombstones"] = int(commits_row["t"] or 0)
 
-    def conform(df: DataFrame, table: str) -> DataFrame:
-        schema = TABLE_SCHEMAS[table]
-        return df.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
-
-    violations = conform(split_table(wide, "violations"), "violations").unionByName(
+    # split_table already yields each table's columns with its schema's types (REPLAY_SCHEMA is built
+    # from the same row dataclasses), and offsets_path conforms its own outputs.
+    violations = split_table(wide, "violations").unionByName(
         offsets_path.offset_regression_violations(regressions, windows))
     tables = {
-        "generations": conform(split_table(wide, "generations"), "generations"),
-        "assignments": conform(split_table(wide, "assignments"), "assignments"),
-        "rebalance_causes": conform(split_table(wide, "rebalance_causes"), "rebalance_causes"),
+        "generations": split_table(wide, "generations"),
+        "assignments": split_table(wide, "assignments"),
+        "rebalance_causes": split_table(wide, "rebalance_causes"),
         "violations": violations,
-        "offset_commits": conform(offset_rows, "offset_commits"),
-        "quarantine": conform(quarantine, "quarantine"),
+        "offset_commits": offset_rows,
+        "quarantine": quarantine,
     }
     return tables, counts, wide
 
