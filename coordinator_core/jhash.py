@@ -3,15 +3,38 @@ iteration-order emulation (spec §8.2, §2.5)."""
 
 from __future__ import annotations
 
+import sys
+from operator import mul
+
 _MASK32 = 0xFFFFFFFF
+
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+"""UTF-16 in this machine's byte order, so that `memoryview.cast("H")` reads the code units."""
+
+_POWERS: list[int] = [pow(31, k, 1 << 32) for k in range(128)]
+"""31**k mod 2**32, k = 0, 1, ...; extended on demand for longer strings."""
+
+
+def _powers(n: int) -> list[int]:
+    if n > len(_POWERS):
+        last = _POWERS[-1]
+        for _ in range(n - len(_POWERS)):
+            last = last * 31 & _MASK32
+            _POWERS.append(last)
+    return _POWERS
 
 
 def java_string_hashcode(s: str) -> int:
-    """Follows java.lang.String#hashCode: 31*h + c over UTF-16 code units, as a signed int32."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
+    """Follows java.lang.String#hashCode: 31*h + c over UTF-16 code units, as a signed int32.
+
+    Evaluated as the sum of unit[i] * 31**(n-1-i) mod 2**32 (the same polynomial, reduced once at
+    the end) with the products and the sum done in C: an ASCII string's bytes are its code units;
+    any other string is encoded to UTF-16 (lone surrogates kept, as Java holds them) and read as
+    16-bit units, so a non-BMP character counts as its two surrogates, as in Java."""
+    units: bytes | memoryview = (s.encode("ascii") if s.isascii()
+                                 else memoryview(s.encode(_UTF16_NATIVE, "surrogatepass")).cast("H"))
+    n = len(units)
+    h: int = sum(map(mul, units, _powers(n)[n - 1::-1])) & _MASK32
     return h - (1 << 32) if h >= (1 << 31) else h
 
 

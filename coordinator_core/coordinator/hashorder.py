@@ -34,7 +34,7 @@ _MASK32 = 0xFFFFFFFF
 @lru_cache(maxsize=8192)
 def _key_hash(key: str) -> int:
     """Follows java.util.HashMap#hash for a String key: spread(String#hashCode). Cached (bounded): the
-    same member ids are hashed again at every put, resize and removal, and on every replayed record."""
+    same member ids are hashed again whenever a changed map's iteration order is asked for."""
     return spread(java_string_hashcode(key))
 
 
@@ -44,14 +44,23 @@ def _signed(u: int) -> int:
 
 
 class _OrderedHashMap(Generic[V]):
-    """Common part: values in a dict, order in buckets of keys."""
+    """Common part: values in a dict (insertion order), the emulated iteration order derived from it.
 
-    __slots__ = ("_buckets", "_capacity", "_values")
+    Both emulated tables keep, in every bucket, an order that depends only on the keys present and the
+    order they were (last) inserted in: Java appends to a bucket's chain, removal unlinks, and a resize
+    walks the old chains in order, so a bucket lists its keys in insertion order; Scala keeps each chain
+    sorted by hash, a new key after equal hashes, which is insertion order among equal hashes. The
+    table's capacity only ever grows (`clear` keeps it). So the map holds the keys in a dict, tracks the
+    capacity on insertion, and computes the iteration order (bucket index, then Java: insertion order /
+    Scala: hash then insertion order) only when it is asked for, caching it until the next change.
+    Nothing is hashed while a map is only filled and read by key (the coordinator's load path)."""
+
+    __slots__ = ("_capacity", "_order", "_values")
 
     def __init__(self, capacity: int = 16) -> None:
         self._capacity = capacity
-        self._buckets: list[list[str]] = [[] for _ in range(capacity)]
         self._values: dict[str, V] = {}
+        self._order: list[str] | None = None
 
     def _index(self, key: str) -> int:
         return _key_hash(key) & (self._capacity - 1)
@@ -72,11 +81,22 @@ class _OrderedHashMap(Generic[V]):
         return iter(self.keys())
 
     def keys(self) -> list[str]:
-        """The keys in the emulated iteration order."""
-        return [k for bucket in self._buckets for k in bucket]
+        """The keys in the emulated iteration order (a new list)."""
+        return list(self._ordered())
+
+    def _ordered(self) -> list[str]:
+        """The cached iteration order (not to be changed by the caller)."""
+        order = self._order
+        if order is None:
+            order = self._order = self._compute_order()
+        return order
+
+    def _compute_order(self) -> list[str]:
+        raise NotImplementedError
 
     def values(self) -> list[V]:
-        return [self._values[k] for k in self.keys()]
+        values = self._values
+        return [values[k] for k in self._ordered()]
 
     def values_any_order(self) -> list[V]:
         """The values in insertion order, not the emulated one: for callers whose result does not
@@ -84,80 +104,78 @@ class _OrderedHashMap(Generic[V]):
         return list(self._values.values())
 
     def items(self) -> list[tuple[str, V]]:
-        return [(k, self._values[k]) for k in self.keys()]
+        values = self._values
+        return [(k, values[k]) for k in self._ordered()]
 
     def first_key(self) -> str | None:
-        for bucket in self._buckets:
-            if bucket:
-                return bucket[0]
-        return None
+        if not self._values:
+            return None
+        return self._ordered()[0]
 
     def pop(self, key: str) -> V | None:
         if key not in self._values:
             return None
-        self._buckets[self._index(key)].remove(key)
+        self._order = None
         return self._values.pop(key)
 
     def put(self, key: str, value: V) -> None:
         raise NotImplementedError
 
-    def _resize(self, capacity: int) -> None:
-        """Rehashes into `capacity` buckets, as both maps do when they double (Java's resize, Scala's
-        growTable): walking the old buckets in order and appending each key to its new bucket keeps Java's
-        insertion order inside a bucket and Scala's hash-sorted chains alike (a new bucket draws its keys
-        from one old bucket, in their old relative order)."""
-        old = self._buckets
-        self._capacity = capacity
-        self._buckets = [[] for _ in range(capacity)]
-        for bucket in old:
-            for key in bucket:
-                self._buckets[self._index(key)].append(key)
-
     def clear(self) -> None:
         """Removes every key; like Java's HashMap#clear and Scala's mutable.HashMap#clear the table keeps its
         size, so later iteration orders still depend on how large the map once was."""
-        self._buckets = [[] for _ in range(self._capacity)]
         self._values.clear()
+        self._order = None
 
 
 class JavaHashMap(_OrderedHashMap[V]):
-    """Follows java.util.HashMap (put/remove/iteration order, without tree bins)."""
+    """Follows java.util.HashMap (put/remove/iteration order, without tree bins): the table doubles right
+    after an insertion that makes size > 0.75 * capacity; a bucket lists its keys in insertion order."""
 
     __slots__ = ()
 
     def put(self, key: str, value: V) -> None:
-        if key in self._values:
-            self._values[key] = value
-            return
-        self._buckets[self._index(key)].append(key)
-        self._values[key] = value
-        if len(self._values) > self._capacity * 3 // 4:
-            self._resize(self._capacity * 2)
+        values = self._values
+        if key not in values:
+            self._order = None
+            if len(values) >= self._capacity * 3 // 4:  # size after this insertion > threshold
+                self._capacity *= 2
+        values[key] = value
+
+    def _compute_order(self) -> list[str]:
+        keys = list(self._values)
+        if len(keys) < 2:
+            return keys
+        mask = self._capacity - 1
+        return sorted(keys, key=lambda k: _key_hash(k) & mask)  # stable: insertion order inside a bucket
 
 
 class ScalaHashMap(_OrderedHashMap[V]):
-    """Follows scala.collection.mutable.HashMap of Scala 2.13 (put/remove/iteration order)."""
+    """Follows scala.collection.mutable.HashMap of Scala 2.13 (put/remove/iteration order): the table
+    doubles before an insertion when size + 1 >= 0.75 * capacity; a chain is sorted by hash, a new key
+    after the keys of equal hash."""
 
     __slots__ = ()
 
     def put(self, key: str, value: V) -> None:
-        if key in self._values:
-            self._values[key] = value
-            return
-        if len(self._values) + 1 >= int(self._capacity * 0.75):
-            self._resize(self._capacity * 2)
-        self._insert_sorted(key)
-        self._values[key] = value
+        values = self._values
+        if key not in values:
+            self._order = None
+            if len(values) + 1 >= int(self._capacity * 0.75):
+                self._capacity *= 2
+        values[key] = value
 
-    def _insert_sorted(self, key: str) -> None:
-        h = _key_hash(key)
-        bucket = self._buckets[h & (self._capacity - 1)]
-        pos = len(bucket)
-        for i, other in enumerate(bucket):
-            if _key_hash(other) > h:
-                pos = i
-                break
-        bucket.insert(pos, key)
+    def _compute_order(self) -> list[str]:
+        keys = list(self._values)
+        if len(keys) < 2:
+            return keys
+        mask = self._capacity - 1
+
+        def position(k: str) -> tuple[int, int]:
+            h = _key_hash(k)
+            return h & mask, h
+
+        return sorted(keys, key=position)  # stable: insertion order among equal hashes
 
 
 class HashSetOrder:
