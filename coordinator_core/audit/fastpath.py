@@ -15,16 +15,29 @@ once per member of every GroupMetadata record the audit replays.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from itertools import repeat
 
+from coordinator_core.audit.rows import fast_constructor
 from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata
 
-__all__ = ["GroupRecordReader", "assignment_fast", "group_record_fast", "subscription_fast"]
+__all__ = ["GroupRecordReader", "assignment_fast", "assignment_partitions_fast", "group_record_fast",
+           "subscription_fast"]
 
 _h = struct.Struct(">h").unpack_from
 _i = struct.Struct(">i").unpack_from
 _q = struct.Struct(">q").unpack_from
 _ii = struct.Struct(">ii").unpack_from
 _Errors = (struct.error, UnicodeDecodeError, IndexError)
+_int32s: dict[int, Callable[[bytes, int], tuple[int, ...]]] = {}
+"""n -> the unpack_from of n big-endian int32s (filled on demand)."""
+
+# the codec's frozen record classes, built without their per-field object.__setattr__ (positional,
+# every field given; CoordinatorRecord's __post_init__ only fills a missing value_version, always given here)
+_member = fast_constructor(MemberMetadata)
+_group_value = fast_constructor(GroupMetadataValue)
+_group_key = fast_constructor(GroupMetadataKey)
+_record = fast_constructor(CoordinatorRecord)
 
 
 def group_record_fast(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
@@ -71,7 +84,7 @@ def _read_group(key: bytes, value: bytes | None, previous: list[_MemberBytes] | 
             return None, None
         group = key[4:kend].decode()
         if value is None:
-            return CoordinatorRecord(GroupMetadataKey(group), None, 2, None, key[kend:], b""), None
+            return _record(_group_key(group), None, 2, None, key[kend:], b""), None
         size = len(value)
         if size < 2 or value[0] != 0 or value[1] > 3:
             return None, None
@@ -176,19 +189,19 @@ def _read_group(key: bytes, value: bytes | None, previous: list[_MemberBytes] | 
                 member = before[2]
                 seen.append(before)
             else:
-                member = MemberMetadata(header[0], header[1], header[2], header[3], header[4], header[5],
-                                        subscription, assignment)
+                member = _member(header[0], header[1], header[2], header[3], header[4], header[5],
+                                 subscription, assignment, ())
                 seen.append((before[0] if before is not None else value[start:header_end], header, member))
             members.append(member)
-        gm = GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
-        return CoordinatorRecord(GroupMetadataKey(group), gm, 2, version, key[kend:], value[pos:]), seen
+        gm = _group_value(protocol_type, generation, protocol, leader, state_ts, tuple(members), ())
+        return _record(_group_key(group), gm, 2, version, key[kend:], value[pos:]), seen
     except _Errors:
         return None, None
 
 
-def _partitions(b: bytes, pos: int, out: list[tuple[str, int]]) -> int:
-    """[topic string, [int32]] entries appended to `out` as (topic, partition) pairs; -1 when the
-    bytes are not the well-formed shape."""
+def _partitions(b: bytes, pos: int, out: list[tuple[str, int]], topics_out: list[str] | None = None) -> int:
+    """[topic string, [int32]] entries appended to `out` as (topic, partition) pairs (and the topic of
+    each entry with partitions to `topics_out`); -1 when the bytes are not the well-formed shape."""
     size = len(b)
     topics = _i(b, pos)[0]
     pos += 4
@@ -206,8 +219,13 @@ def _partitions(b: bytes, pos: int, out: list[tuple[str, int]]) -> int:
             return -1
         if n == 1:
             out.append((topic, _i(b, pos)[0]))
-        else:
-            out.extend([(topic, p) for p in struct.unpack_from(f">{n}i", b, pos)])
+        elif n:
+            unpack = _int32s.get(n)
+            if unpack is None:
+                unpack = _int32s[n] = struct.Struct(f">{n}i").unpack_from
+            out.extend(zip(repeat(topic, n), unpack(b, pos), strict=True))
+        if n and topics_out is not None:
+            topics_out.append(topic)
         pos += 4 * n
     return pos
 
@@ -295,5 +313,31 @@ def assignment_fast(b: bytes) -> tuple[int, tuple[tuple[str, int], ...], bytes |
         if pos != size:
             return None
         return b[1], tuple(assigned), user_data
+    except _Errors:
+        return None
+
+
+def assignment_partitions_fast(b: bytes) -> tuple[tuple[tuple[str, int], ...], list[str]] | None:
+    """(assigned (topic, partition) pairs, the topic of each entry that has partitions) of what
+    `assignment_fast` reads, or None when it would return None."""
+    try:
+        size = len(b)
+        if size < 2 or b[0] != 0 or b[1] > 3:
+            return None
+        assigned: list[tuple[str, int]] = []
+        topics: list[str] = []
+        pos = _partitions(b, 2, assigned, topics)
+        if pos < 0:
+            return None
+        n = _i(b, pos)[0]
+        if n == -1:
+            pos += 4
+        else:
+            pos += 4 + n
+            if n < 0 or pos > size:
+                return None
+        if pos != size:
+            return None
+        return tuple(assigned), topics
     except _Errors:
         return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from coordinator_core.audit.fastpath import assignment_fast, subscription_fast
+from coordinator_core.audit.fastpath import assignment_partitions_fast, subscription_fast
 from coordinator_core.consumer_protocol import (
     decode_assignment,
     decode_cooperative_user_data,
@@ -48,10 +48,10 @@ class MemberView:
     A plain slotted class rather than a frozen dataclass: one is built per member of every replayed
     GroupMetadata record, and nothing changes it after construction (treat it as immutable)."""
 
-    __slots__ = ("assigned", "assigned_set", "assigned_topics", "assignment_raw", "claims", "client_host",
-                 "client_id", "errors", "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout",
-                 "session_timeout", "sticky_previous", "subscription_generation", "subscription_raw",
-                 "subscription_version", "topics", "user_data_generation")
+    __slots__ = ("_assigned_set", "assigned", "assigned_distinct", "assigned_topics", "assignment_raw", "claims",
+                 "client_host", "client_id", "errors", "group_instance_id", "identity", "member_id", "owned",
+                 "rebalance_timeout", "session_timeout", "sticky_previous", "subscription_generation",
+                 "subscription_raw", "subscription_version", "topics", "user_data_generation")
 
     member_id: str
     group_instance_id: str | None
@@ -72,10 +72,10 @@ class MemberView:
     user_data_generation: int | None
     assigned: tuple[TopicPartition, ...] | None
     """Assigned partitions in wire order; () for an empty assignment, None when it did not decode."""
-    assigned_set: frozenset[TopicPartition]
-    """The assigned partitions as a set (empty when the assignment did not decode)."""
     assigned_topics: frozenset[str]
     """The topics of the assigned partitions."""
+    assigned_distinct: tuple[TopicPartition, ...]
+    """`assigned` without repeats (first occurrence kept); () when the assignment did not decode."""
     errors: tuple[str, ...]
     identity: tuple[str, str]
     """Who this member is across generations: ("instance", its instance id) if static, else
@@ -96,13 +96,22 @@ class MemberView:
         self.assignment_raw = assignment_raw
         (self.subscription_version, self.topics, self.owned, self.sticky_previous, self.subscription_generation,
          self.user_data_generation) = subscription
-        self.assigned, self.assigned_set, self.assigned_topics = assignment
+        self.assigned, self.assigned_topics, self.assigned_distinct = assignment
+        self._assigned_set: frozenset[TopicPartition] | None = None
         self.errors = errors
         self.identity = ("member", member_id) if group_instance_id is None else ("instance", group_instance_id)
         self.claims = self.owned | self.sticky_previous if self.sticky_previous else self.owned
 
     def __repr__(self) -> str:
         return f"MemberView({self.label}, assigned={self.assigned})"
+
+    @property
+    def assigned_set(self) -> frozenset[TopicPartition]:
+        """The assigned partitions as a set (empty when the assignment did not decode); built on first use."""
+        out = self._assigned_set
+        if out is None:
+            out = self._assigned_set = frozenset(self.assigned_distinct) if self.assigned_distinct else _EMPTY
+        return out
 
     @property
     def claim_generation(self) -> int | None:
@@ -169,14 +178,14 @@ _Decoded = tuple[int | None, frozenset[str] | None, frozenset[TopicPartition], f
                  int | None, int | None]
 """(subscription_version, topics, owned, sticky_previous, subscription_generation, user_data_generation)."""
 
-_Assigned = tuple[tuple[TopicPartition, ...] | None, frozenset[TopicPartition], frozenset[str]]
-"""(assigned, assigned_set, assigned_topics)."""
+_Assigned = tuple[tuple[TopicPartition, ...] | None, frozenset[str], tuple[TopicPartition, ...]]
+"""(assigned, assigned_topics, assigned_distinct)."""
 
 _EMPTY: frozenset[TopicPartition] = frozenset()
 _NO_TOPICS: frozenset[str] = frozenset()
 _OPAQUE: _Decoded = (None, None, _EMPTY, _EMPTY, None, None)
-_NONE_ASSIGNED: _Assigned = ((), _EMPTY, _NO_TOPICS)
-_UNKNOWN: _Assigned = (None, _EMPTY, _NO_TOPICS)
+_NONE_ASSIGNED: _Assigned = ((), _NO_TOPICS, ())
+_UNKNOWN: _Assigned = (None, _NO_TOPICS, ())
 
 
 class _DecodeCache:
@@ -237,21 +246,23 @@ def _decode_subscription(raw: bytes, protocol: str | None, member_id: str,
 
 
 def _decode_assignment(raw: bytes, member_id: str, errors: list[str]) -> _Assigned:
-    try:
-        assigned = _assignment(raw)
-    except RecordDecodeError as exc:
-        errors.append(f"member {member_id!r} assignment: {exc}")
-        return _UNKNOWN
-    if not assigned:
-        return assigned, _EMPTY, _NO_TOPICS
-    return assigned, frozenset(assigned), frozenset([t for t, _ in assigned])
-
-
-def _assignment(raw: bytes) -> tuple[TopicPartition, ...]:
-    fast = assignment_fast(raw)
+    fast = assignment_partitions_fast(raw)
     if fast is not None:
-        return fast[1]
-    return _flatten(decode_assignment(raw).assigned_partitions)
+        assigned, topics = fast
+        if not assigned:
+            return assigned, _NO_TOPICS, assigned
+        topic_set = frozenset(topics)
+    else:
+        try:
+            assigned = _flatten(decode_assignment(raw).assigned_partitions)
+        except RecordDecodeError as exc:
+            errors.append(f"member {member_id!r} assignment: {exc}")
+            return _UNKNOWN
+        if not assigned:
+            return assigned, _NO_TOPICS, assigned
+        topic_set = frozenset([t for t, _ in assigned])
+    distinct = dict.fromkeys(assigned)
+    return assigned, topic_set, assigned if len(distinct) == len(assigned) else tuple(distinct)
 
 
 def _user_data(data: bytes, protocol: str | None, member_id: str,

@@ -66,9 +66,10 @@ def assignment_violations(new: GroupSnapshot) -> list[Violation]:
     total = 0
     union: set[TopicPartition] = set()
     for m in new.members:
-        if m.assigned:
-            total += len(m.assigned_set)
-            union |= m.assigned_set
+        distinct = m.assigned_distinct
+        if distinct:
+            total += len(distinct)
+            union.update(distinct)
     if total != len(union):
         for (topic, partition), holders in sorted(new.owners().items()):
             if len(holders) > 1:
