@@ -3,16 +3,19 @@
     spark-submit jobs/audit.py --input <path> --output <base path> [options]
     python -m jobs.audit --input <path> --output <base path> [options]
 
-Pipeline (one Spark application, one replay pass):
+Pipeline (one Spark application, one pass over the input's bytes):
 
-1. read     the input (parquet / delta / json dumps / a catalog table), window it on record
-            timestamps, deduplicate on (partition, offset)                        `jobs.inputs`
-2. classify every record's key type and group id in Spark SQL (no Python)   `jobs.offsets_path`
-3. replay   everything but the SQL-decodable offset commits: repartition by group, sort within
-            partitions by (group, partition, offset), and stream each partition group by group
-            through `coordinator_core.audit` with `mapInPandas` (`udfs.replay`); one pass emits
-            generations, assignments, rebalance causes, violations and quarantine rows
-4. offsets  the offset commits, decoded and summarised in Spark SQL: `offset_commits` and the
+1. read     the input (parquet / delta / json dumps / a catalog table)                `jobs.inputs`
+2. scan     every record once, where it was read (`mapInArrow`, no shuffle): the run's time window
+            and repeated (partition, offset) rows are dropped, offset commits are decoded and
+            summarised per chunk with numpy, every other record is kept  `udfs.scan`, `jobs.offsets_path`
+3. replay   the kept records (GroupMetadata, malformed commits, other types; a few percent of a
+            log): repartition by group, sort within partitions by (group, partition, offset), and
+            stream each partition group by group through `coordinator_core.audit` with
+            `mapInPandas` (`udfs.replay`); one pass emits generations, assignments, rebalance
+            causes, violations and quarantine rows
+4. offsets  the chunks' partial summaries take their generation windows (from the replayed
+            GroupMetadata records) and are stitched in log order: `offset_commits` and the
             `offset_regression` violations, with the same definitions as the pure path
 5. write    every table in one run (`jobs.delta_io`): staged files, then one Delta commit per
             table with `runs` last
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from jobs.config import AuditConfig
+    from jobs.offsets_path import Scan
 
 __all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "main", "parse_args", "run_audit"]
 
@@ -128,34 +132,23 @@ class RunSummary:
     duration_s: float
 
 
-def _replay_input(classified: DataFrame) -> DataFrame:
-    """The records the Python replay reads: all but the offset commits SQL decodes."""
-    from pyspark.sql import functions as F
-
-    from jobs.offsets_path import sql_commit_condition
-
-    return classified.where(~sql_commit_condition()).select(
-        "group_id", "partition", "offset",
-        F.expr("unix_millis(timestamp)").alias("timestamp_ms"), "key", "value",
-    )
-
-
-def build_tables(spark: SparkSession, records: DataFrame, *, shards: int,
+def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str] = (),
                  stage: Callable[..., Any]) -> tuple[dict[str, DataFrame], dict[str, int], DataFrame]:
-    """The audit tables of deduplicated Kafka-source `records`: ({table: DataFrame}, counts, wide).
+    """The audit tables from the single pass's output: ({table: DataFrame}, counts, wide).
 
-    The replay's wide output is persisted (it feeds five tables and the counts); the caller
-    unpersists `wide` after writing."""
+    The replay reads the pass's side rows (everything but the summarised offset commits); its wide
+    output is persisted (it feeds five tables and the counts); the caller unpersists `wide` after
+    writing."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from jobs import offsets_path
+    from jobs.inputs import filter_groups
     from udfs.replay import REPLAY_SCHEMA, make_replay_fn, split_counts, split_table
 
-    classified = records.transform(offsets_path.classify)
-
+    side = filter_groups(scan.side(), groups)
     with stage(spark, "replay (mapInPandas, one pass per group)") as st:
-        replay_in = (_replay_input(classified)
+        replay_in = (side.select("group_id", "partition", "offset", "timestamp_ms", "key", "value")
                      .repartition(shards, "group_id")
                      .sortWithinPartitions("group_id", "partition", "offset"))
         wide = replay_in.mapInPandas(make_replay_fn(), REPLAY_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
@@ -169,16 +162,11 @@ def build_tables(spark: SparkSession, records: DataFrame, *, shards: int,
     quarantine = split_table(wide, "quarantine")
     excluded = quarantine.where(F.col("key_type") == offsets_path.GROUP_METADATA_TYPE).select(
         F.col("partition"), F.col("offset"))
-    with stage(spark, "offsets (Spark SQL decode and summary)") as st:
-        windows = offsets_path.group_metadata_windows(classified, exclude=excluded).persist(
-            StorageLevel.MEMORY_AND_DISK)
-        offset_rows, regressions = offsets_path.offset_commits(classified, windows=windows)
+    with stage(spark, "offsets (stitch the pass's partial summaries)") as st:
+        windows = offsets_path.group_metadata_windows(side, exclude=excluded).persist(StorageLevel.MEMORY_AND_DISK)
+        offset_rows, regressions = offsets_path.offset_commits(scan.df, windows)
         offset_rows = offset_rows.persist(StorageLevel.MEMORY_AND_DISK)
-        regressions = regressions.persist(StorageLevel.MEMORY_AND_DISK)
         st.count(offset_rows)
-    commits_row = offset_rows.agg(F.sum("commits").alias("c"), F.sum("tombstones").alias("t")).first()
-    counts["sql_offset_commits"] = int(commits_row["c"] or 0)
-    counts["sql_offset_tombstones"] = int(commits_row["t"] or 0)
 
     # split_table already yields each table's columns with its schema's types (REPLAY_SCHEMA is built
     # from the same row dataclasses), and offsets_path conforms its own outputs.
@@ -200,8 +188,8 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     from pyspark import StorageLevel
 
     from jobs import delta_io
-    from jobs.inputs import filter_groups, read_input
-    from jobs.offsets_path import classify
+    from jobs.inputs import read_input
+    from jobs.offsets_path import scan_log
     from jobs.spark_session import stage
     from udfs.schemas import RUNS_SCHEMA
 
@@ -214,38 +202,30 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     _log(f"run {run_id}: input {source}, window {run_window}, output "
          f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}")
 
-    with stage(spark, "read input") as st:
+    with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
                           text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
-        in_counts = data.counts()
-        st.rows = in_counts.records
-    records = data.df
-    filtered_by_group = 0
-    if cfg.groups:
-        with stage(spark, "group filter") as st:
-            kept = filter_groups(records.transform(classify), cfg.groups).drop("record_type", "group_id")
-            kept = kept.persist()
-            st.count(kept)
-            filtered_by_group = in_counts.records - (st.rows or 0)
-            records = kept
+        scan = scan_log(data.raw, window=data.window if cfg.since or cfg.until else None, groups=cfg.groups,
+                        chunk_rows=cfg.scan_chunk_rows, shards=cfg.shards, log=_log)
+        st.rows = scan.counts["records_in"]
+    sc = scan.counts
 
-    tables, counts, wide = build_tables(spark, records, shards=cfg.shards, stage=stage)
+    tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage)
     if not cfg.quarantine:
         tables["quarantine"] = tables["quarantine"].limit(0)
 
     # The tables are small next to the input (summaries and per-generation rows): persisting them
     # makes the counts and the write share one computation instead of running every plan twice.
-    tables = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
+    tables = {name: df if df.is_cached else df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
     with stage(spark, "count rows per table"):
         table_rows = {name: int(df.count()) for name, df in tables.items()}
 
-    replayed = counts["replayed"] + counts["sql_offset_commits"] + counts["sql_offset_tombstones"]
     run_counts = {
-        "records_in": in_counts.records_in,
-        "duplicates_dropped": in_counts.duplicates_dropped + counts["duplicates"],
-        "filtered_by_window": in_counts.filtered_by_window,
-        "filtered_by_group": filtered_by_group,
-        "records_replayed": replayed,
+        "records_in": sc["records_in"],
+        "duplicates_dropped": sc["duplicates"] + counts["duplicates"],
+        "filtered_by_window": sc["filtered_by_window"],
+        "filtered_by_group": sc["filtered_by_group"] + sc["side_records"] - counts["records_in"],
+        "records_replayed": counts["replayed"] + sc["commits"] + sc["tombstones"],
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
@@ -271,6 +251,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,
             catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer)
     wide.unpersist()
+    scan.unpersist()
     for df in tables.values():
         df.unpersist()
     locations = {name: r.location for name, r in results.items()}

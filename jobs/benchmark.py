@@ -18,11 +18,12 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
 
 * `bare_scan`: count + sum(length(key) + length(value)) of the input: the floor. Run before and
   after the other Spark measurements; the smaller is the denominator of every ratio.
-* `offset_path`: the job's offset-commit path alone on the raw input (`jobs.offsets_path`:
-  classify, GroupMetadata windows persisted as the job does, `offset_commits` and the
-  `offset_regression` violations), both outputs forced with a write to Spark's `noop` sink.
-* `audit`: `jobs.audit.run_audit` end to end (read, deduplicate, replay, offset path, every Delta
-  table written) into a fresh directory under a temp dir. A background thread samples the RSS
+* `offset_path`: the job's offset-commit path alone on the raw input
+  (`jobs.offsets_path.offset_path`: the single pass over the input, GroupMetadata windows from its
+  side rows, the stitched `offset_commits` and the `offset_regression` violations), both outputs
+  forced with a write to Spark's `noop` sink; the single pass's own time is reported too.
+* `audit`: `jobs.audit.run_audit` end to end (read, the single pass, replay, offset path, every
+  Delta table written) into a fresh directory under a temp dir. A background thread samples the RSS
   of the driver JVM and of the Python workers (`/proc`) meanwhile.
 * `peer`: what a Spark user writes without this project: a row-at-a-time Python UDF decoding every
   record's key and value with `struct`, then a groupBy for the offset summary (per group, topic
@@ -248,39 +249,30 @@ def measure_bare_scan(spark: SparkSession, path: str) -> dict[str, Any]:
 
 
 def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
-    """The job's offset-commit path alone: what produces `offset_commits` and `offset_regression`."""
-    from pyspark import StorageLevel
+    """The job's offset-commit path alone: what produces `offset_commits` and `offset_regression`
+    (`jobs.offsets_path.offset_path`: the single pass, windows from its GroupMetadata rows, the
+    stitching), both outputs forced with a write to `noop`."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from jobs import offsets_path
 
     t0 = time.perf_counter()
-    classified = spark.read.parquet(path).transform(offsets_path.classify)
-    windows = offsets_path.group_metadata_windows(classified).persist(StorageLevel.MEMORY_AND_DISK)
-    rows, regressions = offsets_path.offset_commits(classified, windows=windows)
+    rows, violations, scan = offsets_path.offset_path(spark.read.parquet(path))
+    t_scan = time.perf_counter()
     rows_obs, viol_obs = Observation("offset_rows"), Observation("offset_regression")
     _noop(rows.observe(rows_obs, F.count(F.lit(1)).alias("rows"), F.sum("commits").alias("commits"),
                        F.sum("tombstones").alias("tombstones"), F.sum("regressions").alias("regressions")))
     t1 = time.perf_counter()
-    violations = offsets_path.offset_regression_violations(regressions, windows)
     _noop(violations.observe(viol_obs, F.count(F.lit(1)).alias("rows")))
     t2 = time.perf_counter()
-    windows.unpersist()
+    scan.unpersist()
     got = rows_obs.get
-    return {"seconds": t2 - t0, "offset_commits_seconds": t1 - t0, "offset_regression_seconds": t2 - t1,
+    return {"seconds": t2 - t0, "scan_seconds": t_scan - t0, "offset_commits_seconds": t1 - t_scan,
+            "offset_regression_seconds": t2 - t1, "reordered": scan.reordered, "scan_counts": scan.counts,
             "offset_commits_rows": int(got["rows"]), "commits": int(got["commits"] or 0),
             "tombstones": int(got["tombstones"] or 0), "regressions": int(got["regressions"] or 0),
             "offset_regression_rows": int(viol_obs.get["rows"])}
-
-
-def measure_input_dedup(spark: SparkSession, path: str) -> dict[str, Any]:
-    """The job's input stage alone: read + dropDuplicates(partition, offset), forced by a count."""
-    from jobs.inputs import read_input
-
-    t0 = time.perf_counter()
-    n = read_input(spark, path, format="parquet").df.count()
-    return {"seconds": time.perf_counter() - t0, "records": int(n)}
 
 
 # --- the hand-written peer --------------------------------------------------------------------------
@@ -771,11 +763,10 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
     if m.get("bare_scan"):
         line("bare scan (first)", m["bare_scan"]["first"]["seconds"])
         line("bare scan (last)", (m["bare_scan"].get("last") or {}).get("seconds"))
-    if m.get("input_dedup"):
-        line("  input read + dedup (count)", m["input_dedup"]["seconds"])
     if m.get("offset_path"):
         o = m["offset_path"]
         line("offset path (both outputs)", o["seconds"])
+        line("  the single pass (scan_log)", o["scan_seconds"])
         line("  offset_commits", o["offset_commits_seconds"])
         line("  offset_regression violations", o["offset_regression_seconds"])
     if m.get("audit"):
@@ -904,7 +895,6 @@ def _spark_steps(args: argparse.Namespace, path: Path, scale_points: list[tuple[
         steps.append({"name": "bare_scan.first", "kind": "bare_scan", "path": src})
     if "offset_path" not in skip:
         steps.append({"name": "offset_path", "kind": "offset_path", "path": src})
-        steps.append({"name": "input_dedup", "kind": "input_dedup", "path": src})
     if "audit" not in skip:
         steps.append({"name": "audit", "kind": "audit", "path": src, "out": "audit-main",
                       "sample_memory": "memory" not in skip})
@@ -971,8 +961,6 @@ def _run_step(spark: SparkSession, step: dict[str, Any], options: dict[str, Any]
         return measure_bare_scan(spark, src)
     if kind == "offset_path":
         return measure_offset_path(spark, src)
-    if kind == "input_dedup":
-        return measure_input_dedup(spark, src)
     if kind == "peer":
         return measure_peer(spark, src)
     if kind == "audit":
@@ -1040,7 +1028,7 @@ def _collect(report: dict[str, Any], results: dict[str, dict[str, Any]], path: P
         m["bare_scan"] = {"first": firsts["bare_scan.first"], "last": firsts["bare_scan.last"]}
         secs = [x["seconds"] for x in firsts.values() if x is not None and x.get("seconds") is not None]
         report["bare_scan_seconds"] = min(secs) if secs else None
-    for name in ("offset_path", "input_dedup", "audit", "peer"):
+    for name in ("offset_path", "audit", "peer"):
         r = get(name)
         if r is not None:
             m[name] = r

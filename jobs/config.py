@@ -65,6 +65,7 @@ SPEC: dict[str, dict[str, _Key]] = {
     "job": {
         "shards": _Key(int, 8, "Spark partitions of the per-group replay"),
         "quarantine": _Key(bool, True, "write undecodable records to the quarantine table"),
+        "scan_chunk_rows": _Key(int, 1_000_000, "rows per chunk of the single pass (bounds a Python worker's memory)"),
     },
     "output": {
         "path": _Key(str, "output/delta", "base path of the Delta tables"),
@@ -93,6 +94,7 @@ class AuditConfig:
     groups: tuple[str, ...]
     shards: int
     quarantine: bool
+    scan_chunk_rows: int
     output_path: str | None
     catalog_schema: str | None
     write_mode: WriteMode
@@ -218,6 +220,9 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     shards = get("job.shards")
     if shards < 1:
         raise ConfigError(f"job.shards ({where}): must be at least 1, got {shards}")
+    chunk_rows = get("job.scan_chunk_rows")
+    if chunk_rows < 1:
+        raise ConfigError(f"job.scan_chunk_rows ({where}): must be at least 1, got {chunk_rows}")
     output_path, catalog_schema = text("output.path"), text("output.catalog_schema")
     if not output_path and not catalog_schema:
         raise ConfigError(f"output.path / output.catalog_schema ({where}): no output given; set a base path "
@@ -229,7 +234,7 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     return AuditConfig(
         input_path=input_path, input_table=input_table, input_format=get("input.format"),
         text_encoding=get("input.text_encoding"), since=since, until=until, groups=get("groups.include"),
-        shards=shards, quarantine=get("job.quarantine"), output_path=output_path,
+        shards=shards, quarantine=get("job.quarantine"), scan_chunk_rows=chunk_rows, output_path=output_path,
         catalog_schema=catalog_schema, write_mode=get("output.write_mode"), writer=get("output.writer"),
         spark_master=text("spark.master"), app_name=get("spark.app_name"),
         spark_local_conf=get("spark.local_conf"), source=where + (" + overrides" if applied else ""),

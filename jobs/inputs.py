@@ -303,5 +303,5 @@ def filter_groups(df: DataFrame, patterns: tuple[str, ...] | list[str], *, colum
         return df
     cond = F.lit(False)
     for pattern in patterns:
-        cond = cond | F.col(column).rlike(fnmatch.translate(pattern))
+        cond = cond | F.col(column).rlike("^" + fnmatch.translate(pattern))  # rlike finds; anchor the start
     return df.where(cond)

@@ -1,11 +1,12 @@
-"""The offset-commit path in Spark SQL: record classification, offset-commit decode, the
-`offset_commits` summary and the `offset_regression` violations, without per-record Python.
+"""The offset-commit path: record classification, the single pass over the input (`udfs.scan`),
+the `offset_commits` summary and the `offset_regression` violations, with no per-record Python
+objects and no shuffle of the input's bytes.
 
 Definitions (the same as `coordinator_core.audit.offsets`, which the pure-Python audit follows;
 the job's tests compare the two):
 
-* Input: Kafka-source rows, one per (partition, offset) (`jobs.inputs` deduplicates). Log order
-  = ascending (partition, offset) within a group; all of a group's records normally live in one
+* Input: Kafka-source rows; repeated (partition, offset) rows count once. Log order = ascending
+  (partition, offset) within a group; all of a group's records normally live in one
   `__consumer_offsets` partition.
 * **Generation window**: each GroupMetadata record of the group (key type 2: a value or a
   tombstone) closes the current window and opens the next. The window's `generation_id` is the
@@ -14,13 +15,12 @@ the job's tests compare the two):
   before the first GroupMetadata record ("pre-history"). `window_start_offset` /
   `window_end_offset` are the log offsets of the opening / closing records (None: pre-history /
   still open). A same-generation static replacement (W3) starts a new window with the same id.
-  GroupMetadata records the replay quarantines do not open windows: pass their positions as
-  `exclude` (`offset_commits(..., exclude=...)`) for exact agreement; by default every type-2
-  record whose value's generation and member count are readable opens a window.
+  GroupMetadata records the replay quarantines do not open windows: the job passes their
+  positions as `exclude` to `group_metadata_windows`.
 * **Commit**: an offset-commit record (key type 0 or 1) with a value that decodes (versions 0-3,
   and 4+ read with the flexible v4 layout); a null value is an offset **tombstone** (counted, not
-  a commit). Keys of type 0 and 1 for the same group/topic/partition are one sequence.
-  Undecodable values and keys take no part (the replay quarantines them).
+  a commit). Keys of type 0 and 1 for the same group/topic/partition are one sequence. Records
+  with an undecodable key or value go to the replay, which quarantines them.
 * One **row** per (group, topic, partition, window) with at least one commit or tombstone:
   commits, tombstones, first/last committed offset and commitTimestamp in log order (None when
   only tombstones), first/last source offset over all its records (commits and tombstones).
@@ -31,31 +31,28 @@ the job's tests compare the two):
   gives one `offset_regression` violation row (member_ids = the members the window's opening
   record assigns that partition to; detail and evidence texts as the pure path writes them).
 
-How it stays cheap (issue 9 measured `conv(hex(substring(...)))` at ~0.1 us per field per record,
-and binary aggregation buffers forcing Spark's slow sort-based aggregation):
+How it stays close to a bare scan (issue 9):
 
-* Classification reads the key's int16 type by comparing the first two bytes with literals, and
-  the group length by `ascii()` of its low byte (exact for lengths < 128 with a zero high byte;
-  anything else falls back to `conv`). No string parsing per record.
-* Group, topic and partition are never decoded per commit: commits are grouped by the raw key
-  bytes after the group (`tp_key`), and each distinct key is decoded once, after aggregation.
-* The offset comparison for regressions compares the 8 raw big-endian bytes (sign-aware byte
-  compare), with no conversion to a number.
-* Numbers (first/last offset and commit time, the regressions' details) are decoded only on the
-  few rows that are first, last or regressing in their window (`CASE` evaluates lazily), so every
-  aggregation buffer is fixed-width.
-* Value validity takes a byte-compare fast path for the common layout (v3, empty metadata).
-* The one unavoidable cost is the ordering: "previous commit" and "latest GroupMetadata before"
-  need log order, hence one shuffle of narrow rows by group and a sort within partitions
-  (`benchmarks/bench_offsets.py` measures it).
+* `scan_log` runs `udfs.scan`'s kernel in `mapInArrow`: each Python worker reads its chunk's key
+  and value bytes as numpy arrays, recognises and decodes the offset commits with vectorised byte
+  reads, and emits only per-chunk partial summaries, regression candidates and the few records
+  that are not offset commits (`side` rows, for the replay). The input is never shuffled.
+* Stitching needs log order across chunks: Kafka-source dumps are in (partition, offset) order, so
+  the pass checks the chunks' offset ranges and only when they interleave scans again on input
+  range-partitioned and sorted by (partition, offset).
+* What follows works on the small outputs: windows from the side rows, one sort of the partials by
+  group to give each its window, one more by (group, topic, partition, window) to stitch them.
 
-Also here: `classify` (record type and group id for every record, for the lead's repartition by
-group) and `decode_offset_commits` (every field of every offset-commit record, in SQL).
+Also here: `classify` (record type and group id of every record, in SQL) and
+`decode_offset_commits` (every field of every offset-commit record, in SQL, for notebooks).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -63,12 +60,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OFFSET_COMMIT_TYPES",
+    "Scan",
+    "chunk_overlap",
     "classify",
     "decode_offset_commits",
     "group_metadata_windows",
     "offset_commits",
+    "offset_path",
     "offset_regression_violations",
-    "sql_commit_condition",
+    "scan_frame",
+    "scan_log",
 ]
 
 OFFSET_COMMIT_TYPES = (0, 1)
@@ -274,147 +275,167 @@ def group_metadata_windows(classified: DataFrame, *, exclude: DataFrame | None =
 
 
 # ------------------------------------------------------------------------------------------------
-# the summary
+# the single pass (udfs.scan) and the summary
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The kernel's persisted output over the input (`udfs.scan.SCAN_SCHEMA`), its summed counts,
+    and whether the input had to be put in log order first. `unpersist()` when done."""
+
+    df: DataFrame
+    counts: dict[str, int]
+    reordered: bool
+
+    def side(self) -> DataFrame:
+        """The records the kernel did not summarise, classified (record_type, group_id) for the
+        replay: partition, offset, timestamp_ms, key, value, record_type, group_id."""
+        from pyspark.sql import functions as F
+
+        from udfs.scan import KIND_SIDE
+
+        side = self.df.where(F.col("_kind") == KIND_SIDE).select("partition", "offset", "timestamp_ms", "key", "value")
+        return classify(side)
+
+    def unpersist(self) -> None:
+        self.df.unpersist()
+
+
+_COUNT_NAMES = ("records_in", "filtered_by_window", "duplicates", "filtered_by_group", "commits", "tombstones",
+                "side_records")
+
+
+def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[str] = (),
+               chunk_rows: int = 1_000_000) -> DataFrame:
+    """The kernel over Kafka-source rows (lazy): `udfs.scan.make_scan_fn` in `mapInArrow`.
+    `window` is the run's time-window condition (default: every record is inside)."""
+    from pyspark.sql import functions as F
+
+    from udfs.scan import SCAN_SCHEMA, make_scan_fn
+
+    inside = F.coalesce(window, F.lit(False)) if window is not None else F.lit(True)
+    rows = df.select("key", "value", F.col("partition").cast("int").alias("partition"),
+                     F.col("offset").cast("long").alias("offset"),
+                     F.unix_millis("timestamp").alias("timestamp_ms"), inside.alias("in_window"))
+    return rows.mapInArrow(make_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups)), SCAN_SCHEMA)
+
+
+def chunk_overlap(scanned: DataFrame) -> str | None:
+    """None when no two chunks of the scan hold interleaving offsets of one Kafka partition (the
+    condition for stitching the kernel's partial summaries in log order); else the first such pair."""
+    from pyspark.sql import functions as F
+
+    from udfs.scan import KIND_RANGE
+
+    ranges = (scanned.where(F.col("_kind") == KIND_RANGE)
+              .select("partition", "offset", "last_source_offset", "chunk").collect())
+    ranges.sort(key=lambda r: (r["partition"], r["offset"], r["last_source_offset"]))
+    for a, b in itertools.pairwise(ranges):
+        if a["partition"] == b["partition"] and b["offset"] <= a["last_source_offset"]:
+            return (f"partition {a['partition']}: offsets {a['offset']}-{a['last_source_offset']} (chunk "
+                    f"{a['chunk']}) and {b['offset']}-{b['last_source_offset']} (chunk {b['chunk']}) interleave")
+    return None
+
+
+def scan_log(df: DataFrame, *, window: Column | None = None, groups: Sequence[str] = (),
+             chunk_rows: int = 1_000_000, shards: int | None = None,
+             log: Callable[[str], None] | None = None) -> Scan:
+    """Runs the single pass over `df` (Kafka-source rows, not deduplicated: the kernel drops
+    repeated (partition, offset) rows), persisted. When the input is not in log order across
+    chunks, runs it again on input range-partitioned and sorted by (partition, offset)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from udfs.scan import KIND_COUNTS
+
+    scanned = scan_frame(df, window=window, groups=groups, chunk_rows=chunk_rows).persist(
+        StorageLevel.MEMORY_AND_DISK)
+    overlap = chunk_overlap(scanned)
+    reordered = overlap is not None
+    if overlap is not None:
+        if log is not None:
+            log(f"input not in log order ({overlap}): scanning it again sorted by (partition, offset)")
+        scanned.unpersist()
+        n = shards or df.sparkSession.sparkContext.defaultParallelism
+        ordered = df.repartitionByRange(n, "partition", "offset").sortWithinPartitions("partition", "offset")
+        scanned = scan_frame(ordered, window=window, groups=groups, chunk_rows=chunk_rows).persist(
+            StorageLevel.MEMORY_AND_DISK)
+        again = chunk_overlap(scanned)
+        if again is not None:  # cannot happen: range partitioning keeps equal positions together
+            raise AssertionError(f"sorted input still interleaves: {again}")
+    row = scanned.where(F.col("_kind") == KIND_COUNTS).agg(*[F.sum(c).alias(c) for c in _COUNT_NAMES]).first()
+    counts = {c: int(row[c] or 0) for c in _COUNT_NAMES}
+    return Scan(scanned, counts, reordered)
+
 
 _POS_SHIFT = 40
 _OFFSET_MASK = (1 << _POS_SHIFT) - 1
 
 
-def _pos_column() -> object:
+def _pos(partition: str, offset: str) -> Column:
+    """(partition, offset) as one long that sorts in log order (offsets below 2^40)."""
     from pyspark.sql import functions as F
 
-    return F.shiftleft(F.col("partition").cast("long"), _POS_SHIFT) + F.col("offset")
+    return F.shiftleft(F.col(partition).cast("long"), _POS_SHIFT) + F.col(offset)
 
 
-_FAST_V3 = "substring(value, 1, 2) = X'0003' AND substring(value, 15, 2) = X'0000'"
+def offset_commits(scanned: DataFrame, windows: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(offset_commits rows, regression rows) from the kernel's `partial` and `regression` rows and
+    the GroupMetadata `windows` (`group_metadata_windows`).
 
-
-def sql_commit_condition() -> Column:
-    """True for the records of a classified DataFrame that this module decodes and summarises (the
-    offset commits and tombstones with well-formed keys and values); the job sends every other
-    record through the Python replay, which decodes or quarantines it. The two sets partition the
-    input, so nothing is counted twice or lost."""
-    from pyspark.sql import functions as F
-
-    is_commit = F.col("record_type").isin(*OFFSET_COMMIT_TYPES) & F.col("group_id").isNotNull()
-    return F.coalesce(is_commit & F.expr(_commit_valid_sql().replace("_glen", f"({_GROUP_LEN})")), F.lit(False))
-
-
-def _bind(expr: str, name: str, body: str) -> str:
-    """SQL evaluating `expr` once and `body` with it bound to `name` (a lambda; interpreted, so use
-    it on rare paths only: it keeps the generated code of the common path small)."""
-    return f"element_at(transform(array({expr}), {name} -> {body}), 1)"
-
-
-def _slow_layout(body: str) -> str:
-    """`body` with `ver` (value version), `m` (metadata length) and `vl` (v4 varint length) bound."""
-    cols = _value_columns()
-    mlen = (f"CASE WHEN ver IN (0, 1, 2) THEN {_s16b(_V, 11)} WHEN ver = 3 THEN {_s16b(_V, 15)} "
-            f"WHEN ver >= 4 THEN {_V4_MLEN} END")
-    vlen = f"CASE WHEN ver >= 4 THEN {_V4_VARINT_LEN} ELSE 0 END"
-    return _bind(cols["value_version"], "ver", _bind(mlen, "m", _bind(vlen, "vl", body)))
-
-
-_SLOW_VALID = _slow_layout(
-    "coalesce(ver >= 0 AND m >= 0 AND length(value) >= CASE WHEN ver IN (0, 2) THEN 20 + m "
-    "WHEN ver = 1 THEN 28 + m WHEN ver = 3 THEN 24 + m ELSE 23 + vl + m END, false)")
-_SLOW_TS_POS = _slow_layout("CASE WHEN ver IN (0, 1, 2) THEN 13 + m WHEN ver = 3 THEN 17 + m ELSE 15 + vl + m END")
-
-
-def _commit_valid_sql() -> str:
-    """SQL: the record is an offset-commit record this path decodes: a tombstone, or a value whose
-    layout checks out (version >= 0, metadata length >= 0, enough bytes for the version), with a
-    key whose topic string and partition are complete (`_glen` must be a column). Byte compares
-    for the common layouts; compact interpreted code for the rest."""
-    value_ok = f"CASE WHEN value IS NULL THEN true WHEN {_FAST_V3} THEN length(value) >= 24 ELSE {_SLOW_VALID} END"
-    fast_key = "substring(key, 5 + _glen, 1) = X'00' AND substring(key, 6 + _glen, 1) < X'80'"
-    fast_tlen = "ascii(cast(substring(key, 6 + _glen, 1) AS string))"
-    slow_key = _bind(_s16b("key", "5 + _glen"), "tl", "tl >= 0 AND length(key) >= 10 + _glen + tl")
-    key_ok = (f"coalesce(length(key) >= 6 + _glen AND CASE WHEN {fast_key} THEN length(key) >= 10 + _glen + {fast_tlen} "
-              f"ELSE {slow_key} END, false)")
-    return f"({key_ok}) AND ({value_ok})"
-
-
-
-
-def _commit_events(classified: DataFrame) -> DataFrame:
-    """Offset-commit records as narrow events: valid commits and tombstones only."""
-    from pyspark.sql import functions as F
-
-    c = classified.where(F.col("record_type").isin(*OFFSET_COMMIT_TYPES) & F.col("group_id").isNotNull())
-    c = c.withColumn("_glen", F.expr(_GROUP_LEN).cast("int"))
-    return (c.where(F.expr(_commit_valid_sql()))
-            .select("group_id", F.expr("substring(key, 5 + _glen)").alias("tp_key"), "partition", "offset",
-                    "timestamp", "value"))
-
-
-def _commit_time_sql() -> str:
-    return _s64("value", f"CASE WHEN {_FAST_V3} THEN 17 ELSE {_SLOW_TS_POS} END")
-
-
-def offset_commits(classified: DataFrame, *, windows: DataFrame | None = None,
-                   exclude: DataFrame | None = None, with_regressions: bool = True) -> tuple[DataFrame, DataFrame]:
-    """(offset_commits rows, regression rows) of a classified, deduplicated record DataFrame.
-
-    The first has the `offset_commits` table's columns (`udfs.schemas.TABLE_SCHEMAS`). The second
-    has one row per regression (group_id, generation_id, topic, partition, offset_value,
-    commit_timestamp, previous_offset, previous_commit_timestamp, previous_source_offset,
-    record_timestamp, source_partition, source_offset, window_start_offset) for
-    `offset_regression_violations`. `windows` defaults to `group_metadata_windows(classified,
-    exclude=exclude)`."""
+    Each partial summary (and regression candidate) takes the window of the latest window-opening
+    record of its group before it (one sort of these few rows by group and log position); the
+    partials of one (group, topic, partition, window) are then stitched in log order: a commit
+    lower than the previous partial's last commit is one more regression. Regressions count only
+    in Stable windows. The first result has the `offset_commits` table's columns; the second one
+    row per regression (group_id, generation_id, topic, partition, offset_value, commit_timestamp,
+    previous_offset, previous_commit_timestamp, previous_source_offset, record_timestamp,
+    source_partition, source_offset, window_start_offset) for `offset_regression_violations`."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from udfs.scan import KIND_PARTIAL, KIND_REGRESSION
     from udfs.schemas import TABLE_SCHEMAS
 
-    wins = windows if windows is not None else group_metadata_windows(classified, exclude=exclude)
-    commits = _commit_events(classified)
-    gm_events = wins.select(
-        "group_id", F.lit(None).cast("binary").alias("tp_key"), "partition", "offset",
-        F.lit(None).cast("timestamp").alias("timestamp"), F.lit(None).cast("binary").alias("value"),
+    rows = scanned.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).drop("key", "value")
+    opening = windows.select(
+        "group_id", "partition", "offset", F.lit("window").alias("_kind"),
         F.struct(F.col("offset").alias("start"), F.col("generation_id").alias("gen"),
                  F.col("window_state").alias("state")).alias("_win"))
-    events = commits.withColumn("_win", F.lit(None).cast(gm_events.schema["_win"].dataType)).unionByName(gm_events)
-
+    events = rows.withColumn("_win", F.lit(None).cast(opening.schema["_win"].dataType)).unionByName(
+        opening, allowMissingColumns=True)
     by_group = Window.partitionBy("group_id").orderBy("partition", "offset").rowsBetween(
         Window.unboundedPreceding, Window.currentRow)
-    tagged = (events.withColumn("win", F.last("_win", ignorenulls=True).over(by_group))
-              .where(F.col("tp_key").isNotNull()).drop("_win"))
+    resolved = (events.withColumn("win", F.last("_win", ignorenulls=True).over(by_group))
+                .where(F.col("_kind") != "window").drop("_win"))
+    stable = F.coalesce(F.col("win.state") == "Stable", F.lit(False))
 
-    keys = ["group_id", "tp_key", "win"]
-    ordered = Window.partitionBy(*keys).orderBy("partition", "offset")
-    before = ordered.rowsBetween(Window.unboundedPreceding, -1)
-    whole = Window.partitionBy(*keys)
-    is_commit = F.col("value").isNotNull()
-    o_bin = F.expr("substring(value, 3, 8)")
-    seq = (tagged
-           .withColumn("_prev_o", F.last(F.when(is_commit, o_bin), ignorenulls=True).over(before))
-           .withColumn("_prev_src", F.last(F.when(is_commit, F.col("offset")), ignorenulls=True).over(before))
-           .withColumn("_last_src", F.max(F.when(is_commit, F.col("offset"))).over(whole)))
-    # signed comparison of two big-endian int64 byte strings without decoding them
-    regress = F.expr(
-        "value IS NOT NULL AND _prev_o IS NOT NULL AND win.state = 'Stable' AND "
-        "CASE WHEN (substring(value, 3, 1) >= X'80') = (substring(_prev_o, 1, 1) >= X'80') "
-        "THEN substring(value, 3, 8) < _prev_o ELSE substring(value, 3, 1) >= X'80' END")
-    seq = (seq.withColumn("_is_first", is_commit & F.col("_prev_src").isNull())
-           .withColumn("_is_last", is_commit & (F.col("offset") == F.col("_last_src")))
-           .withColumn("_regress", regress))
-    o_num, ts_num = F.expr(_s64("value", 3)), F.expr(_commit_time_sql())
-    pos = _pos_column()  # (partition, offset) as one long, for fixed-width min/max buffers
-    summary = seq.groupBy(*keys).agg(
-        F.count_if(is_commit).alias("commits"),
-        F.count_if(~is_commit).alias("tombstones"),
-        F.max(F.when(F.col("_is_first"), o_num)).alias("first_offset"),
-        F.max(F.when(F.col("_is_last"), o_num)).alias("last_offset"),
-        F.max(F.when(F.col("_is_first"), ts_num)).alias("first_commit_timestamp"),
-        F.max(F.when(F.col("_is_last"), ts_num)).alias("last_commit_timestamp"),
-        F.count_if(F.col("_regress")).alias("regressions"),
-        F.min(pos).alias("_first_pos"),
-        F.max(pos).alias("_last_pos"),
+    keys = ["group_id", "topic", "partition_key", "win"]
+    partials = resolved.where(F.col("_kind") == KIND_PARTIAL)
+    before = Window.partitionBy(*keys).orderBy("partition", "offset").rowsBetween(Window.unboundedPreceding, -1)
+    has_commit = F.col("commits") > 0
+    prev = F.last(F.when(has_commit, F.struct(
+        F.col("last_offset").alias("o"), F.col("last_commit_timestamp").alias("ts"),
+        F.col("last_commit_source_offset").alias("s"))), ignorenulls=True).over(before)
+    stitched = (partials.withColumn("_prev", prev)
+                .withColumn("_boundary", F.coalesce(has_commit & stable & (F.col("first_offset") < F.col("_prev.o")),
+                                                    F.lit(False))))
+    first_commit_pos = F.when(has_commit, _pos("partition", "first_commit_source_offset"))
+    last_commit_pos = F.when(has_commit, _pos("partition", "last_commit_source_offset"))
+    summary = stitched.groupBy(*keys).agg(
+        F.sum("commits").alias("commits"),
+        F.sum("tombstones").alias("tombstones"),
+        F.min_by("first_offset", first_commit_pos).alias("first_offset"),
+        F.max_by("last_offset", last_commit_pos).alias("last_offset"),
+        F.min_by("first_commit_timestamp", first_commit_pos).alias("first_commit_timestamp"),
+        F.max_by("last_commit_timestamp", last_commit_pos).alias("last_commit_timestamp"),
+        (F.sum(F.when(stable, F.col("regressions")).otherwise(0)) + F.count_if("_boundary")).alias("regressions"),
+        F.min(_pos("partition", "offset")).alias("_first_pos"),
+        F.max(_pos("partition", "last_source_offset")).alias("_last_pos"),
     )
-    ends = wins.select(F.col("group_id").alias("_eg"), F.col("offset").alias("_start"), "window_end_offset")
-    firsts = wins.groupBy(F.col("group_id").alias("_fg")).agg(F.min(pos).alias("_first_gm_pos"))
-    summary = (summary.transform(_decode_tp_key).where(F.col("partition_key").isNotNull())
+    ends = windows.select(F.col("group_id").alias("_eg"), F.col("offset").alias("_start"), "window_end_offset")
+    firsts = windows.groupBy(F.col("group_id").alias("_fg")).agg(F.min(_pos("partition", "offset")).alias("_gm_pos"))
+    summary = (summary
                .join(F.broadcast(ends), (F.col("group_id") == F.col("_eg")) & (F.col("win.start") == F.col("_start")),
                      "left")
                .join(F.broadcast(firsts), F.col("group_id") == F.col("_fg"), "left"))
@@ -422,7 +443,7 @@ def offset_commits(classified: DataFrame, *, windows: DataFrame | None = None,
         "group_id", "topic", F.col("partition_key").alias("partition"),
         F.col("win.gen").alias("generation_id"), F.col("win.state").alias("window_state"),
         F.col("win.start").alias("window_start_offset"),
-        F.when(F.col("win").isNull(), F.col("_first_gm_pos").bitwiseAND(_OFFSET_MASK))
+        F.when(F.col("win").isNull(), F.col("_gm_pos").bitwiseAND(_OFFSET_MASK))
         .otherwise(F.col("window_end_offset")).alias("window_end_offset"),
         "commits", "tombstones", "first_offset", "last_offset", "first_commit_timestamp", "last_commit_timestamp",
         "regressions", F.shiftright("_first_pos", _POS_SHIFT).alias("source_partition"),
@@ -430,27 +451,31 @@ def offset_commits(classified: DataFrame, *, windows: DataFrame | None = None,
         F.col("_last_pos").bitwiseAND(_OFFSET_MASK).alias("last_source_offset"))
     out = _conform(out, TABLE_SCHEMAS["offset_commits"])
 
-    regressions = (seq.where(F.col("_regress"))
-                   .select("group_id", "tp_key", "partition", "offset", "timestamp", "value", "win", "_prev_src")
-                   .transform(_decode_tp_key))
-    prev = (tagged.where(is_commit).select(
-        F.col("group_id").alias("_pg"), F.col("partition").alias("_pp"), F.col("offset").alias("_prev_src"),
-        F.expr(_s64("value", 3)).alias("previous_offset"),
-        F.expr(_commit_time_sql()).alias("previous_commit_timestamp")))
-    prev = prev.withColumnRenamed("_prev_src", "_ps")
-    regressions = regressions.join(prev, (F.col("group_id") == F.col("_pg")) & (F.col("partition") == F.col("_pp"))
-                                   & (F.col("_prev_src") == F.col("_ps")), "left")
-    reg = regressions.select(
-        "group_id", F.col("win.gen").cast("int").alias("generation_id"), "topic",
-        F.col("partition_key").alias("partition"),
-        F.expr(_s64("value", 3)).alias("offset_value"), F.expr(_commit_time_sql()).alias("commit_timestamp"),
-        "previous_offset", "previous_commit_timestamp", F.col("_prev_src").alias("previous_source_offset"),
-        F.unix_millis("timestamp").alias("record_timestamp"),
+    inside = resolved.where((F.col("_kind") == KIND_REGRESSION) & stable).select(
+        "group_id", F.col("win.gen").alias("generation_id"), "topic", F.col("partition_key").alias("partition"),
+        "offset_value", "commit_timestamp", "previous_offset", "previous_commit_timestamp",
+        "previous_source_offset", F.col("timestamp_ms").alias("record_timestamp"),
         F.col("partition").alias("source_partition"), F.col("offset").alias("source_offset"),
         F.col("win.start").alias("window_start_offset"))
-    if not with_regressions:
-        reg = reg.limit(0)
-    return out, reg
+    across = stitched.where("_boundary").select(
+        "group_id", F.col("win.gen").alias("generation_id"), "topic", F.col("partition_key").alias("partition"),
+        F.col("first_offset").alias("offset_value"), F.col("first_commit_timestamp").alias("commit_timestamp"),
+        F.col("_prev.o").alias("previous_offset"), F.col("_prev.ts").alias("previous_commit_timestamp"),
+        F.col("_prev.s").alias("previous_source_offset"), F.col("first_commit_record_ts").alias("record_timestamp"),
+        F.col("partition").alias("source_partition"), F.col("first_commit_source_offset").alias("source_offset"),
+        F.col("win.start").alias("window_start_offset"))
+    regressions = inside.unionByName(across).withColumn("generation_id", F.col("generation_id").cast("int"))
+    return out, regressions
+
+
+def offset_path(df: DataFrame, **scan_options: Any) -> tuple[DataFrame, DataFrame, Scan]:
+    """The offset-commit path alone on Kafka-source rows: (offset_commits rows, offset_regression
+    violations, the scan). Windows come from every readable GroupMetadata record (the job also
+    leaves out those the replay quarantines). For tests, notebooks and the benchmark."""
+    scan = scan_log(df, **scan_options)
+    windows = group_metadata_windows(scan.side())
+    rows, regressions = offset_commits(scan.df, windows)
+    return rows, offset_regression_violations(regressions, windows), scan
 
 
 def offset_regression_violations(regressions: DataFrame, windows: DataFrame) -> DataFrame:

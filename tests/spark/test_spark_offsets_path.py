@@ -120,8 +120,7 @@ def test_decode_offset_commits_every_version(spark) -> None:
 
 
 def test_offset_commits_summary_and_regressions(spark) -> None:
-    classified = op.classify(_frame(spark, LOG))
-    summary, regressions = op.offset_commits(classified)
+    summary, violations, scan = op.offset_path(_frame(spark, LOG))
     expected = [
         # group, topic, part, gen, state, start, end, commits, tombs, first, last, first_ts, last_ts, regr, src_p, first_src, last_src
         ("g", "t", 0, None, None, None, 1, 1, 0, 10, 10, T + 1, T + 1, 0, 3, 0, 0),
@@ -133,7 +132,6 @@ def test_offset_commits_summary_and_regressions(spark) -> None:
     ]
     assert_df_equality(summary, spark.createDataFrame(expected, TABLE_SCHEMAS["offset_commits"]),
                        ignore_row_order=True, ignore_nullable=True)
-    violations = op.offset_regression_violations(regressions, op.group_metadata_windows(classified))
     expected_v = [("g", 1, "offset_regression", "t", 0, ["m1"],
                    f"t-0: committed offset 15 (commit time {T + 4}) after 20 (commit time {T + 2}) while the group "
                    f"was Stable in generation 1", "partition 3 offsets 2 -> 4", T + 4, 3, 4)]
@@ -142,9 +140,7 @@ def test_offset_commits_summary_and_regressions(spark) -> None:
 
 
 def test_sql_path_equals_the_pure_audit(spark) -> None:
-    classified = op.classify(_frame(spark, LOG))
-    summary, regressions = op.offset_commits(classified)
-    violations = op.offset_regression_violations(regressions, op.group_metadata_windows(classified))
+    summary, violations, _scan = op.offset_path(_frame(spark, LOG))
     pure_rows, pure_violations = [], []
     for group in ("g", "h"):
         recs = [(3, o, T + o, k, v) for o, (k, v) in enumerate(LOG)

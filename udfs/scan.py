@@ -1,0 +1,455 @@
+"""The job's single pass over the input: an Arrow/numpy kernel for `mapInArrow` that reads every
+record once, in the Python worker that holds it, without a shuffle of the key and value bytes.
+
+Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
+
+* puts the chunk in log order, (partition, offset), with a numpy sort (a no-op check when the input
+  is already ordered, as Kafka-source dumps are) and drops repeated (partition, offset) rows;
+* recognises the offset commits it can summarise without Python objects (key type 0/1 with a
+  complete group/topic/partition, value a tombstone or a well-formed OffsetCommitValue: exactly the
+  layout checks of spec §7.2-7.3, see `_commit_mask`) and reads their committed offset and
+  commitTimestamp straight from the value bytes;
+* sends every other record (GroupMetadata, malformed commits, other types) out unchanged as a
+  `side` row: the per-group Python replay decodes or quarantines those;
+* summarises the commits per (group, topic, partition, Kafka partition, stretch between two
+  GroupMetadata records of the group in this chunk) as `partial` rows: counts, first and last
+  commit (committed offset, commitTimestamp, log offset), and the regressions inside the stretch;
+  every backwards step inside a stretch becomes a `regression` candidate row. Which generation
+  window a stretch belongs to, and whether that window was Stable, is decided after the pass
+  (`jobs.offsets_path.offset_commits`), where stretches of the same window from other chunks are
+  also stitched together;
+* reports its `range` per Kafka partition (first and last offset) and its `counts`.
+
+A stretch never spans a GroupMetadata record of its group, so stitching stretches in log order is
+exact provided no two chunks hold interleaving offsets of one Kafka partition. The job checks that
+on the `range` rows and, when it does not hold (an input that is not in log order), runs the pass
+again on input range-partitioned and sorted by (partition, offset).
+
+The functions here take and return pyarrow objects and are tested without Spark; `SCAN_SCHEMA`
+is the Spark schema of `make_scan_fn`'s output.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "INPUT_COLUMNS",
+    "KIND_COUNTS",
+    "KIND_PARTIAL",
+    "KIND_RANGE",
+    "KIND_REGRESSION",
+    "KIND_SIDE",
+    "SCAN_FIELDS",
+    "SCAN_SCHEMA",
+    "group_matcher",
+    "make_scan_fn",
+    "scan_chunk",
+]
+
+KIND_SIDE = "side"
+KIND_PARTIAL = "partial"
+KIND_REGRESSION = "regression"
+KIND_RANGE = "range"
+KIND_COUNTS = "counts"
+
+INPUT_COLUMNS: tuple[str, ...] = ("key", "value", "partition", "offset", "timestamp_ms", "in_window")
+"""What the kernel reads: raw key/value bytes, log position, record time in epoch ms, and whether
+the record is inside the run's time window (null or false: outside)."""
+
+_L, _I, _S, _B = pa.int64(), pa.int32(), pa.string(), pa.binary()
+SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
+    ("_kind", _S, "side / partial / regression / range / counts"),
+    ("partition", _I, "Kafka partition (side, partial, regression, range)"),
+    ("offset", _L, "side: the record's offset; partial: its first record's; regression: the regressing "
+                   "commit's; range: the chunk's first offset in the partition"),
+    ("timestamp_ms", _L, "side: the record's timestamp; regression: the regressing commit's"),
+    ("key", _B, "side: raw key"),
+    ("value", _B, "side: raw value"),
+    ("group_id", _S, "partial, regression"),
+    ("topic", _S, "partial, regression"),
+    ("partition_key", _I, "partial, regression: the committed topic-partition's partition"),
+    ("last_source_offset", _L, "partial: its last record's offset; range: the chunk's last offset"),
+    ("commits", _L, "partial: commits; counts: commits summarised"),
+    ("tombstones", _L, "partial: offset tombstones; counts: tombstones summarised"),
+    ("regressions", _L, "partial: backwards steps between its own commits"),
+    ("first_commit_source_offset", _L, "partial: log offset of its first commit"),
+    ("first_commit_record_ts", _L, "partial: record timestamp of its first commit"),
+    ("first_offset", _L, "partial: committed offset of its first commit"),
+    ("first_commit_timestamp", _L, "partial: commitTimestamp of its first commit"),
+    ("last_commit_source_offset", _L, "partial: log offset of its last commit"),
+    ("last_offset", _L, "partial: committed offset of its last commit"),
+    ("last_commit_timestamp", _L, "partial: commitTimestamp of its last commit"),
+    ("offset_value", _L, "regression: the committed offset that went backwards"),
+    ("commit_timestamp", _L, "regression: its commitTimestamp"),
+    ("previous_offset", _L, "regression: the previous commit's offset"),
+    ("previous_commit_timestamp", _L, "regression: the previous commit's commitTimestamp"),
+    ("previous_source_offset", _L, "regression: the previous commit's log offset"),
+    ("chunk", _L, "range, counts: the chunk (task partition << 20 | chunk number)"),
+    ("records_in", _L, "counts: rows read"),
+    ("filtered_by_window", _L, "counts: rows outside the time window"),
+    ("duplicates", _L, "counts: repeated (partition, offset) rows dropped"),
+    ("filtered_by_group", _L, "counts: commits of groups outside the group filter"),
+    ("side_records", _L, "counts: rows sent to the replay"),
+)
+_ARROW_SCHEMA = pa.schema([pa.field(name, t, nullable=name != "_kind") for name, t, _ in SCAN_FIELDS])
+
+
+def _spark_schema() -> Any:
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+
+    types = {_L: LongType(), _I: IntegerType(), _S: StringType(), _B: BinaryType()}
+    return StructType([StructField(name, types[t], name != "_kind") for name, t, _ in SCAN_FIELDS])
+
+
+SCAN_SCHEMA = _spark_schema()
+"""Spark schema of the kernel's output (`mapInArrow(make_scan_fn(...), SCAN_SCHEMA)`)."""
+
+_PAD = 16
+
+
+class _Binary:
+    """Zero-copy view of a binary Arrow array: per-row start, length and null mask over one padded
+    byte buffer (reads past a row's end return other bytes; callers mask them by length)."""
+
+    __slots__ = ("data", "length", "null", "start")
+
+    def __init__(self, arr: pa.Array) -> None:
+        n = len(arr)
+        bufs = arr.buffers()
+        width = 8 if pa.types.is_large_binary(arr.type) else 4
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if width == 8 else np.int32, count=n + 1,
+                                offset=arr.offset * width).astype(np.int64) if n else np.zeros(1, np.int64)
+        self.start = offsets[:-1]
+        self.length = offsets[1:] - offsets[:-1]
+        self.null = (arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count
+                     else np.zeros(n, dtype=bool))
+        end = int(offsets[-1]) if n else 0
+        data = np.frombuffer(bufs[2], dtype=np.uint8, count=end) if bufs[2] is not None and end else np.empty(0, np.uint8)
+        self.data = np.concatenate([data, np.zeros(_PAD, dtype=np.uint8)])
+
+    def u8(self, rows: np.ndarray, at: np.ndarray | int) -> np.ndarray:
+        """Byte `at` (relative) of each row in `rows`, as int64."""
+        idx = np.clip(self.start[rows] + at, 0, len(self.data) - 1)
+        return self.data[idx].astype(np.int64)
+
+    def be(self, rows: np.ndarray, at: np.ndarray | int, size: int) -> np.ndarray:
+        """Signed big-endian integer of `size` bytes at `at` (relative) of each row in `rows`."""
+        base = np.clip(self.start[rows] + at, 0, len(self.data) - size)
+        b = self.data[base[:, None] + np.arange(size)]
+        return np.ascontiguousarray(b).view(f">i{size}").reshape(-1).astype(np.int64)
+
+
+def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For `rows` (indices): (summarisable offset-commit record, committed offset, commitTimestamp).
+    The UTF-8 of the names is checked later, per distinct key (`_decode_commit_key`); that of the
+    metadata string here (`_metadata_utf8`), as the codec checks both.
+
+    Key: type 0 or 1, group string (int16 length >= 0), topic string, int32 partition, all present
+    (trailing bytes allowed). Value: null (an offset tombstone), or version 0-255 whose layout is
+    complete: v0/v2 20 + m bytes, v1 28 + m, v3 24 + m, v4+ 23 + varint + m (m = metadata length,
+    the v4+ compact length in one or two varint bytes). Offsets and times are 0 where not a commit."""
+    n = len(rows)
+    klen = keys.length[rows]
+    ctype = ~keys.null[rows] & (klen >= 2) & (keys.u8(rows, 0) == 0) & (keys.u8(rows, 1) <= 1)
+    glen = keys.be(rows, 2, 2)
+    tlen = keys.be(rows, 4 + np.maximum(glen, 0), 2)
+    key_ok = ctype & (klen >= 4) & (glen >= 0) & (klen >= 6 + glen) & (tlen >= 0) & (klen >= 10 + glen + tlen)
+
+    vnull = values.null[rows]
+    vlen = values.length[rows]
+    ver = np.where((vlen >= 1) & (values.u8(rows, 0) == 0), values.u8(rows, 1), -1)
+    m = np.full(n, -1, dtype=np.int64)
+    vl = np.zeros(n, dtype=np.int64)
+    old = (ver >= 0) & (ver <= 2)
+    m = np.where(old, values.be(rows, 10, 2), m)
+    m = np.where(ver == 3, values.be(rows, 14, 2), m)
+    b14, b15 = values.u8(rows, 14), values.u8(rows, 15)
+    flex = ver >= 4
+    one, two = flex & (b14 < 128), flex & (b14 >= 128) & (b15 < 128)
+    m = np.where(one, b14 - 1, np.where(two, (b14 - 128) + b15 * 128 - 1, m))
+    vl = np.where(one, 1, np.where(two, 2, vl))
+    flex_bad = flex & ~one & ~two
+    need = np.select([(ver == 0) | (ver == 2), ver == 1, ver == 3], [20 + m, 28 + m, 24 + m], 23 + vl + m)
+    value_ok = ~vnull & (ver >= 0) & ~flex_bad & (m >= 0) & (vlen >= need)
+    ok = key_ok & (vnull | value_ok)
+    ts_at = np.select([old, ver == 3], [12 + m, 16 + m], 14 + vl + m)
+    live = ok & ~vnull
+    with_meta = np.flatnonzero(live & (m > 0))
+    if len(with_meta):
+        ok[with_meta] &= _metadata_utf8(values, rows[with_meta], (ts_at - m)[with_meta], m[with_meta])
+        live = ok & ~vnull
+    offset = np.where(live, values.be(rows, 2, 8), 0)
+    commit_ts = np.where(live, values.be(rows, np.maximum(ts_at, 0), 8), 0)
+    return ok, offset, commit_ts
+
+
+def _metadata_utf8(values: _Binary, rows: np.ndarray, at: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Whether each row's metadata bytes (`m` > 0 bytes at `at`) are UTF-8: all-ASCII ones by one
+    vectorised max, the others (rare) decoded strictly."""
+    begin = values.start[rows] + at
+    bounds = np.empty(2 * len(rows), dtype=np.int64)
+    bounds[0::2], bounds[1::2] = begin, begin + m
+    order = np.argsort(bounds[0::2], kind="stable")  # reduceat wants the slices in buffer order
+    pairs = np.empty_like(bounds)
+    pairs[0::2], pairs[1::2] = bounds[0::2][order], bounds[1::2][order]
+    top = np.empty(len(rows), dtype=np.int64)
+    top[order] = np.maximum.reduceat(values.data, pairs)[0::2]
+    good = top < 0x80
+    for i in np.flatnonzero(~good):
+        try:
+            values.data[begin[i]:begin[i] + m[i]].tobytes().decode("utf-8")
+            good[i] = True
+        except UnicodeDecodeError:
+            pass
+    return good
+
+
+def _decode_commit_key(raw: bytes) -> tuple[str, str, int] | None:
+    """(group, topic, partition) of an OffsetCommitKey body without its version (layout checked by
+    `_commit_mask`); None when a name is not UTF-8 (the codec refuses it: the replay quarantines)."""
+    glen = int.from_bytes(raw[0:2], "big")
+    tlen = int.from_bytes(raw[2 + glen:4 + glen], "big")
+    topic_end = 4 + glen + tlen
+    try:
+        return (raw[2:2 + glen].decode("utf-8"), raw[4 + glen:topic_end].decode("utf-8"),
+                int.from_bytes(raw[topic_end:topic_end + 4], "big", signed=True))
+    except UnicodeDecodeError:
+        return None
+
+
+def group_matcher(patterns: Sequence[str]) -> Callable[[str], bool] | None:
+    """A predicate for the group filter (fnmatch globs, as `jobs.inputs.filter_groups`); None: all."""
+    if not patterns:
+        return None
+    pats = tuple(patterns)
+    return lambda group: any(fnmatch.fnmatchcase(group, p) for p in pats)
+
+
+def _column(n: int, values: Any, t: pa.DataType) -> pa.Array:
+    if values is None:
+        return pa.nulls(n, t)
+    if isinstance(values, pa.Array | pa.ChunkedArray):
+        return values.cast(t) if values.type != t else values
+    return pa.array(values, type=t)
+
+
+def _rows(kind: str, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
+    arrays = [pa.array([kind] * n, type=_S) if name == "_kind" else _column(n, columns.get(name), t)
+              for name, t, _ in SCAN_FIELDS]
+    return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
+
+
+def _masked(values: np.ndarray, valid: np.ndarray) -> pa.Array:
+    return pa.array(values, mask=~valid)
+
+
+def _local_stretch(gm_rank: np.ndarray, gm_group: np.ndarray, rec_rank: np.ndarray, rec_group: np.ndarray) -> np.ndarray:
+    """For each record: how many GroupMetadata records of its group come before it in the chunk
+    (ranks are positions in the chunk's log order; group -1: the group has none here)."""
+    out = np.zeros(len(rec_rank), dtype=np.int64)
+    if not len(gm_rank):
+        return out
+    scale = np.int64(max(int(rec_rank.max(initial=0)), int(gm_rank.max(initial=0))) + 1)
+    gm_key = np.sort(gm_group * scale + gm_rank)
+    has = rec_group >= 0
+    base = rec_group[has] * scale
+    out[has] = np.searchsorted(gm_key, base + rec_rank[has]) - np.searchsorted(gm_key, base)
+    return out
+
+
+def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], bool] | None = None) -> pa.Table:
+    """One chunk's `side`, `partial`, `regression`, `range` and `counts` rows (see the module
+    docstring); `batch` has `INPUT_COLUMNS`."""
+    n = batch.num_rows
+    part_a, off_a = batch.column("partition"), batch.column("offset")
+    positioned = ~(part_a.is_null().to_numpy(zero_copy_only=False) | off_a.is_null().to_numpy(zero_copy_only=False))
+    part = part_a.fill_null(0).to_numpy().astype(np.int64)
+    off = off_a.fill_null(0).to_numpy().astype(np.int64)
+    inw = batch.column("in_window").fill_null(False).to_numpy(zero_copy_only=False)
+    ts = batch.column("timestamp_ms").fill_null(0).to_numpy().astype(np.int64)
+
+    in_order = n < 2 or bool(np.all((part[1:] > part[:-1]) | ((part[1:] == part[:-1]) & (off[1:] >= off[:-1]))))
+    order = np.arange(n) if in_order else np.lexsort((off, part))
+    order = order[inw[order]]
+    n_window = len(order)
+    dup = np.zeros(n_window, dtype=bool)
+    if n_window > 1:
+        p, o = part[order], off[order]
+        dup[1:] = (p[1:] == p[:-1]) & (o[1:] == o[:-1]) & positioned[order[1:]] & positioned[order[:-1]]
+    keep = order[~dup]  # in-window, distinct, in log order
+
+    kcol = batch.column("key")
+    keys, values = _Binary(kcol), _Binary(batch.column("value"))
+    ok, commit_offset, commit_ts = _commit_mask(keys, values, keep)
+    ok &= positioned[keep]
+    out: list[pa.RecordBatch] = []
+
+    # in-chunk GroupMetadata records (key type 2), by group: a stretch ends at each one
+    gm_local = np.flatnonzero(~ok & ~keys.null[keep] & (keys.length[keep] >= 4) & (keys.u8(keep, 0) == 0)
+                              & (keys.u8(keep, 1) == 2))
+    gm_groups: dict[str, int] = {}
+    gm_group_ids = np.empty(len(gm_local), dtype=np.int64)
+    gm_rank = gm_local.astype(np.int64)
+    for j, row in enumerate(keep[gm_local]):
+        raw = kcol[int(row)].as_py()
+        glen = int.from_bytes(raw[2:4], "big", signed=True)
+        name = raw[4:4 + glen].decode("utf-8", "replace") if 0 <= glen <= len(raw) - 4 else None
+        gm_group_ids[j] = -1 if name is None else gm_groups.setdefault(name, len(gm_groups))
+    valid_gm = gm_group_ids >= 0
+    gm_rank, gm_group_ids = gm_rank[valid_gm], gm_group_ids[valid_gm]
+
+    commit_offset, commit_ts = commit_offset[ok], commit_ts[ok]
+    commit_local = np.flatnonzero(ok)
+    rows = keep[commit_local]
+    filtered_by_group = commits = tombstones = 0
+    names: list[tuple[str, str, int]] = []
+    cid = np.empty(0, dtype=np.int64)
+    if len(rows):
+        enc = pc.dictionary_encode(kcol.take(pa.array(rows)))
+        canon: dict[tuple[str, str, int], int] = {}
+        entry_to_cid = np.empty(len(enc.dictionary), dtype=np.int64)
+        for e, raw in enumerate(enc.dictionary.to_pylist()):
+            name = _decode_commit_key(raw[2:])
+            entry_to_cid[e] = -1 if name is None else canon.setdefault(name, len(canon))
+        names = list(canon)
+        cid = entry_to_cid[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
+        named = cid >= 0
+        if not named.all():  # names that are not UTF-8: to the replay, which quarantines them
+            ok[commit_local[~named]] = False
+            rows, cid, commit_local = rows[named], cid[named], commit_local[named]
+            commit_offset, commit_ts = commit_offset[named], commit_ts[named]
+        if group_ok is not None and len(rows):
+            wanted = np.array([group_ok(g) for g, _, _ in names], dtype=bool)[cid]
+            filtered_by_group = int((~wanted).sum())
+            rows, cid, commit_local = rows[wanted], cid[wanted], commit_local[wanted]
+            commit_offset, commit_ts = commit_offset[wanted], commit_ts[wanted]
+
+    side = keep[~ok]
+    if len(side):
+        idx = pa.array(side)
+        out.append(_rows(KIND_SIDE, len(side), {
+            name: batch.column(name).take(idx) for name in ("partition", "offset", "timestamp_ms", "key", "value")}))
+
+    if len(rows):
+        cid_gm = np.array([gm_groups.get(g, -1) for g, _, _ in names], dtype=np.int64)
+        stretch = _local_stretch(gm_rank, gm_group_ids, commit_local.astype(np.int64), cid_gm[cid])
+        out.extend(_summarise(rows, cid, stretch, names, part, off, ts, values.null, commit_offset, commit_ts))
+        tombstones = int(values.null[rows].sum())
+        commits = len(rows) - tombstones
+
+    if len(keep):
+        kp = part[keep]
+        first = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])
+        last = np.concatenate([first[1:] - 1, [len(keep) - 1]])
+        out.append(_rows(KIND_RANGE, len(first), {
+            "partition": kp[first], "offset": off[keep][first], "last_source_offset": off[keep][last],
+            "chunk": np.full(len(first), chunk, dtype=np.int64)}))
+    out.append(_rows(KIND_COUNTS, 1, {
+        "chunk": [chunk], "records_in": [n], "filtered_by_window": [n - n_window],
+        "duplicates": [int(dup.sum())], "filtered_by_group": [filtered_by_group], "commits": [commits],
+        "tombstones": [tombstones], "side_records": [len(side)]}))
+    return pa.Table.from_batches(out, schema=_ARROW_SCHEMA)
+
+
+def _summarise(rows: np.ndarray, cid: np.ndarray, stretch: np.ndarray, names: list[tuple[str, str, int]],
+               part: np.ndarray, off: np.ndarray, ts: np.ndarray, tomb_all: np.ndarray,
+               commit_offset: np.ndarray, commit_ts: np.ndarray) -> list[pa.RecordBatch]:
+    """`partial` and `regression` rows of a chunk's commits (`rows` in log order)."""
+    perm = np.argsort(cid, kind="stable")  # (topic-partition key, log order)
+    r, c, s = rows[perm], cid[perm], stretch[perm]
+    p, o_src, rts = part[r], off[r], ts[r]
+    tomb = tomb_all[r]
+    o, cts = commit_offset[perm], commit_ts[perm]
+    n = len(r)
+    new = np.ones(n, dtype=bool)
+    new[1:] = (c[1:] != c[:-1]) | (s[1:] != s[:-1]) | (p[1:] != p[:-1])
+    starts = np.flatnonzero(new)
+    ends = np.concatenate([starts[1:], [n]]) - 1
+    seg = np.cumsum(new) - 1
+    nseg = len(starts)
+    tombs = np.add.reduceat(tomb.astype(np.int64), starts)
+    counts = (ends - starts + 1) - tombs
+
+    live = np.flatnonzero(~tomb)
+    lseg = seg[live]
+    has = np.zeros(nseg, dtype=bool)
+    first_i = np.zeros(nseg, dtype=np.int64)
+    last_i = np.zeros(nseg, dtype=np.int64)
+    regress = np.zeros(nseg, dtype=np.int64)
+    reg_cur = reg_prev = np.empty(0, dtype=np.int64)
+    if len(live):
+        head = np.ones(len(live), dtype=bool)
+        head[1:] = lseg[1:] != lseg[:-1]
+        tail = np.ones(len(live), dtype=bool)
+        tail[:-1] = lseg[1:] != lseg[:-1]
+        has[lseg[head]] = True
+        first_i[lseg[head]] = live[head]
+        last_i[lseg[tail]] = live[tail]
+        back = ~head[1:] & (o[live[1:]] < o[live[:-1]])
+        reg_cur, reg_prev = live[1:][back], live[:-1][back]
+        regress = np.bincount(lseg[1:][back], minlength=nseg).astype(np.int64)
+
+    groups = np.array([g for g, _, _ in names], dtype=object)
+    topics = np.array([t for _, t, _ in names], dtype=object)
+    parts = np.array([q for _, _, q in names], dtype=np.int64)
+    sc = c[starts]
+    out = [_rows(KIND_PARTIAL, nseg, {
+        "partition": p[starts], "offset": o_src[starts], "group_id": groups[sc].tolist(),
+        "topic": topics[sc].tolist(), "partition_key": parts[sc], "last_source_offset": o_src[ends],
+        "commits": counts, "tombstones": tombs, "regressions": regress,
+        "first_commit_source_offset": _masked(o_src[first_i], has),
+        "first_commit_record_ts": _masked(rts[first_i], has),
+        "first_offset": _masked(o[first_i], has), "first_commit_timestamp": _masked(cts[first_i], has),
+        "last_commit_source_offset": _masked(o_src[last_i], has),
+        "last_offset": _masked(o[last_i], has), "last_commit_timestamp": _masked(cts[last_i], has)})]
+    if len(reg_cur):
+        rc = c[reg_cur]
+        out.append(_rows(KIND_REGRESSION, len(reg_cur), {
+            "partition": p[reg_cur], "offset": o_src[reg_cur], "timestamp_ms": rts[reg_cur],
+            "group_id": groups[rc].tolist(), "topic": topics[rc].tolist(), "partition_key": parts[rc],
+            "offset_value": o[reg_cur], "commit_timestamp": cts[reg_cur], "previous_offset": o[reg_prev],
+            "previous_commit_timestamp": cts[reg_prev], "previous_source_offset": o_src[reg_prev]}))
+    return out
+
+
+def make_scan_fn(*, chunk_rows: int = 1_000_000, groups: Sequence[str] = ()
+                 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function for `df.select(*INPUT_COLUMNS).mapInArrow(fn, SCAN_SCHEMA)`: gathers up to
+    `chunk_rows` rows per chunk (bounding the worker's memory), then runs `scan_chunk` on each."""
+    patterns = tuple(groups)
+
+    def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx is not None else 0
+        group_ok = group_matcher(patterns)
+        pending: list[pa.RecordBatch] = []
+        size = number = 0
+
+        def flush() -> Iterator[pa.RecordBatch]:
+            nonlocal pending, size, number
+            table = pa.Table.from_batches(pending).combine_chunks()
+            pending, size = [], 0
+            merged = table.to_batches()[0] if table.num_rows else None
+            if merged is not None:
+                yield from scan_chunk(merged, chunk=(task << 20) | number, group_ok=group_ok).to_batches()
+                number += 1
+
+        for b in batches:
+            if b.num_rows:
+                pending.append(b)
+                size += b.num_rows
+            if size >= chunk_rows:
+                yield from flush()
+        if pending:
+            yield from flush()
+
+    return scan_partition
