@@ -508,19 +508,19 @@ class GroupAuditor:
         return rows
 
     def _member_rows(self, snap: GroupSnapshot, m: MemberView, *, valid_to: int | None) -> list[AuditRow]:
-        assigned = m.assigned_distinct
-        if not assigned:
+        groups = m.assigned_groups
+        if not groups:
             return []
         ts, p, o = self._valid_from[m.member_id]
         group, gen, member_id, instance = self.group_id or "", snap.generation, m.member_id, m.group_instance_id
         client_id, host, version, owned = m.client_id, m.client_host, m.subscription_version, m.owned
         ud_gen, sub_gen = m.user_data_generation, m.subscription_generation
         make = make_assignment_row
-        if not owned:
-            return [make(group, gen, member_id, instance, client_id, host, t, partition, version, False, ud_gen,
-                         sub_gen, ts, valid_to, p, o) for t, partition in assigned]
-        return [make(group, gen, member_id, instance, client_id, host, tp[0], tp[1], version, tp in owned, ud_gen,
-                     sub_gen, ts, valid_to, p, o) for tp in assigned]
+        if owned or not m.assigned_is_distinct:
+            return [make(group, gen, member_id, instance, client_id, host, tp[0], tp[1], version, tp in owned,
+                         ud_gen, sub_gen, ts, valid_to, p, o) for tp in m.assigned_distinct]
+        return [make(group, gen, member_id, instance, client_id, host, t, partition, version, False, ud_gen,
+                     sub_gen, ts, valid_to, p, o) for t, partitions in groups for partition in partitions]
 
     def _cause_row(self, c: Cause, gen: int | None, prev_gen: int | None, primary: bool, p: int, o: int,
                    ts: int, evidence: str) -> RebalanceCauseRow:

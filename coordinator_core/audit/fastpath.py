@@ -21,7 +21,7 @@ from itertools import repeat
 from coordinator_core.audit.rows import fast_constructor
 from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata
 
-__all__ = ["GroupRecordReader", "assignment_fast", "assignment_partitions_fast", "group_record_fast",
+__all__ = ["GroupRecordReader", "assignment_fast", "assignment_groups_fast", "group_record_fast",
            "subscription_fast"]
 
 _h = struct.Struct(">h").unpack_from
@@ -30,7 +30,16 @@ _q = struct.Struct(">q").unpack_from
 _ii = struct.Struct(">ii").unpack_from
 _Errors = (struct.error, UnicodeDecodeError, IndexError)
 _int32s: dict[int, Callable[[bytes, int], tuple[int, ...]]] = {}
-"""n -> the unpack_from of n big-endian int32s (filled on demand)."""
+"""n -> the unpack_from of n big-endian int32s (filled on demand, for n up to 4096)."""
+
+
+def _int32s_of(n: int) -> Callable[[bytes, int], tuple[int, ...]]:
+    unpack = _int32s.get(n)
+    if unpack is None:
+        unpack = struct.Struct(f">{n}i").unpack_from
+        if n <= 4096:
+            _int32s[n] = unpack
+    return unpack
 
 # the codec's frozen record classes, built without their per-field object.__setattr__ (positional,
 # every field given; CoordinatorRecord's __post_init__ only fills a missing value_version, always given here)
@@ -199,9 +208,9 @@ def _read_group(key: bytes, value: bytes | None, previous: list[_MemberBytes] | 
         return None, None
 
 
-def _partitions(b: bytes, pos: int, out: list[tuple[str, int]], topics_out: list[str] | None = None) -> int:
-    """[topic string, [int32]] entries appended to `out` as (topic, partition) pairs (and the topic of
-    each entry with partitions to `topics_out`); -1 when the bytes are not the well-formed shape."""
+def _partitions(b: bytes, pos: int, out: list[tuple[str, int]]) -> int:
+    """[topic string, [int32]] entries appended to `out` as (topic, partition) pairs; -1 when the
+    bytes are not the well-formed shape."""
     size = len(b)
     topics = _i(b, pos)[0]
     pos += 4
@@ -220,12 +229,7 @@ def _partitions(b: bytes, pos: int, out: list[tuple[str, int]], topics_out: list
         if n == 1:
             out.append((topic, _i(b, pos)[0]))
         elif n:
-            unpack = _int32s.get(n)
-            if unpack is None:
-                unpack = _int32s[n] = struct.Struct(f">{n}i").unpack_from
-            out.extend(zip(repeat(topic, n), unpack(b, pos), strict=True))
-        if n and topics_out is not None:
-            topics_out.append(topic)
+            out.extend(zip(repeat(topic, n), _int32s_of(n)(b, pos), strict=True))
         pos += 4 * n
     return pos
 
@@ -317,18 +321,31 @@ def assignment_fast(b: bytes) -> tuple[int, tuple[tuple[str, int], ...], bytes |
         return None
 
 
-def assignment_partitions_fast(b: bytes) -> tuple[tuple[tuple[str, int], ...], list[str]] | None:
-    """(assigned (topic, partition) pairs, the topic of each entry that has partitions) of what
-    `assignment_fast` reads, or None when it would return None."""
+def assignment_groups_fast(b: bytes) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+    """The (topic, partitions) entries that have partitions, in wire order, of what `assignment_fast`
+    reads (its pairs are these entries flattened), or None when it would return None."""
     try:
         size = len(b)
         if size < 2 or b[0] != 0 or b[1] > 3:
             return None
-        assigned: list[tuple[str, int]] = []
-        topics: list[str] = []
-        pos = _partitions(b, 2, assigned, topics)
-        if pos < 0:
+        count = _i(b, 2)[0]
+        pos = 6
+        if count < 0 or count * 6 > size - pos:
             return None
+        groups: list[tuple[str, tuple[int, ...]]] = []
+        for _ in range(count):
+            n = _h(b, pos)[0]
+            end = pos + 2 + n
+            if n < 0 or end > size:
+                return None
+            topic = b[pos + 2:end].decode()
+            n = _i(b, end)[0]
+            pos = end + 4
+            if n < 0 or n * 4 > size - pos:
+                return None
+            if n:
+                groups.append((topic, _int32s_of(n)(b, pos)))
+                pos += 4 * n
         n = _i(b, pos)[0]
         if n == -1:
             pos += 4
@@ -338,6 +355,6 @@ def assignment_partitions_fast(b: bytes) -> tuple[tuple[tuple[str, int], ...], l
                 return None
         if pos != size:
             return None
-        return tuple(assigned), topics
+        return tuple(groups)
     except _Errors:
         return None

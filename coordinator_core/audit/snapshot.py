@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from coordinator_core.audit.fastpath import assignment_partitions_fast, subscription_fast
+from coordinator_core.audit.fastpath import assignment_groups_fast, subscription_fast
 from coordinator_core.consumer_protocol import (
     decode_assignment,
     decode_cooperative_user_data,
@@ -48,10 +48,11 @@ class MemberView:
     A plain slotted class rather than a frozen dataclass: one is built per member of every replayed
     GroupMetadata record, and nothing changes it after construction (treat it as immutable)."""
 
-    __slots__ = ("_assigned_set", "assigned", "assigned_distinct", "assigned_topics", "assignment_raw", "claims",
-                 "client_host", "client_id", "errors", "group_instance_id", "identity", "member_id", "owned",
-                 "rebalance_timeout", "session_timeout", "sticky_previous", "subscription_generation",
-                 "subscription_raw", "subscription_version", "topics", "user_data_generation")
+    __slots__ = ("_assigned", "_assigned_distinct", "_assigned_set", "assigned_groups", "assigned_is_distinct",
+                 "assigned_topics", "assignment_raw", "claims", "client_host", "client_id", "errors",
+                 "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout", "session_timeout",
+                 "sticky_previous", "subscription_generation", "subscription_raw", "subscription_version", "topics",
+                 "user_data_generation")
 
     member_id: str
     group_instance_id: str | None
@@ -70,12 +71,13 @@ class MemberView:
     """The sticky assignor's userData previous assignment (EAGER sticky's ownership claim)."""
     subscription_generation: int | None
     user_data_generation: int | None
-    assigned: tuple[TopicPartition, ...] | None
-    """Assigned partitions in wire order; () for an empty assignment, None when it did not decode."""
+    assigned_groups: tuple[tuple[str, tuple[int, ...]], ...] | None
+    """The assignment's (topic, partitions) entries with partitions, in wire order; () for an empty
+    assignment, None when it did not decode. `assigned` and friends are derived from it on use."""
+    assigned_is_distinct: bool
+    """No (topic, partition) is listed twice in the assignment (True when it did not decode)."""
     assigned_topics: frozenset[str]
     """The topics of the assigned partitions."""
-    assigned_distinct: tuple[TopicPartition, ...]
-    """`assigned` without repeats (first occurrence kept); () when the assignment did not decode."""
     errors: tuple[str, ...]
     identity: tuple[str, str]
     """Who this member is across generations: ("instance", its instance id) if static, else
@@ -96,7 +98,9 @@ class MemberView:
         self.assignment_raw = assignment_raw
         (self.subscription_version, self.topics, self.owned, self.sticky_previous, self.subscription_generation,
          self.user_data_generation) = subscription
-        self.assigned, self.assigned_topics, self.assigned_distinct = assignment
+        self.assigned_groups, self.assigned_topics, self.assigned_is_distinct = assignment
+        self._assigned: tuple[TopicPartition, ...] | None = None
+        self._assigned_distinct: tuple[TopicPartition, ...] | None = None
         self._assigned_set: frozenset[TopicPartition] | None = None
         self.errors = errors
         self.identity = ("member", member_id) if group_instance_id is None else ("instance", group_instance_id)
@@ -106,11 +110,33 @@ class MemberView:
         return f"MemberView({self.label}, assigned={self.assigned})"
 
     @property
+    def assigned(self) -> tuple[TopicPartition, ...] | None:
+        """Assigned partitions in wire order; () for an empty assignment, None when it did not decode."""
+        out = self._assigned
+        if out is None:
+            groups = self.assigned_groups
+            if groups is None:
+                return None
+            out = self._assigned = tuple([(t, p) for t, ps in groups for p in ps])
+        return out
+
+    @property
+    def assigned_distinct(self) -> tuple[TopicPartition, ...]:
+        """`assigned` without repeats (first occurrence kept); () when the assignment did not decode."""
+        out = self._assigned_distinct
+        if out is None:
+            out = self.assigned or ()
+            if not self.assigned_is_distinct:
+                out = tuple(dict.fromkeys(out))
+            self._assigned_distinct = out
+        return out
+
+    @property
     def assigned_set(self) -> frozenset[TopicPartition]:
-        """The assigned partitions as a set (empty when the assignment did not decode); built on first use."""
+        """The assigned partitions as a set (empty when the assignment did not decode)."""
         out = self._assigned_set
         if out is None:
-            out = self._assigned_set = frozenset(self.assigned_distinct) if self.assigned_distinct else _EMPTY
+            out = self._assigned_set = frozenset(self.assigned or ())
         return out
 
     @property
@@ -178,14 +204,14 @@ _Decoded = tuple[int | None, frozenset[str] | None, frozenset[TopicPartition], f
                  int | None, int | None]
 """(subscription_version, topics, owned, sticky_previous, subscription_generation, user_data_generation)."""
 
-_Assigned = tuple[tuple[TopicPartition, ...] | None, frozenset[str], tuple[TopicPartition, ...]]
-"""(assigned, assigned_topics, assigned_distinct)."""
+_Assigned = tuple[tuple[tuple[str, tuple[int, ...]], ...] | None, frozenset[str], bool]
+"""(assigned_groups, assigned_topics, assigned_is_distinct)."""
 
 _EMPTY: frozenset[TopicPartition] = frozenset()
 _NO_TOPICS: frozenset[str] = frozenset()
 _OPAQUE: _Decoded = (None, None, _EMPTY, _EMPTY, None, None)
-_NONE_ASSIGNED: _Assigned = ((), _NO_TOPICS, ())
-_UNKNOWN: _Assigned = (None, _NO_TOPICS, ())
+_NONE_ASSIGNED: _Assigned = ((), _NO_TOPICS, True)
+_UNKNOWN: _Assigned = (None, _NO_TOPICS, True)
 
 
 class _DecodeCache:
@@ -246,23 +272,25 @@ def _decode_subscription(raw: bytes, protocol: str | None, member_id: str,
 
 
 def _decode_assignment(raw: bytes, member_id: str, errors: list[str]) -> _Assigned:
-    fast = assignment_partitions_fast(raw)
-    if fast is not None:
-        assigned, topics = fast
-        if not assigned:
-            return assigned, _NO_TOPICS, assigned
-        topic_set = frozenset(topics)
-    else:
+    groups = assignment_groups_fast(raw)
+    if groups is None:
         try:
-            assigned = _flatten(decode_assignment(raw).assigned_partitions)
+            entries = decode_assignment(raw).assigned_partitions
         except RecordDecodeError as exc:
             errors.append(f"member {member_id!r} assignment: {exc}")
             return _UNKNOWN
-        if not assigned:
-            return assigned, _NO_TOPICS, assigned
-        topic_set = frozenset([t for t, _ in assigned])
-    distinct = dict.fromkeys(assigned)
-    return assigned, topic_set, assigned if len(distinct) == len(assigned) else tuple(distinct)
+        groups = tuple([(e.topic, tuple(e.partitions)) for e in entries if e.partitions])
+    if not groups:
+        return _NONE_ASSIGNED
+    if len(groups) == 1:
+        topic, partitions = groups[0]
+        return groups, frozenset((topic,)), len(set(partitions)) == len(partitions)
+    topics = frozenset([t for t, _ in groups])
+    distinct = len(topics) == len(groups) and all(len(set(ps)) == len(ps) for _, ps in groups)
+    if not distinct and len(topics) < len(groups):  # a topic in two entries: compare the pairs
+        pairs = [(t, p) for t, ps in groups for p in ps]
+        distinct = len(set(pairs)) == len(pairs)
+    return groups, topics, distinct
 
 
 def _user_data(data: bytes, protocol: str | None, member_id: str,

@@ -63,21 +63,29 @@ class Violation(NamedTuple):
 def assignment_violations(new: GroupSnapshot) -> list[Violation]:
     """Duplicate assignments and assignments outside the member's subscription, in one record."""
     out: list[Violation] = []
-    total = 0
-    union: set[TopicPartition] = set()
+    total = 0  # distinct (topic, partition) pairs of each member, summed; a repeat across members is a duplicate
+    union: dict[str, set[int]] = {}
     for m in new.members:
-        distinct = m.assigned_distinct
-        if distinct:
-            total += len(distinct)
-            union.update(distinct)
-    if total != len(union):
+        groups = m.assigned_groups
+        if not groups:
+            continue
+        if not m.assigned_is_distinct:
+            groups = tuple((t, (p,)) for t, p in m.assigned_distinct)
+        for topic, partitions in groups:
+            total += len(partitions)
+            seen = union.get(topic)
+            if seen is None:
+                union[topic] = set(partitions)
+            else:
+                seen.update(partitions)
+    if total != sum(map(len, union.values())):
         for (topic, partition), holders in sorted(new.owners().items()):
             if len(holders) > 1:
                 out.append(Violation("duplicate_assignment", topic, partition, tuple(m.member_id for m in holders),
                                      f"{topic}-{partition} assigned to {len(holders)} members in generation "
                                      f"{new.generation}"))
     for m in new.members:
-        if m.topics is None or not m.assigned or m.assigned_topics <= m.topics:
+        if m.topics is None or not m.assigned_groups or m.assigned_topics <= m.topics:
             continue
         for topic, partition in dict.fromkeys(m.assigned):
             if topic not in m.topics:
@@ -90,7 +98,7 @@ def assignment_violations(new: GroupSnapshot) -> list[Violation]:
 def ownership_violations(prev: GroupSnapshot, new: GroupSnapshot) -> list[Violation]:
     """Unsafe cooperative moves and stale ownership claims of generation `new`, judged against the
     previous generation `prev` (which must be the real previous record)."""
-    if prev.is_empty or new.is_empty or any(m.assigned is None for m in prev.members):
+    if prev.is_empty or new.is_empty or any(m.assigned_groups is None for m in prev.members):
         return []
     claimants = [m for m in new.members if m.claims]
     if not claimants:
