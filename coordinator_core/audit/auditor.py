@@ -108,6 +108,10 @@ class AuditCounts:
     embedded_decode_errors: int
 
 
+_LOAD_CONFIG = CoordinatorConfig()
+"""The load path's configuration (Kafka's defaults; frozen, so one instance serves every auditor)."""
+
+
 class _LoadPath:
     """Kafka's load path for the audited group: the coordinator's `replay`, called from here only.
 
@@ -117,7 +121,7 @@ class _LoadPath:
     __slots__ = ("_coordinator",)
 
     def __init__(self) -> None:
-        self._coordinator = GroupCoordinator(CoordinatorConfig())
+        self._coordinator = GroupCoordinator(_LOAD_CONFIG)
 
     def replay(self, record: CoordinatorRecord) -> None:
         self._coordinator.replay(record)
@@ -516,7 +520,7 @@ class GroupAuditor:
         client_id, host, version, owned = m.client_id, m.client_host, m.subscription_version, m.owned
         ud_gen, sub_gen = m.user_data_generation, m.subscription_generation
         make = make_assignment_row
-        if owned or not m.assigned_is_distinct:
+        if owned or (snap.has_repeated_assignments() and not m.assigned_is_distinct):
             return [make(group, gen, member_id, instance, client_id, host, tp[0], tp[1], version, tp in owned,
                          ud_gen, sub_gen, ts, valid_to, p, o) for tp in m.assigned_distinct]
         return [make(group, gen, member_id, instance, client_id, host, t, partition, version, False, ud_gen,

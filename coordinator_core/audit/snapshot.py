@@ -48,7 +48,7 @@ class MemberView:
     A plain slotted class rather than a frozen dataclass: one is built per member of every replayed
     GroupMetadata record, and nothing changes it after construction (treat it as immutable)."""
 
-    __slots__ = ("_assigned", "_assigned_distinct", "_assigned_set", "assigned_groups", "assigned_is_distinct",
+    __slots__ = ("_assigned", "_assigned_distinct", "_assigned_set", "_is_distinct", "assigned_groups",
                  "assigned_topics", "assignment_raw", "claims", "client_host", "client_id", "errors",
                  "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout", "session_timeout",
                  "sticky_previous", "subscription_generation", "subscription_raw", "subscription_version", "topics",
@@ -74,8 +74,6 @@ class MemberView:
     assigned_groups: tuple[tuple[str, tuple[int, ...]], ...] | None
     """The assignment's (topic, partitions) entries with partitions, in wire order; () for an empty
     assignment, None when it did not decode. `assigned` and friends are derived from it on use."""
-    assigned_is_distinct: bool
-    """No (topic, partition) is listed twice in the assignment (True when it did not decode)."""
     assigned_topics: frozenset[str]
     """The topics of the assigned partitions."""
     errors: tuple[str, ...]
@@ -98,7 +96,8 @@ class MemberView:
         self.assignment_raw = assignment_raw
         (self.subscription_version, self.topics, self.owned, self.sticky_previous, self.subscription_generation,
          self.user_data_generation) = subscription
-        self.assigned_groups, self.assigned_topics, self.assigned_is_distinct = assignment
+        self.assigned_groups, self.assigned_topics = assignment
+        self._is_distinct: bool | None = None
         self._assigned: tuple[TopicPartition, ...] | None = None
         self._assigned_distinct: tuple[TopicPartition, ...] | None = None
         self._assigned_set: frozenset[TopicPartition] | None = None
@@ -118,6 +117,22 @@ class MemberView:
             if groups is None:
                 return None
             out = self._assigned = tuple([(t, p) for t, ps in groups for p in ps])
+        return out
+
+    @property
+    def assigned_is_distinct(self) -> bool:
+        """No (topic, partition) is listed twice in the assignment (True when it did not decode)."""
+        out = self._is_distinct
+        if out is None:
+            groups = self.assigned_groups
+            if not groups:
+                out = True
+            elif len(groups) == 1:
+                out = len(set(groups[0][1])) == len(groups[0][1])
+            else:
+                pairs = self.assigned or ()
+                out = len(set(pairs)) == len(pairs)
+            self._is_distinct = out
         return out
 
     @property
@@ -204,14 +219,14 @@ _Decoded = tuple[int | None, frozenset[str] | None, frozenset[TopicPartition], f
                  int | None, int | None]
 """(subscription_version, topics, owned, sticky_previous, subscription_generation, user_data_generation)."""
 
-_Assigned = tuple[tuple[tuple[str, tuple[int, ...]], ...] | None, frozenset[str], bool]
-"""(assigned_groups, assigned_topics, assigned_is_distinct)."""
+_Assigned = tuple[tuple[tuple[str, tuple[int, ...]], ...] | None, frozenset[str]]
+"""(assigned_groups, assigned_topics)."""
 
 _EMPTY: frozenset[TopicPartition] = frozenset()
 _NO_TOPICS: frozenset[str] = frozenset()
 _OPAQUE: _Decoded = (None, None, _EMPTY, _EMPTY, None, None)
-_NONE_ASSIGNED: _Assigned = ((), _NO_TOPICS, True)
-_UNKNOWN: _Assigned = (None, _NO_TOPICS, True)
+_NONE_ASSIGNED: _Assigned = ((), _NO_TOPICS)
+_UNKNOWN: _Assigned = (None, _NO_TOPICS)
 
 
 class _DecodeCache:
@@ -282,15 +297,7 @@ def _decode_assignment(raw: bytes, member_id: str, errors: list[str]) -> _Assign
         groups = tuple([(e.topic, tuple(e.partitions)) for e in entries if e.partitions])
     if not groups:
         return _NONE_ASSIGNED
-    if len(groups) == 1:
-        topic, partitions = groups[0]
-        return groups, frozenset((topic,)), len(set(partitions)) == len(partitions)
-    topics = frozenset([t for t, _ in groups])
-    distinct = len(topics) == len(groups) and all(len(set(ps)) == len(ps) for _, ps in groups)
-    if not distinct and len(topics) < len(groups):  # a topic in two entries: compare the pairs
-        pairs = [(t, p) for t, ps in groups for p in ps]
-        distinct = len(set(pairs)) == len(pairs)
-    return groups, topics, distinct
+    return groups, frozenset([t for t, _ in groups])
 
 
 def _user_data(data: bytes, protocol: str | None, member_id: str,
@@ -327,6 +334,7 @@ class GroupSnapshot:
     decoded: _DecodeCache | None = field(default=None, repr=False)
     """The members' decoded embedded bytes, for the next snapshot to reuse."""
     _by_identity: dict[tuple[str, str], MemberView] | None = field(default=None, repr=False)
+    _repeats: bool | None = field(default=None, repr=False)
 
     @property
     def state(self) -> str:
@@ -354,6 +362,28 @@ class GroupSnapshot:
         out = self._by_identity
         if out is None:
             out = self._by_identity = {m.identity: m for m in self.members}
+        return out
+
+    def has_repeated_assignments(self) -> bool:
+        """Some (topic, partition) is listed more than once in the members' assignments (twice by one
+        member, or by two members); False means every member's assignment is distinct and no
+        partition is assigned twice."""
+        out = self._repeats
+        if out is None:
+            listed = 0
+            union: dict[str, set[int]] = {}
+            for m in self.members:
+                for topic, partitions in m.assigned_groups or ():
+                    listed += len(partitions)
+                    seen = union.get(topic)
+                    if seen is None:
+                        union[topic] = set(partitions)
+                    else:
+                        seen.update(partitions)
+            out = self._repeats = listed != sum(map(len, union.values()))
+            if not out:
+                for m in self.members:
+                    m._is_distinct = True
         return out
 
     def owners(self) -> dict[TopicPartition, list[MemberView]]:

@@ -63,27 +63,20 @@ class Violation(NamedTuple):
 def assignment_violations(new: GroupSnapshot) -> list[Violation]:
     """Duplicate assignments and assignments outside the member's subscription, in one record."""
     out: list[Violation] = []
-    total = 0  # distinct (topic, partition) pairs of each member, summed; a repeat across members is a duplicate
-    union: dict[str, set[int]] = {}
-    for m in new.members:
-        groups = m.assigned_groups
-        if not groups:
-            continue
-        if not m.assigned_is_distinct:
-            groups = tuple((t, (p,)) for t, p in m.assigned_distinct)
-        for topic, partitions in groups:
-            total += len(partitions)
-            seen = union.get(topic)
-            if seen is None:
-                union[topic] = set(partitions)
-            else:
-                seen.update(partitions)
-    if total != sum(map(len, union.values())):
-        for (topic, partition), holders in sorted(new.owners().items()):
-            if len(holders) > 1:
-                out.append(Violation("duplicate_assignment", topic, partition, tuple(m.member_id for m in holders),
-                                     f"{topic}-{partition} assigned to {len(holders)} members in generation "
-                                     f"{new.generation}"))
+    if new.has_repeated_assignments():
+        total = 0  # distinct (topic, partition) pairs of each member, summed
+        union: set[TopicPartition] = set()
+        for m in new.members:
+            distinct = m.assigned_distinct
+            total += len(distinct)
+            union.update(distinct)
+        if total != len(union):  # a partition of two members
+            for (topic, partition), holders in sorted(new.owners().items()):
+                if len(holders) > 1:
+                    out.append(Violation("duplicate_assignment", topic, partition,
+                                         tuple(m.member_id for m in holders),
+                                         f"{topic}-{partition} assigned to {len(holders)} members in generation "
+                                         f"{new.generation}"))
     for m in new.members:
         if m.topics is None or not m.assigned_groups or m.assigned_topics <= m.topics:
             continue

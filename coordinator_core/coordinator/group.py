@@ -209,7 +209,9 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members.put(member.member_id, member)
-        self._increment_protocols(member)
+        counts = self.supported_protocols  # _increment_protocols, inline (once per member of every replayed record)
+        for name, _ in member.supported_protocols:
+            counts[name] = counts.get(name, 0) + 1
         member.awaiting_join = join
         if join is not None:
             self.num_members_awaiting_join += 1

@@ -69,22 +69,22 @@ def _replay_group(shard: Shard, group_id: str, value: GroupMetadataValue | None,
     # GroupMetadataManager#replay copies it into the member's protocol too (it then matches the group's
     # None protocol name); the cast only states the well-formed case for Member's type.
     protocol = cast(str, v.protocol)
-    members = []
-    for m in v.members:
-        rebalance_timeout = m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout
-        members.append(Member(
-            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-            client_host=m.client_host, rebalance_timeout_ms=rebalance_timeout, session_timeout_ms=m.session_timeout,
-            protocol_type=v.protocol_type, supported_protocols=((protocol, m.subscription),),
-            assignment=m.assignment))
-    protocol_type = v.protocol_type or None
+    member_protocol_type = v.protocol_type
+    # Member's fields in order: member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+    # session_timeout_ms, protocol_type, supported_protocols, assignment (positional: once per member of
+    # every replayed record)
+    members = [Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                      m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout, m.session_timeout,
+                      member_protocol_type, ((protocol, m.subscription),), m.assignment)
+               for m in v.members]
     ts = v.current_state_timestamp
     group = ClassicGroup.create(
         group_id, shard, state=STABLE if members else EMPTY, now_ms=None if ts == -1 else ts,
-        generation_id=v.generation, protocol_type=protocol_type, protocol_name=v.protocol,
+        generation_id=v.generation, protocol_type=v.protocol_type or None, protocol_name=v.protocol,
         leader_id=v.leader)
+    add = group.add
     for member in members:
-        group.add(member)
+        add(member)
     group.compute_subscribed_topics_on_read()
     shard.groups[group_id] = group
     del now_ms

@@ -57,3 +57,16 @@ def test_member_view_derived_assignment_fields(parts) -> None:
     assert m.assigned_is_distinct == (len(set(pairs)) == len(pairs))
     assert m.assigned_set == frozenset(pairs)
     assert m.assigned_topics == frozenset(t for t, _ in pairs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PARTS, max_size=4))
+def test_snapshot_repeat_check_and_distinct_members(assignments) -> None:
+    members = tuple(MemberMetadata(f"m{i}", None, "c", "h", 1, 1, b"", encode_assignment(Assignment(3, parts, None)))
+                    for i, parts in enumerate(assignments))
+    snap = GroupSnapshot.from_value(GroupMetadataValue("consumer", 1, "range", "m0", 0, members), group_id="g")
+    pairs = [[(tp.topic, p) for tp in parts for p in tp.partitions] for parts in assignments]
+    every = [tp for member_pairs in pairs for tp in member_pairs]
+    assert snap.has_repeated_assignments() == (len(every) != len(set(every)))
+    for m, member_pairs in zip(snap.members, pairs, strict=True):
+        assert m.assigned_is_distinct == (len(member_pairs) == len(set(member_pairs)))
