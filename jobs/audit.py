@@ -205,10 +205,13 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
                           text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
-        scan = scan_log(data.raw, window=data.window if cfg.since or cfg.until else None, groups=cfg.groups,
-                        chunk_rows=cfg.scan_chunk_rows, shards=cfg.shards, log=_log)
+        scan = scan_log(data.raw, since=cfg.since, until=cfg.until, groups=cfg.groups,
+                        chunk_rows=cfg.scan_chunk_rows, reader=cfg.scan_reader if data.format == "parquet" else "spark",
+                        shards=cfg.shards, log=_log)
         st.rows = scan.counts["records_in"]
     sc = scan.counts
+    _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
+         f"commits and {sc['tombstones']:,} tombstones summarised, {sc['side_records']:,} records for the replay")
 
     tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage)
     if not cfg.quarantine:

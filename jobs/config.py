@@ -26,6 +26,7 @@ __all__ = [
     "SPEC",
     "AuditConfig",
     "InputFormat",
+    "ScanReader",
     "TextEncoding",
     "WriteMode",
     "Writer",
@@ -37,6 +38,7 @@ InputFormat = Literal["auto", "parquet", "delta", "json"]
 TextEncoding = Literal["auto", "hex", "base64"]
 WriteMode = Literal["replace_window", "overwrite", "append"]
 Writer = Literal["auto", "native", "embedded"]
+ScanReader = Literal["auto", "arrow", "spark"]
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[1] / "conf" / "audit.toml"
 
@@ -66,6 +68,7 @@ SPEC: dict[str, dict[str, _Key]] = {
         "shards": _Key(int, 8, "Spark partitions of the per-group replay"),
         "quarantine": _Key(bool, True, "write undecodable records to the quarantine table"),
         "scan_chunk_rows": _Key(int, 1_000_000, "rows per chunk of the single pass (bounds a Python worker's memory)"),
+        "scan_reader": _Key(ScanReader, "auto", "how the single pass reads Parquet input: auto, arrow or spark"),
     },
     "output": {
         "path": _Key(str, "output/delta", "base path of the Delta tables"),
@@ -95,6 +98,7 @@ class AuditConfig:
     shards: int
     quarantine: bool
     scan_chunk_rows: int
+    scan_reader: ScanReader
     output_path: str | None
     catalog_schema: str | None
     write_mode: WriteMode
@@ -234,7 +238,8 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     return AuditConfig(
         input_path=input_path, input_table=input_table, input_format=get("input.format"),
         text_encoding=get("input.text_encoding"), since=since, until=until, groups=get("groups.include"),
-        shards=shards, quarantine=get("job.quarantine"), scan_chunk_rows=chunk_rows, output_path=output_path,
+        shards=shards, quarantine=get("job.quarantine"), scan_chunk_rows=chunk_rows,
+        scan_reader=get("job.scan_reader"), output_path=output_path,
         catalog_schema=catalog_schema, write_mode=get("output.write_mode"), writer=get("output.writer"),
         spark_master=text("spark.master"), app_name=get("spark.app_name"),
         spark_local_conf=get("spark.local_conf"), source=where + (" + overrides" if applied else ""),

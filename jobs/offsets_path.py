@@ -52,7 +52,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from coordinator_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -65,6 +68,7 @@ __all__ = [
     "classify",
     "decode_offset_commits",
     "group_metadata_windows",
+    "local_parquet_files",
     "offset_commits",
     "offset_path",
     "offset_regression_violations",
@@ -286,6 +290,8 @@ class Scan:
     df: DataFrame
     counts: dict[str, int]
     reordered: bool
+    reader: str
+    """"arrow" (the workers read the Parquet files) or "spark" (fed through mapInArrow)."""
 
     def side(self) -> DataFrame:
         """The records the kernel did not summarise, classified (record_type, group_id) for the
@@ -337,26 +343,82 @@ def chunk_overlap(scanned: DataFrame) -> str | None:
     return None
 
 
-def scan_log(df: DataFrame, *, window: Column | None = None, groups: Sequence[str] = (),
-             chunk_rows: int = 1_000_000, shards: int | None = None,
-             log: Callable[[str], None] | None = None) -> Scan:
+def local_parquet_files(df: DataFrame) -> tuple[list[str], str | None]:
+    """The local Parquet files behind `df` (a plain Parquet read) when the kernel can read them
+    itself, else ([], why not)."""
+    from urllib.parse import unquote, urlparse
+
+    from udfs.scan import parquet_input_problem
+
+    uris = df.inputFiles()
+    if not uris:
+        return [], "no input files"
+    paths = []
+    for uri in uris:
+        parsed = urlparse(uri)
+        if parsed.scheme not in ("", "file"):
+            return [], f"{uri}: not a local file"
+        paths.append(unquote(parsed.path))
+    for path in paths:
+        try:
+            problem = parquet_input_problem(path)
+        except Exception as exc:  # any unreadable footer means: let Spark read it
+            problem = f"{path}: {exc}"
+        if problem is not None:
+            return [], problem
+    return sorted(paths), None
+
+
+def _millis(t: datetime | None) -> int | None:
+    return None if t is None else int(t.timestamp() * 1000)
+
+
+def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | None = None,
+             groups: Sequence[str] = (), chunk_rows: int = 1_000_000, reader: str = "auto",
+             shards: int | None = None, log: Callable[[str], None] | None = None) -> Scan:
     """Runs the single pass over `df` (Kafka-source rows, not deduplicated: the kernel drops
-    repeated (partition, offset) rows), persisted. When the input is not in log order across
-    chunks, runs it again on input range-partitioned and sorted by (partition, offset)."""
+    repeated (partition, offset) rows and those outside since <= timestamp < until), persisted.
+
+    `reader`: "spark" feeds the kernel through Spark (`mapInArrow` over `df`); "arrow" has each
+    worker read `df`'s local Parquet files itself with pyarrow (no trip through the JVM; `df`
+    must be a plain Parquet read whose columns have the Kafka-source types); "auto" is arrow
+    when that holds, else spark. When the chunks' offsets interleave (input not in log order),
+    the pass runs again through Spark on `df` range-partitioned and sorted by (partition, offset)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from udfs.scan import KIND_COUNTS
+    from udfs.scan import FILE_UNIT_SCHEMA, KIND_COUNTS, SCAN_SCHEMA, make_file_scan_fn, parquet_units
 
-    scanned = scan_frame(df, window=window, groups=groups, chunk_rows=chunk_rows).persist(
-        StorageLevel.MEMORY_AND_DISK)
+    spark = df.sparkSession
+    window = None
+    if since is not None:
+        window = F.col("timestamp") >= F.lit(since)
+    if until is not None:
+        window = (F.col("timestamp") < F.lit(until)) if window is None else window & (F.col("timestamp") < F.lit(until))
+    files: list[str] = []
+    if reader != "spark":
+        files, why = local_parquet_files(df)
+        if why is not None:
+            if reader == "arrow":
+                raise ConfigError(f"job.scan_reader = arrow: the input cannot be read directly ({why})")
+            if log is not None:
+                log(f"the single pass reads through Spark ({why})")
+    if files:
+        units = parquet_units(files, unit_rows=chunk_rows)
+        fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=_millis(since),
+                               until_ms=_millis(until))
+        unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
+        scanned = unit_df.mapInArrow(fn, SCAN_SCHEMA)
+    else:
+        scanned = scan_frame(df, window=window, groups=groups, chunk_rows=chunk_rows)
+    scanned = scanned.persist(StorageLevel.MEMORY_AND_DISK)
     overlap = chunk_overlap(scanned)
     reordered = overlap is not None
     if overlap is not None:
         if log is not None:
             log(f"input not in log order ({overlap}): scanning it again sorted by (partition, offset)")
         scanned.unpersist()
-        n = shards or df.sparkSession.sparkContext.defaultParallelism
+        n = shards or spark.sparkContext.defaultParallelism
         ordered = df.repartitionByRange(n, "partition", "offset").sortWithinPartitions("partition", "offset")
         scanned = scan_frame(ordered, window=window, groups=groups, chunk_rows=chunk_rows).persist(
             StorageLevel.MEMORY_AND_DISK)
@@ -365,7 +427,7 @@ def scan_log(df: DataFrame, *, window: Column | None = None, groups: Sequence[st
             raise AssertionError(f"sorted input still interleaves: {again}")
     row = scanned.where(F.col("_kind") == KIND_COUNTS).agg(*[F.sum(c).alias(c) for c in _COUNT_NAMES]).first()
     counts = {c: int(row[c] or 0) for c in _COUNT_NAMES}
-    return Scan(scanned, counts, reordered)
+    return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark")
 
 
 _POS_SHIFT = 40

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = [
+    "FILE_UNIT_SCHEMA",
     "INPUT_COLUMNS",
     "KIND_COUNTS",
     "KIND_PARTIAL",
@@ -49,7 +50,10 @@ __all__ = [
     "SCAN_FIELDS",
     "SCAN_SCHEMA",
     "group_matcher",
+    "make_file_scan_fn",
     "make_scan_fn",
+    "parquet_input_problem",
+    "parquet_units",
     "scan_chunk",
 ]
 
@@ -142,8 +146,8 @@ class _Binary:
     def be(self, rows: np.ndarray, at: np.ndarray | int, size: int) -> np.ndarray:
         """Signed big-endian integer of `size` bytes at `at` (relative) of each row in `rows`."""
         base = np.clip(self.start[rows] + at, 0, len(self.data) - size)
-        b = self.data[base[:, None] + np.arange(size)]
-        return np.ascontiguousarray(b).view(f">i{size}").reshape(-1).astype(np.int64)
+        window = np.lib.stride_tricks.sliding_window_view(self.data, size)  # zero-copy (len, size) view
+        return window[base].view(f">i{size}").reshape(-1).astype(np.int64)
 
 
 def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -419,6 +423,35 @@ def _summarise(rows: np.ndarray, cid: np.ndarray, stretch: np.ndarray, names: li
     return out
 
 
+def _scan_stream(batches: Iterator[pa.RecordBatch | None], *, task: int, chunk_rows: int,
+                 group_ok: Callable[[str], bool] | None) -> Iterator[pa.RecordBatch]:
+    """`scan_chunk` over a stream of input batches, up to `chunk_rows` rows per chunk; None in the
+    stream ends the current chunk (a unit boundary: a chunk never joins two files' row ranges)."""
+    pending: list[pa.RecordBatch] = []
+    size = number = 0
+    for b in _with_end(batches):
+        if b is not None and b.num_rows:
+            pending.append(b)
+            size += b.num_rows
+        if pending and (b is None or size >= chunk_rows):
+            merged = pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+            pending, size = [], 0
+            yield from scan_chunk(merged, chunk=(task << 20) | number, group_ok=group_ok).to_batches()
+            number += 1
+
+
+def _with_end(batches: Iterator[pa.RecordBatch | None]) -> Iterator[pa.RecordBatch | None]:
+    yield from batches
+    yield None
+
+
+def _task_id() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
 def make_scan_fn(*, chunk_rows: int = 1_000_000, groups: Sequence[str] = ()
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `df.select(*INPUT_COLUMNS).mapInArrow(fn, SCAN_SCHEMA)`: gathers up to
@@ -426,30 +459,97 @@ def make_scan_fn(*, chunk_rows: int = 1_000_000, groups: Sequence[str] = ()
     patterns = tuple(groups)
 
     def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        task = ctx.partitionId() if ctx is not None else 0
-        group_ok = group_matcher(patterns)
-        pending: list[pa.RecordBatch] = []
-        size = number = 0
-
-        def flush() -> Iterator[pa.RecordBatch]:
-            nonlocal pending, size, number
-            table = pa.Table.from_batches(pending).combine_chunks()
-            pending, size = [], 0
-            merged = table.to_batches()[0] if table.num_rows else None
-            if merged is not None:
-                yield from scan_chunk(merged, chunk=(task << 20) | number, group_ok=group_ok).to_batches()
-                number += 1
-
-        for b in batches:
-            if b.num_rows:
-                pending.append(b)
-                size += b.num_rows
-            if size >= chunk_rows:
-                yield from flush()
-        if pending:
-            yield from flush()
+        yield from _scan_stream(iter(batches), task=_task_id(), chunk_rows=chunk_rows,
+                                group_ok=group_matcher(patterns))
 
     return scan_partition
+
+
+# ------------------------------------------------------------------------------------------------
+# reading Parquet files in the workers (no trip through the JVM)
+
+FILE_UNIT_SCHEMA = "path string, row_groups array<int>"
+"""Spark schema of the work units of `make_file_scan_fn`: a local Parquet file and row groups."""
+
+
+def parquet_units(paths: Sequence[str], *, unit_rows: int) -> list[tuple[str, list[int]]]:
+    """Work units over local Parquet files: runs of consecutive row groups of one file, about
+    `unit_rows` rows each (a row group is never split), in file and row-group order."""
+    import pyarrow.parquet as pq
+
+    units: list[tuple[str, list[int]]] = []
+    for path in paths:
+        meta = pq.ParquetFile(path).metadata
+        run: list[int] = []
+        rows = 0
+        for i in range(meta.num_row_groups):
+            run.append(i)
+            rows += meta.row_group(i).num_rows
+            if rows >= unit_rows:
+                units.append((path, run))
+                run, rows = [], 0
+        if run:
+            units.append((path, run))
+    return units
+
+
+def parquet_input_problem(path: str) -> str | None:
+    """None when the kernel can read this Parquet file directly: key and value binary, partition
+    and offset integers, timestamp a timestamp; else what is not so."""
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    names = set(schema.names)
+    for col, ok in (("key", pa.types.is_binary), ("value", pa.types.is_binary), ("partition", pa.types.is_integer),
+                    ("offset", pa.types.is_integer), ("timestamp", pa.types.is_timestamp)):
+        if col not in names:
+            return f"{path}: no column {col}"
+        t = schema.field(col).type
+        if not (ok(t) or (col in ("key", "value") and pa.types.is_large_binary(t))):
+            return f"{path}: column {col} is {t}"
+    return None
+
+
+def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None) -> pa.RecordBatch:
+    """A Parquet batch as the kernel's input: timestamps as epoch ms (floored, as Spark's
+    unix_millis), the time window evaluated (a null timestamp is outside a bounded window)."""
+    ts_col = b.column("timestamp")
+    unit = ts_col.type.unit
+    raw = ts_col.cast(pa.timestamp(unit)).cast(pa.int64())
+    per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+    ms = pc.multiply(raw, 1000) if per_ms is None else (
+        raw if per_ms == 1 else pa.array(np.floor_divide(raw.fill_null(0).to_numpy(), per_ms), mask=raw.is_null()))
+    inside: pa.Array = pa.array(np.ones(b.num_rows, dtype=bool))
+    if since_ms is not None:
+        inside = pc.and_(inside, pc.greater_equal(ms, since_ms))
+    if until_ms is not None:
+        inside = pc.and_(inside, pc.less(ms, until_ms))
+    return pa.RecordBatch.from_arrays(
+        [b.column("key"), b.column("value"), b.column("partition").cast(pa.int32()),
+         b.column("offset").cast(pa.int64()), ms, inside], names=list(INPUT_COLUMNS))
+
+
+def make_file_scan_fn(*, chunk_rows: int = 1_000_000, groups: Sequence[str] = (), since_ms: int | None = None,
+                      until_ms: int | None = None, batch_rows: int = 131_072
+                      ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function for `units.mapInArrow(fn, SCAN_SCHEMA)` over a DataFrame of `FILE_UNIT_SCHEMA`
+    rows: each worker reads its units' row groups with pyarrow and runs the same kernel (one chunk
+    per unit at most `chunk_rows` rows)."""
+    import pyarrow.parquet as pq
+
+    patterns = tuple(groups)
+    columns = ["key", "value", "partition", "offset", "timestamp"]
+
+    def read(units: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch | None]:
+        for ub in units:
+            for path, row_groups in zip(ub.column("path").to_pylist(), ub.column("row_groups").to_pylist(),
+                                        strict=True):
+                with pq.ParquetFile(path) as pf:
+                    for b in pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=columns):
+                        yield _input_batch(b, since_ms, until_ms)
+                yield None  # a chunk never spans two units
+
+    def scan_units(units: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from _scan_stream(read(units), task=_task_id(), chunk_rows=chunk_rows, group_ok=group_matcher(patterns))
+
+    return scan_units

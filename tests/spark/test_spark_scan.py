@@ -158,3 +158,26 @@ def test_input_out_of_log_order_is_scanned_again_sorted(spark) -> None:
                        ignore_row_order=True, ignore_nullable=True)
     assert violations.count() == 1
     scan.unpersist()
+
+
+@pytest.mark.spark
+def test_arrow_and_spark_readers_agree_on_the_samples(spark) -> None:
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parents[2] / "data" / "samples"
+    df = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(samples))
+    bounds = spark.read.parquet(str(samples / "real_broker_3_9_0.parquet")).agg({"timestamp": "min"}).first()[0]
+    since = bounds.replace(tzinfo=UTC) if bounds.tzinfo is None else bounds
+    until = datetime(2100, 1, 1, tzinfo=UTC)
+    results = {}
+    for reader in ("arrow", "spark"):
+        scan = op.scan_log(df, since=since, until=until, reader=reader, chunk_rows=300)
+        assert scan.reader == reader and not scan.reordered
+        rows, regressions = op.offset_commits(scan.df, op.group_metadata_windows(scan.side()))
+        results[reader] = (scan.counts, sorted(map(tuple, rows.collect())), sorted(map(tuple, regressions.collect())),
+                           sorted(map(tuple, scan.side().drop("group_id").collect())))
+        scan.unpersist()
+    assert results["arrow"] == results["spark"]
+    counts = results["arrow"][0]
+    assert counts["filtered_by_window"] > 0 and counts["commits"] > 0 and counts["side_records"] > 0
