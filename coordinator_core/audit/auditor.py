@@ -520,10 +520,17 @@ class GroupAuditor:
         client_id, host, version, owned = m.client_id, m.client_host, m.subscription_version, m.owned
         ud_gen, sub_gen = m.user_data_generation, m.subscription_generation
         make = make_assignment_row
-        if owned or (snap.has_repeated_assignments() and not m.assigned_is_distinct):
+        owned_before: bool | None = False  # the same for every row, or None: per row
+        if owned:
+            assigned = m.assigned_set
+            owned_before = True if owned >= assigned else False if owned.isdisjoint(assigned) else None
+        if owned_before is None:
             return [make(group, gen, member_id, instance, client_id, host, tp[0], tp[1], version, tp in owned,
                          ud_gen, sub_gen, ts, valid_to, p, o) for tp in m.assigned_distinct]
-        return [make(group, gen, member_id, instance, client_id, host, t, partition, version, False, ud_gen,
+        if snap.has_repeated_assignments() and not m.assigned_is_distinct:
+            return [make(group, gen, member_id, instance, client_id, host, t, partition, version, owned_before,
+                         ud_gen, sub_gen, ts, valid_to, p, o) for t, partition in m.assigned_distinct]
+        return [make(group, gen, member_id, instance, client_id, host, t, partition, version, owned_before, ud_gen,
                      sub_gen, ts, valid_to, p, o) for t, partitions in groups for partition in partitions]
 
     def _cause_row(self, c: Cause, gen: int | None, prev_gen: int | None, primary: bool, p: int, o: int,

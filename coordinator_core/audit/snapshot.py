@@ -48,7 +48,7 @@ class MemberView:
     A plain slotted class rather than a frozen dataclass: one is built per member of every replayed
     GroupMetadata record, and nothing changes it after construction (treat it as immutable)."""
 
-    __slots__ = ("_assigned", "_assigned_distinct", "_assigned_set", "_is_distinct", "assigned_groups",
+    __slots__ = ("_assignment", "assigned_groups",
                  "assigned_topics", "assignment_raw", "claims", "client_host", "client_id", "errors",
                  "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout", "session_timeout",
                  "sticky_previous", "subscription_generation", "subscription_raw", "subscription_version", "topics",
@@ -96,11 +96,9 @@ class MemberView:
         self.assignment_raw = assignment_raw
         (self.subscription_version, self.topics, self.owned, self.sticky_previous, self.subscription_generation,
          self.user_data_generation) = subscription
-        self.assigned_groups, self.assigned_topics = assignment
-        self._is_distinct: bool | None = None
-        self._assigned: tuple[TopicPartition, ...] | None = None
-        self._assigned_distinct: tuple[TopicPartition, ...] | None = None
-        self._assigned_set: frozenset[TopicPartition] | None = None
+        self._assignment = assignment
+        self.assigned_groups = assignment.groups
+        self.assigned_topics = assignment.topics
         self.errors = errors
         self.identity = ("member", member_id) if group_instance_id is None else ("instance", group_instance_id)
         self.claims = self.owned | self.sticky_previous if self.sticky_previous else self.owned
@@ -111,48 +109,22 @@ class MemberView:
     @property
     def assigned(self) -> tuple[TopicPartition, ...] | None:
         """Assigned partitions in wire order; () for an empty assignment, None when it did not decode."""
-        out = self._assigned
-        if out is None:
-            groups = self.assigned_groups
-            if groups is None:
-                return None
-            out = self._assigned = tuple([(t, p) for t, ps in groups for p in ps])
-        return out
+        return self._assignment.pairs()
 
     @property
     def assigned_is_distinct(self) -> bool:
         """No (topic, partition) is listed twice in the assignment (True when it did not decode)."""
-        out = self._is_distinct
-        if out is None:
-            groups = self.assigned_groups
-            if not groups:
-                out = True
-            elif len(groups) == 1:
-                out = len(set(groups[0][1])) == len(groups[0][1])
-            else:
-                pairs = self.assigned or ()
-                out = len(set(pairs)) == len(pairs)
-            self._is_distinct = out
-        return out
+        return self._assignment.is_distinct()
 
     @property
     def assigned_distinct(self) -> tuple[TopicPartition, ...]:
         """`assigned` without repeats (first occurrence kept); () when the assignment did not decode."""
-        out = self._assigned_distinct
-        if out is None:
-            out = self.assigned or ()
-            if not self.assigned_is_distinct:
-                out = tuple(dict.fromkeys(out))
-            self._assigned_distinct = out
-        return out
+        return self._assignment.distinct()
 
     @property
     def assigned_set(self) -> frozenset[TopicPartition]:
         """The assigned partitions as a set (empty when the assignment did not decode)."""
-        out = self._assigned_set
-        if out is None:
-            out = self._assigned_set = frozenset(self.assigned or ())
-        return out
+        return self._assignment.pair_set()
 
     @property
     def claim_generation(self) -> int | None:
@@ -209,7 +181,7 @@ def _member_view(m: MemberMetadata, protocol_type: str | None, protocol: str | N
             assignment = previous.assignments.get(asg_raw) if previous is not None else None
             if assignment is None:
                 assignment = _decode_assignment(asg_raw, member_id, errors)
-            if assignment[0] is not None:
+            if assignment.groups is not None:
                 cache.assignments[asg_raw] = assignment
     return MemberView(member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
                       m.session_timeout, sub_raw, asg_raw, sub, assignment, tuple(errors) if errors else ())
@@ -219,14 +191,67 @@ _Decoded = tuple[int | None, frozenset[str] | None, frozenset[TopicPartition], f
                  int | None, int | None]
 """(subscription_version, topics, owned, sticky_previous, subscription_generation, user_data_generation)."""
 
-_Assigned = tuple[tuple[tuple[str, tuple[int, ...]], ...] | None, frozenset[str]]
-"""(assigned_groups, assigned_topics)."""
-
 _EMPTY: frozenset[TopicPartition] = frozenset()
 _NO_TOPICS: frozenset[str] = frozenset()
 _OPAQUE: _Decoded = (None, None, _EMPTY, _EMPTY, None, None)
-_NONE_ASSIGNED: _Assigned = ((), _NO_TOPICS)
-_UNKNOWN: _Assigned = (None, _NO_TOPICS)
+
+
+class _Assigned:
+    """One assignment's decoded bytes, shared by every member (of this and later snapshots) whose
+    assignment bytes are the same; the pair forms are derived on first use and kept."""
+
+    __slots__ = ("_distinct", "_is_distinct", "_pairs", "_set", "groups", "topics")
+
+    def __init__(self, groups: tuple[tuple[str, tuple[int, ...]], ...] | None, topics: frozenset[str]) -> None:
+        self.groups = groups
+        """The (topic, partitions) entries that have partitions, in wire order; None: did not decode."""
+        self.topics = topics
+        self._pairs: tuple[TopicPartition, ...] | None = None
+        self._distinct: tuple[TopicPartition, ...] | None = None
+        self._set: frozenset[TopicPartition] | None = None
+        self._is_distinct: bool | None = None
+
+    def pairs(self) -> tuple[TopicPartition, ...] | None:
+        out = self._pairs
+        if out is None:
+            groups = self.groups
+            if groups is None:
+                return None
+            out = self._pairs = tuple([(t, p) for t, ps in groups for p in ps])
+        return out
+
+    def is_distinct(self) -> bool:
+        out = self._is_distinct
+        if out is None:
+            groups = self.groups
+            if not groups:
+                out = True
+            elif len(groups) == 1:
+                out = len(set(groups[0][1])) == len(groups[0][1])
+            else:
+                pairs = self.pairs() or ()
+                out = len(set(pairs)) == len(pairs)
+            self._is_distinct = out
+        return out
+
+    def distinct(self) -> tuple[TopicPartition, ...]:
+        out = self._distinct
+        if out is None:
+            out = self.pairs() or ()
+            if not self.is_distinct():
+                out = tuple(dict.fromkeys(out))
+            self._distinct = out
+        return out
+
+    def pair_set(self) -> frozenset[TopicPartition]:
+        out = self._set
+        if out is None:
+            out = self._set = frozenset(self.pairs() or ())
+        return out
+
+
+_NONE_ASSIGNED = _Assigned((), _NO_TOPICS)
+_UNKNOWN = _Assigned(None, _NO_TOPICS)
 
 
 class _DecodeCache:
@@ -297,7 +322,7 @@ def _decode_assignment(raw: bytes, member_id: str, errors: list[str]) -> _Assign
         groups = tuple([(e.topic, tuple(e.partitions)) for e in entries if e.partitions])
     if not groups:
         return _NONE_ASSIGNED
-    return groups, frozenset([t for t, _ in groups])
+    return _Assigned(groups, frozenset([t for t, _ in groups]))
 
 
 def _user_data(data: bytes, protocol: str | None, member_id: str,
@@ -383,7 +408,7 @@ class GroupSnapshot:
             out = self._repeats = listed != sum(map(len, union.values()))
             if not out:
                 for m in self.members:
-                    m._is_distinct = True
+                    m._assignment._is_distinct = True
         return out
 
     def owners(self) -> dict[TopicPartition, list[MemberView]]:
