@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 from coordinator_core.protocol import Errors, Response
 
 from .config import CoordinatorConfig
+from .logs import LogEmitter
 from .timers import TimerQueue
 
 if TYPE_CHECKING:
     from coordinator_core.records import CoordinatorRecord
 
     from .group import ClassicGroup
-    from .logs import LogEmitter
 
 MemberIdSupplier = Callable[[str], str]
 """Given the prefix (group instance id of a static member, else client id), returns a new member id."""
@@ -83,8 +83,6 @@ class Shard:
     """The state one coordinator keeps, plus the plumbing every handler uses."""
 
     def __init__(self, config: CoordinatorConfig, member_id_supplier: MemberIdSupplier | None) -> None:
-        from .logs import LogEmitter
-
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
