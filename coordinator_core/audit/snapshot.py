@@ -48,11 +48,10 @@ class MemberView:
     A plain slotted class rather than a frozen dataclass: one is built per member of every replayed
     GroupMetadata record, and nothing changes it after construction (treat it as immutable)."""
 
-    __slots__ = ("_assignment", "assigned_groups",
-                 "assigned_topics", "assignment_raw", "claims", "client_host", "client_id", "errors",
-                 "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout", "session_timeout",
-                 "sticky_previous", "subscription_generation", "subscription_raw", "subscription_version", "topics",
-                 "user_data_generation")
+    __slots__ = ("_assignment", "assigned_groups", "assigned_topics", "assignment_raw", "claims", "client_host",
+                 "client_id", "errors", "group_instance_id", "identity", "member_id", "owned", "rebalance_timeout",
+                 "session_timeout", "sticky_previous", "subscription_generation", "subscription_raw",
+                 "subscription_version", "topics", "user_data_generation")
 
     member_id: str
     group_instance_id: str | None
@@ -234,6 +233,10 @@ class _Assigned:
             self._is_distinct = out
         return out
 
+    def mark_distinct(self) -> None:
+        """Records that no pair repeats (known from a check over the whole snapshot)."""
+        self._is_distinct = True
+
     def distinct(self) -> tuple[TopicPartition, ...]:
         out = self._distinct
         if out is None:
@@ -408,7 +411,7 @@ class GroupSnapshot:
             out = self._repeats = listed != sum(map(len, union.values()))
             if not out:
                 for m in self.members:
-                    m._assignment._is_distinct = True
+                    m._assignment.mark_distinct()
         return out
 
     def owners(self) -> dict[TopicPartition, list[MemberView]]:
