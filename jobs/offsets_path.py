@@ -221,49 +221,23 @@ def _decode_tp_key(df: DataFrame) -> DataFrame:
 # ------------------------------------------------------------------------------------------------
 # GroupMetadata windows
 
-def _gm_value_columns(df: DataFrame) -> DataFrame:
-    """generation and member_count of GroupMetadataValue (spec §7.4), in SQL; null when unreadable."""
-    from pyspark.sql import functions as F
-
-    v = "value"
-    d = df.withColumn("_ver", F.expr(f"CASE WHEN length(value) >= 2 THEN {_s16(v, 1)} END"))
-    # non-flexible (v0-v3): protocolType string, generation int32, protocol/leader nullable strings,
-    # [v2+ currentStateTimestamp int64], members array (int32 count)
-    d = (d.withColumn("_l1", F.expr(f"{_s16(v, 3)}"))
-         .withColumn("_gpos", F.expr("5 + _l1"))
-         .withColumn("_l2", F.expr(f"{_s16(v, '_gpos + 4')}"))
-         .withColumn("_p3", F.expr("_gpos + 6 + greatest(_l2, 0)"))
-         .withColumn("_l3", F.expr(f"{_s16(v, '_p3')}"))
-         .withColumn("_mpos", F.expr("_p3 + 2 + greatest(_l3, 0) + CASE WHEN _ver >= 2 THEN 8 ELSE 0 END")))
-    # flexible (v4+): compact strings, uvarint lengths + 1 (one byte each is enough for the names
-    # Kafka writes here; longer ones leave the record unreadable, i.e. null)
-    d = (d.withColumn("_c1", F.expr(f"{_byte(v, 3)}"))
-         .withColumn("_fgpos", F.expr("4 + _c1 - 1"))
-         .withColumn("_c2", F.expr(f"{_byte(v, '_fgpos + 4')}"))
-         .withColumn("_fp3", F.expr("_fgpos + 5 + greatest(_c2 - 1, 0)"))
-         .withColumn("_c3", F.expr(f"{_byte(v, '_fp3')}"))
-         .withColumn("_fmpos", F.expr("_fp3 + 1 + greatest(_c3 - 1, 0) + 8"))
-         .withColumn("_fm", F.expr(f"{_byte(v, '_fmpos')}")))
-    flex_ok = "_c1 BETWEEN 1 AND 127 AND _c2 < 128 AND _c3 < 128 AND _fm BETWEEN 1 AND 127"
-    d = d.withColumn("generation", F.expr(
-        f"CASE WHEN _ver BETWEEN 0 AND 3 AND _l1 >= 0 AND length(value) >= _mpos + 3 THEN {_s32(v, '_gpos')} "
-        f"WHEN _ver >= 4 AND {flex_ok} AND length(value) >= _fmpos THEN {_s32(v, '_fgpos')} END").cast("int"))
-    d = d.withColumn("member_count", F.expr(
-        f"CASE WHEN generation IS NULL THEN NULL WHEN _ver <= 3 THEN {_s32(v, '_mpos')} ELSE _fm - 1 END").cast("int"))
-    return d.drop("_ver", "_l1", "_gpos", "_l2", "_p3", "_l3", "_mpos", "_c1", "_fgpos", "_c2", "_fp3", "_c3",
-                  "_fmpos", "_fm")
-
-
 def group_metadata_windows(classified: DataFrame, *, exclude: DataFrame | None = None) -> DataFrame:
-    """One row per window-opening GroupMetadata record: group_id, partition, offset, generation_id,
-    window_state, window_end_offset (next opening record's offset of the group), key, value.
+    """One row per window-opening GroupMetadata record (a tombstone, or a value the codec decodes:
+    generation and member count through `udfs.decode.group_metadata_header_udf`, on these few rows
+    only): group_id, partition, offset, generation_id, window_state, window_end_offset (next opening
+    record's offset of the group), key, value.
     `exclude` (columns partition, offset) lists records that must not open windows (the replay's
     quarantined GroupMetadata records). Small: GroupMetadata records are a few percent of a log."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from udfs.decode import group_metadata_header_udf
+
     gm = classified.where((F.col("record_type") == GROUP_METADATA_TYPE) & F.col("group_id").isNotNull())
-    gm = _gm_value_columns(gm.select("group_id", "partition", "offset", "key", "value"))
+    gm = (gm.select("group_id", "partition", "offset", "key", "value")
+          .withColumn("_h", group_metadata_header_udf()(F.col("key"), F.col("value")))
+          .select("*", F.col("_h.generation").alias("generation"), F.col("_h.member_count").alias("member_count"))
+          .drop("_h"))
     gm = gm.where(F.col("value").isNull() | F.col("generation").isNotNull())
     if exclude is not None:
         gm = gm.join(exclude.select("partition", "offset"), ["partition", "offset"], "left_anti")

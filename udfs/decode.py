@@ -37,6 +37,7 @@ __all__ = [
     "decode_assignment_udf",
     "decode_record_udf",
     "decode_subscription_udf",
+    "group_metadata_header_udf",
     "owners_udf",
     "partition_for_udf",
     "record_to_dict",
@@ -175,6 +176,30 @@ def partition_for_udf(num_partitions: int = 50) -> Any:
                         type=pa.int32())
 
     return partition_of
+
+
+def group_metadata_header_udf() -> Any:
+    """UDF (key binary, value binary) -> struct<generation int, member_count int>: a GroupMetadata
+    value's generation and number of members (`coordinator_core.records.decode`); both null when the
+    record does not decode or is not a GroupMetadata value (a tombstone included)."""
+    from pyspark.sql.functions import arrow_udf
+
+    out_type = pa.struct([("generation", pa.int32()), ("member_count", pa.int32())])
+
+    @arrow_udf("struct<generation int, member_count int>")  # type: ignore[misc]
+    def header(keys: pa.Array, values: pa.Array) -> pa.Array:
+        out: list[dict[str, int] | None] = []
+        for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True):
+            try:
+                rec = None if k is None or v is None else decode(k, v)
+            except CoordinatorAuditError:
+                rec = None
+            value = None if rec is None else rec.value
+            out.append({"generation": value.generation, "member_count": len(value.members)}
+                       if isinstance(value, GroupMetadataValue) else None)
+        return pa.array(out, type=out_type)
+
+    return header
 
 
 def owners_udf() -> Any:

@@ -116,6 +116,7 @@ SCAN_SCHEMA = _spark_schema()
 """Spark schema of the kernel's output (`mapInArrow(make_scan_fn(...), SCAN_SCHEMA)`)."""
 
 _PAD = 16
+_MISSING: Any = object()
 
 
 class _Binary:
@@ -156,7 +157,7 @@ def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.n
     metadata string here (`_metadata_utf8`), as the codec checks both.
 
     Key: type 0 or 1, group string (int16 length >= 0), topic string, int32 partition, all present
-    (trailing bytes allowed). Value: null (an offset tombstone), or version 0-255 whose layout is
+    (trailing bytes allowed). Value: null (an offset tombstone), or version >= 0 whose layout is
     complete: v0/v2 20 + m bytes, v1 28 + m, v3 24 + m, v4+ 23 + varint + m (m = metadata length,
     the v4+ compact length in one or two varint bytes). Offsets and times are 0 where not a commit."""
     n = len(rows)
@@ -168,7 +169,7 @@ def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.n
 
     vnull = values.null[rows]
     vlen = values.length[rows]
-    ver = np.where((vlen >= 1) & (values.u8(rows, 0) == 0), values.u8(rows, 1), -1)
+    ver = np.where(vlen >= 2, values.be(rows, 0, 2), -1)  # any int16 >= 4 reads as v4 (Kafka's clamp)
     m = np.full(n, -1, dtype=np.int64)
     vl = np.zeros(n, dtype=np.int64)
     old = (ver >= 0) & (ver <= 2)
@@ -184,6 +185,9 @@ def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.n
     value_ok = ~vnull & (ver >= 0) & ~flex_bad & (m >= 0) & (vlen >= need)
     ok = key_ok & (vnull | value_ok)
     ts_at = np.select([old, ver == 3], [12 + m, 16 + m], 14 + vl + m)
+    tagged = np.flatnonzero(ok & flex & (values.u8(rows, np.maximum(ts_at + 8, 0)) != 0))
+    if len(tagged):  # v4+ with tagged fields (rare): the codec says whether they are well formed
+        ok[tagged] = [_codec_reads_commit(keys, values, int(r)) for r in rows[tagged]]
     live = ok & ~vnull
     with_meta = np.flatnonzero(live & (m > 0))
     if len(with_meta):
@@ -192,6 +196,21 @@ def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.n
     offset = np.where(live, values.be(rows, 2, 8), 0)
     commit_ts = np.where(live, values.be(rows, np.maximum(ts_at, 0), 8), 0)
     return ok, offset, commit_ts
+
+
+def _codec_reads_commit(keys: _Binary, values: _Binary, row: int) -> bool:
+    """Whether `coordinator_core.records.decode` reads this record as an offset commit."""
+    from coordinator_core.errors import CoordinatorAuditError
+    from coordinator_core.records import OffsetCommitValue, decode
+
+    def raw(b: _Binary) -> bytes:
+        start = int(b.start[row])
+        return b.data[start:start + int(b.length[row])].tobytes()
+
+    try:
+        return isinstance(decode(raw(keys), raw(values)).value, OffsetCommitValue)
+    except CoordinatorAuditError:
+        return False
 
 
 def _metadata_utf8(values: _Binary, rows: np.ndarray, at: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -268,9 +287,14 @@ def _local_stretch(gm_rank: np.ndarray, gm_group: np.ndarray, rec_rank: np.ndarr
     return out
 
 
-def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], bool] | None = None) -> pa.Table:
+def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], bool] | None = None,
+               names_cache: dict[bytes, tuple[str, str, int] | None] | None = None) -> pa.Table:
     """One chunk's `side`, `partial`, `regression`, `range` and `counts` rows (see the module
-    docstring); `batch` has `INPUT_COLUMNS`."""
+    docstring); `batch` has `INPUT_COLUMNS`. `names_cache` keeps decoded keys between the chunks
+    of one task (it is cleared when it grows past 200,000 keys)."""
+    cache = names_cache if names_cache is not None else {}
+    if len(cache) > 200_000:
+        cache.clear()
     n = batch.num_rows
     part_a, off_a = batch.column("partition"), batch.column("offset")
     positioned = ~(part_a.is_null().to_numpy(zero_copy_only=False) | off_a.is_null().to_numpy(zero_copy_only=False))
@@ -320,7 +344,10 @@ def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], b
         canon: dict[tuple[str, str, int], int] = {}
         entry_to_cid = np.empty(len(enc.dictionary), dtype=np.int64)
         for e, raw in enumerate(enc.dictionary.to_pylist()):
-            name = _decode_commit_key(raw[2:])
+            body = raw[2:]
+            name = cache.get(body, _MISSING)
+            if name is _MISSING:
+                name = cache[body] = _decode_commit_key(body)
             entry_to_cid[e] = -1 if name is None else canon.setdefault(name, len(canon))
         names = list(canon)
         cid = entry_to_cid[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
@@ -429,6 +456,7 @@ def _scan_stream(batches: Iterator[pa.RecordBatch | None], *, task: int, chunk_r
     stream ends the current chunk (a unit boundary: a chunk never joins two files' row ranges)."""
     pending: list[pa.RecordBatch] = []
     size = number = 0
+    names: dict[bytes, tuple[str, str, int] | None] = {}
     for b in _with_end(batches):
         if b is not None and b.num_rows:
             pending.append(b)
@@ -436,7 +464,8 @@ def _scan_stream(batches: Iterator[pa.RecordBatch | None], *, task: int, chunk_r
         if pending and (b is None or size >= chunk_rows):
             merged = pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
             pending, size = [], 0
-            yield from scan_chunk(merged, chunk=(task << 20) | number, group_ok=group_ok).to_batches()
+            yield from scan_chunk(merged, chunk=(task << 20) | number, group_ok=group_ok,
+                                  names_cache=names).to_batches()
             number += 1
 
 
@@ -473,8 +502,8 @@ FILE_UNIT_SCHEMA = "path string, row_groups array<int>"
 
 
 def parquet_units(paths: Sequence[str], *, unit_rows: int) -> list[tuple[str, list[int]]]:
-    """Work units over local Parquet files: runs of consecutive row groups of one file, about
-    `unit_rows` rows each (a row group is never split), in file and row-group order."""
+    """Work units over local Parquet files: runs of consecutive row groups of one file of at most
+    `unit_rows` rows (or one bigger row group: a row group is never split), in file order."""
     import pyarrow.parquet as pq
 
     units: list[tuple[str, list[int]]] = []
@@ -483,11 +512,12 @@ def parquet_units(paths: Sequence[str], *, unit_rows: int) -> list[tuple[str, li
         run: list[int] = []
         rows = 0
         for i in range(meta.num_row_groups):
-            run.append(i)
-            rows += meta.row_group(i).num_rows
-            if rows >= unit_rows:
+            n = meta.row_group(i).num_rows
+            if run and rows + n > unit_rows:
                 units.append((path, run))
                 run, rows = [], 0
+            run.append(i)
+            rows += n
         if run:
             units.append((path, run))
     return units
