@@ -442,8 +442,9 @@ def offset_commits(scanned: DataFrame, windows: DataFrame) -> tuple[DataFrame, D
         opening, allowMissingColumns=True)
     by_group = Window.partitionBy("group_id").orderBy("partition", "offset").rowsBetween(
         Window.unboundedPreceding, Window.currentRow)
+    # both results read these few rows: computed once, on the first action (freed with the results)
     resolved = (events.withColumn("win", F.last("_win", ignorenulls=True).over(by_group))
-                .where(F.col("_kind") != "window").drop("_win"))
+                .where(F.col("_kind") != "window").drop("_win").localCheckpoint(eager=False))
     stable = F.coalesce(F.col("win.state") == "Stable", F.lit(False))
 
     keys = ["group_id", "topic", "partition_key", "win"]
