@@ -1,27 +1,41 @@
-"""The per-group replay adapter for `mapInPandas`: one pass over a Spark partition's records,
+"""The per-group replay adapter for `mapInArrow`: one pass over a Spark partition's records,
 group by group, through `coordinator_core.audit`, emitting the rows of every table at once.
 
-The input DataFrame must be repartitioned by `group_id` and sorted within partitions by
-(`group_id`, `partition`, `offset`) (see `jobs.audit`); this module never assumes more than that a
-group's records are contiguous and in log order. Memory is bounded by one group's audit state plus
-one output batch, never by how many records a group has.
+`replay_frame(records)` is the entry point: `records` (columns `INPUT_COLUMNS`) must be
+repartitioned by `group_id` and sorted within partitions by (`group_id`, `partition`, `offset`)
+(see `jobs.audit`); this module never assumes more than that a group's records are contiguous and
+in log order. Memory is bounded by one group's audit state plus one output batch (flushed once
+`batch_rows` rows are held; a group's closing rows and counts row may add to it), never by how many
+records a group has.
 
 Output: one wide row per audit row (`REPLAY_SCHEMA`): `_table` names the table, and the columns
 `<table>__<field>` of that table are set (the others null). One extra row per group,
 `_table == "_counts"`, carries the group's `AuditCounts` so the job's `runs` row adds up.
-`split_table` turns the wide output back into one table's DataFrame.
+`split_table` turns the wide output back into one table's DataFrame, `split_counts` the counts.
+
+Cost: the audit yields row objects; they are kept per table and turned into Arrow columns only at
+a flush (one `pa.array` per column of that table, `pa.nulls` for the other tables' columns), so
+no per-row work touches the ~100 wide columns. Within a flush the rows come table by table (each
+table's rows in the order the audit produced them); the wide output has no other order.
+
+`make_replay_fn()` also still runs under `mapInPandas` (a pandas batch in, object-dtype pandas
+frames out, as before) for callers that have not moved to `replay_frame`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from coordinator_core.audit import AuditCounts, GroupAuditor, table_of
+from coordinator_core.audit import AuditCounts, GroupAuditor
 from udfs.schemas import AUDIT_TABLES, struct_type_from_dataclass
 
 if TYPE_CHECKING:
@@ -34,6 +48,7 @@ __all__ = [
     "INPUT_COLUMNS",
     "REPLAY_SCHEMA",
     "make_replay_fn",
+    "replay_frame",
     "split_counts",
     "split_table",
 ]
@@ -63,92 +78,193 @@ def _replay_schema() -> StructType:
 REPLAY_SCHEMA: StructType = _replay_schema()
 """The wide output schema of the replay (see the module docstring)."""
 
-_FIELDS: dict[str, tuple[str, ...]] = {
-    table: tuple(f.name for f in dataclasses.fields(cls)) for table, cls in AUDIT_TABLES.items()
-}
+_ARROW_SCHEMA: pa.Schema = to_arrow_schema(REPLAY_SCHEMA, timezone="UTC")
+"""REPLAY_SCHEMA as Arrow (Spark's own mapping; strings and binaries as the 32-bit-offset types the
+JVM reads by default)."""
 
 
-class _Batch:
-    """Column lists of the wide output, filled row by row and flushed as a pandas DataFrame."""
+@dataclasses.dataclass(frozen=True)
+class _TableOut:
+    """How one table's rows become wide columns: the row's values (in field order) go to the wide
+    columns at `positions`."""
 
-    __slots__ = ("columns", "n")
+    name: str
+    values: Callable[[Any], tuple[Any, ...]]
+    positions: tuple[int, ...]
+
+
+def _table_out(table: str, names: tuple[str, ...], values: Callable[[Any], tuple[Any, ...]]) -> _TableOut:
+    return _TableOut(table, values, tuple(_ARROW_SCHEMA.get_field_index(_column(table, n)) for n in names))
+
+
+def _identity(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return values
+
+
+_ROW_TABLES: dict[type, _TableOut] = {}
+for _name, _cls in AUDIT_TABLES.items():
+    _names = tuple(f.name for f in dataclasses.fields(_cls))
+    # attrgetter of one name returns the value itself, not a 1-tuple; every row class has several fields
+    _ROW_TABLES[_cls] = _table_out(_name, _names, attrgetter(*_names))
+_COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS), _identity)
+_COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
+
+
+_TRANSPOSE_ROWS = 128
+"""Rows transposed at a time: `zip(*rows)` over a whole batch walks thousands of row tuples in
+step, column by column, and is several times slower per row than over short slices."""
+
+
+def _columns(out: _TableOut, rows: list[Any]) -> list[list[Any]]:
+    """The rows' values, one list per column of the table."""
+    columns: list[list[Any]] = [[] for _ in out.positions]
+    values = out.values
+    for start in range(0, len(rows), _TRANSPOSE_ROWS):
+        chunk = zip(*map(values, rows[start:start + _TRANSPOSE_ROWS]), strict=True)
+        for column, part in zip(columns, chunk, strict=True):
+            column.extend(part)
+    return columns
+
+
+def _wide_batch(out: _TableOut, rows: list[Any]) -> pa.RecordBatch:
+    """The wide RecordBatch of one table's rows: its own columns built from the rows, the rest null."""
+    n = len(rows)
+    arrays = [pa.nulls(n, f.type) for f in _ARROW_SCHEMA]
+    arrays[0] = pa.repeat(pa.scalar(out.name, pa.string()), n)
+    for position, values in zip(out.positions, _columns(out, rows), strict=True):
+        field = _ARROW_SCHEMA.field(position)
+        try:
+            arrays[position] = pa.array(values, type=field.type)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+            raise ValueError(f"replay output column {field.name!r} ({field.type}): {e}") from e
+    return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
+
+
+class _Output:
+    """Rows of the wide output since the last flush: audit row objects (any table) and counts tuples."""
+
+    __slots__ = ("counts", "rows")
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[Any]] = {name: [] for name in REPLAY_SCHEMA.fieldNames()}
-        self.n = 0
+        self.rows: list[Any] = []
+        self.counts: list[tuple[Any, ...]] = []
 
-    def _add(self, table: str, values: dict[str, Any]) -> None:
-        for name, column in self.columns.items():
-            column.append(values.get(name))
-        self.columns["_table"][-1] = table
-        self.n += 1
-
-    def add_row(self, row: Any) -> None:
-        table = table_of(row)
-        values = {}
-        for name in _FIELDS[table]:
-            value = getattr(row, name)
-            values[_column(table, name)] = list(value) if isinstance(value, tuple) else value
-        self._add(table, values)
+    def __len__(self) -> int:
+        return len(self.rows) + len(self.counts)
 
     def add_counts(self, group_id: str | None, counts: AuditCounts) -> None:
-        values: dict[str, Any] = {_column(COUNTS_TABLE, "group_id"): group_id}
-        for name in COUNT_FIELDS:
-            values[_column(COUNTS_TABLE, name)] = getattr(counts, name)
-        self._add(COUNTS_TABLE, values)
+        self.counts.append((group_id, *_COUNTS_VALUES(counts)))
 
-    def frame(self) -> pd.DataFrame:
-        import pandas as pd
+    def flush(self) -> pa.RecordBatch:
+        """One RecordBatch of everything collected (tables in `AUDIT_TABLES` order, then the counts);
+        the collector is empty afterwards."""
+        by_type: dict[type, list[Any]] = {cls: [] for cls in _ROW_TABLES}
+        for row in self.rows:
+            by_type[type(row)].append(row)
+        batches = [_wide_batch(_ROW_TABLES[cls], rows) for cls, rows in by_type.items() if rows]
+        if self.counts:
+            batches.append(_wide_batch(_COUNTS_OUT, self.counts))
+        self.rows = []
+        self.counts = []
+        return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
-        return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in self.columns.items()})
+
+_Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any]]
+"""One input batch as Python lists, in INPUT_COLUMNS order."""
+
+
+def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool) -> Iterator[pa.RecordBatch]:
+    """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches."""
+    out = _Output()
+    auditor: GroupAuditor | None = None
+    current: object = object()  # no group yet (None is a real key: records whose key did not parse)
+
+    def close() -> None:
+        if auditor is not None:
+            out.rows.extend(auditor.finish())
+            out.add_counts(auditor.group_id if auditor.group_id is not None else current,  # type: ignore[arg-type]
+                           auditor.counts)
+
+    rows = out.rows
+    for groups, partitions, offsets, timestamps, keys, values in batches:
+        records = list(zip(partitions, offsets, timestamps, keys, values, strict=True))
+        start = 0
+        n = len(groups)
+        while start < n:
+            group = groups[start]
+            end = start + 1
+            while end < n and groups[end] == group:
+                end += 1
+            if group != current:
+                close()
+                auditor = GroupAuditor(group, load_path=load_path)
+                current = group
+            assert auditor is not None
+            for row in auditor.feed(records[start:end]):
+                rows.append(row)
+                if len(rows) >= batch_rows:
+                    yield out.flush()
+                    rows = out.rows
+            start = end
+        if len(out) >= batch_rows:
+            yield out.flush()
+            rows = out.rows
+    close()
+    if len(out):
+        yield out.flush()
+
+
+def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
+    c = batch.column
+    return (c("group_id").to_pylist(), c("partition").to_pylist(), c("offset").to_pylist(),
+            c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist())
+
+
+def _pandas_columns(pdf: pd.DataFrame) -> _Columns:
+    return (pdf["group_id"].tolist(), pdf["partition"].tolist(), pdf["offset"].tolist(),
+            pdf["timestamp_ms"].tolist(), pdf["key"].tolist(), pdf["value"].tolist())
+
+
+def _object_frame(batch: pa.RecordBatch) -> pd.DataFrame:
+    """A wide batch as the object-dtype pandas frame `mapInPandas` callers got before."""
+    import pandas as pd
+
+    return pd.DataFrame({name: pd.Series(column.to_pylist(), dtype=object)
+                         for name, column in zip(batch.schema.names, batch.columns, strict=True)})
 
 
 def make_replay_fn(*, batch_rows: int = 10_000,
-                   load_path: bool = True) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The function to pass to `mapInPandas(fn, REPLAY_SCHEMA)`; closes over plain values only."""
+                   load_path: bool = True) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (see `replay_frame`); closes over
+    plain values only. A batch is flushed as soon as `batch_rows` rows are held (a group's closing
+    rows and counts row may add to it), and at the end of the partition.
 
-    def replay_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        out = _Batch()
-        auditor: GroupAuditor | None = None
-        current: object = object()  # no group yet (None is a real key: records whose key did not parse)
+    Given pandas DataFrames instead of RecordBatches (`mapInPandas(fn, REPLAY_SCHEMA)`, the former
+    use), it yields object-dtype pandas frames of the same rows."""
+    if batch_rows < 1:
+        raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
 
-        def close() -> None:
-            if auditor is not None:
-                for row in auditor.finish():
-                    out.add_row(row)
-                out.add_counts(auditor.group_id if auditor.group_id is not None else current,  # type: ignore[arg-type]
-                               auditor.counts)
-
-        for pdf in batches:
-            groups = pdf["group_id"].tolist()
-            records = list(zip(pdf["partition"].tolist(), pdf["offset"].tolist(), pdf["timestamp_ms"].tolist(),
-                               pdf["key"].tolist(), pdf["value"].tolist(), strict=True))
-            start = 0
-            n = len(groups)
-            while start < n:
-                group = groups[start]
-                end = start + 1
-                while end < n and groups[end] == group:
-                    end += 1
-                if group != current:
-                    close()
-                    auditor = GroupAuditor(group, load_path=load_path)
-                    current = group
-                assert auditor is not None
-                for row in auditor.feed(records[start:end]):
-                    out.add_row(row)
-                    if out.n >= batch_rows:
-                        yield out.frame()
-                        out = _Batch()
-                start = end
-            if out.n >= batch_rows:
-                yield out.frame()
-                out = _Batch()
-        close()
-        if out.n:
-            yield out.frame()
+    def replay_partition(batches: Iterator[Any]) -> Iterator[Any]:
+        first = next(batches, None)
+        if first is None:
+            return
+        chained = itertools.chain((first,), batches)
+        if isinstance(first, pa.RecordBatch):
+            yield from _replay(map(_arrow_columns, chained), batch_rows=batch_rows, load_path=load_path)
+        else:
+            for batch in _replay(map(_pandas_columns, chained), batch_rows=batch_rows, load_path=load_path):
+                yield _object_frame(batch)
 
     return replay_partition
+
+
+def replay_frame(records: DataFrame, *, load_path: bool = True) -> DataFrame:
+    """The wide replay output (`REPLAY_SCHEMA`) of `records`, which must hold `INPUT_COLUMNS` and be
+    repartitioned by `group_id` and sorted within partitions by (`group_id`, `partition`, `offset`)."""
+    missing = [c for c in INPUT_COLUMNS if c not in records.columns]
+    if missing:
+        raise ValueError(f"replay_frame: input lacks column(s) {missing}; it needs {list(INPUT_COLUMNS)}")
+    return records.select(*INPUT_COLUMNS).mapInArrow(make_replay_fn(load_path=load_path), REPLAY_SCHEMA)
 
 
 def split_table(wide: DataFrame, table: str) -> DataFrame:

@@ -1,0 +1,147 @@
+"""udfs.replay: the mapInArrow adapter against the pure audit, without Spark (Arrow batches fed to
+the function) and through Spark (`replay_frame`, then `split_table` / `split_counts`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from coordinator_core.audit import GroupAuditor, table_of
+from tests.core.audit.audit_builders import LogBuilder, member, tps
+from udfs.replay import (
+    COUNT_FIELDS,
+    COUNTS_TABLE,
+    INPUT_COLUMNS,
+    REPLAY_SCHEMA,
+    make_replay_fn,
+    replay_frame,
+    split_counts,
+    split_table,
+)
+from udfs.schemas import AUDIT_TABLES
+
+pytestmark = pytest.mark.spark
+
+A = tps("t", 0, 1, 2)
+B = tps("t", 3, 4, 5)
+INPUT_SCHEMA = pa.schema(list(zip(INPUT_COLUMNS, (pa.string(), pa.int32(), pa.int64(), pa.int64(), pa.binary(),
+                                                   pa.binary()), strict=True)))
+
+Record = tuple[str | None, int, int, int, bytes, bytes | None]
+
+
+def _log() -> list[Record]:
+    """Three groups (sorted as the job sorts them, the unreadable key first): generations,
+    assignments, causes, a duplicate-assignment violation (member_ids), offset commits, a tombstone,
+    a static member, and a quarantined record."""
+    a = (LogBuilder("grp-a", partition=3)
+         .group(1, [member("a-1", A + tps("t", 3)), member("b-1", B)])  # duplicate assignment of t-3
+         .commit("t", 0, 10).commit("t", 0, 12)
+         .group(2, [member("a-1", A, instance="inst-a"), member("b-1", B)])
+         .commit("t", 1, 7).offset_tombstone("t", 1)
+         .tombstone())
+    b = LogBuilder("grp-b", partition=5).group(1, [member("c-1", A + B)]).commit("u", 4, 1)
+    rows: list[Record] = [(None, 9, 0, 1_700_000_000_000, b"\x00\x02\xff", b"\x00\x03")]
+    rows += [("grp-a", *r) for r in a.records]
+    rows += [("grp-b", *r) for r in b.records]
+    return rows
+
+
+def _batches(log: list[Record], size: int) -> list[pa.RecordBatch]:
+    columns = list(zip(*log, strict=True))
+    table = pa.table([pa.array(c, t) for c, t in zip(columns, INPUT_SCHEMA.types, strict=True)], schema=INPUT_SCHEMA)
+    return table.to_batches(max_chunksize=size)
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _expected(log: list[Record]) -> dict[str, Counter[tuple[Any, ...]]]:
+    """Rows per table (and the counts rows) from GroupAuditor directly, group by group."""
+    out: dict[str, Counter[tuple[Any, ...]]] = {t: Counter() for t in (*AUDIT_TABLES, COUNTS_TABLE)}
+    for group in dict.fromkeys(r[0] for r in log):
+        auditor = GroupAuditor(group)
+        records = [r[1:] for r in log if r[0] == group]
+        for row in [*auditor.feed(records), *auditor.finish()]:
+            out[table_of(row)][tuple(map(_freeze, (_plain(v) for v in dataclasses.astuple(row))))] += 1
+        counts = auditor.counts
+        out[COUNTS_TABLE][(auditor.group_id if auditor.group_id is not None else group,
+                           *(getattr(counts, n) for n in COUNT_FIELDS))] += 1
+    return out
+
+
+def _freeze(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _wide_rows(table: pa.Table) -> dict[str, Counter[tuple[Any, ...]]]:
+    """The wide output split per table, as the row tuples `_expected` builds."""
+    out: dict[str, Counter[tuple[Any, ...]]] = {}
+    rows = table.to_pylist()
+    for name, cls in (*AUDIT_TABLES.items(), (COUNTS_TABLE, None)):
+        fields = [f.name for f in dataclasses.fields(cls)] if cls is not None else ["group_id", *COUNT_FIELDS]
+        out[name] = Counter(tuple(_freeze(r[f"{name}__{f}"]) for f in fields) for r in rows if r["_table"] == name)
+    return out
+
+
+def test_arrow_batches_give_the_audits_rows_in_bounded_batches() -> None:
+    log = _log()
+    expected = _expected(log)
+    assert all(expected[t] for t in ("generations", "assignments", "rebalance_causes", "violations",
+                                     "offset_commits", "quarantine", COUNTS_TABLE))
+    assert any(len(v[5]) == 2 for v in expected["violations"])  # member_ids ("a-1", "b-1")
+    arrow_schema = to_arrow_schema(REPLAY_SCHEMA, timezone="UTC")
+    for input_rows, batch_rows in ((4, 5), (1000, 10_000)):
+        out = list(make_replay_fn(batch_rows=batch_rows)(iter(_batches(log, input_rows))))
+        assert all(b.schema == arrow_schema for b in out)
+        # flushed once batch_rows audit rows are held (counts rows and the rows of the record that
+        # crossed the mark may add a few)
+        assert all(b.num_rows <= batch_rows + 2 for b in out[:-1])
+        assert _wide_rows(pa.Table.from_batches(out)) == expected
+        assert sum(b.num_rows for b in out) == sum(sum(c.values()) for c in expected.values())
+
+
+def test_nothing_in_nothing_out() -> None:
+    assert list(make_replay_fn()(iter([]))) == []
+    with pytest.raises(ValueError, match="batch_rows"):
+        make_replay_fn(batch_rows=0)
+
+
+def test_pandas_batches_still_give_object_frames_of_the_same_rows() -> None:
+    """The former `mapInPandas(make_replay_fn(), REPLAY_SCHEMA)` use."""
+    log = _log()
+    frames = [b.to_pandas() for b in _batches(log, 4)]
+    out = list(make_replay_fn(batch_rows=5)(iter(frames)))
+    assert all(isinstance(f, pd.DataFrame) and list(f.columns) == REPLAY_SCHEMA.fieldNames() for f in out)
+    assert all(str(dtype) == "object" for f in out for dtype in f.dtypes)
+    table = pa.Table.from_pandas(pd.concat(out, ignore_index=True), preserve_index=False)
+    assert _wide_rows(table) == _expected(log)
+
+
+def test_replay_frame_through_spark(spark) -> None:
+    log = _log()
+    expected = _expected(log)
+    records = (spark.createDataFrame(pa.Table.from_batches(_batches(log, 1000)).to_pandas())
+               .repartition(2, "group_id").sortWithinPartitions("group_id", "partition", "offset"))
+    wide = replay_frame(records.withColumn("extra", F.lit(1)))  # other columns are left out
+    assert wide.schema == REPLAY_SCHEMA
+    for table, cls in AUDIT_TABLES.items():
+        got = split_table(wide, table)
+        assert got.columns == [f.name for f in dataclasses.fields(cls)]
+        assert Counter(tuple(_freeze(v) for v in r) for r in got.collect()) == expected[table], table
+    counts = split_counts(wide).collect()
+    assert Counter(tuple(r) for r in counts) == expected[COUNTS_TABLE]
+
+
+def test_replay_frame_names_missing_columns(spark) -> None:
+    df = spark.createDataFrame([("g", 0)], "group_id string, partition int")
+    with pytest.raises(ValueError, match=r"replay_frame: input lacks column\(s\) \['offset'"):
+        replay_frame(df)
