@@ -12,7 +12,7 @@ Pipeline (one Spark application, one pass over the input's bytes):
 3. replay   the kept records (GroupMetadata, malformed commits, other types; a few percent of a
             log): repartition by group, sort within partitions by (group, partition, offset), and
             stream each partition group by group through `coordinator_core.audit` with
-            `mapInPandas` (`udfs.replay`); one pass emits generations, assignments, rebalance
+            `mapInArrow` (`udfs.replay`); one pass emits generations, assignments, rebalance
             causes, violations and quarantine rows
 4. offsets  the chunks' partial summaries take their generation windows (from the replayed
             GroupMetadata records) and are stitched in log order: `offset_commits` and the
@@ -144,14 +144,14 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
 
     from jobs import offsets_path
     from jobs.inputs import filter_groups
-    from udfs.replay import REPLAY_SCHEMA, make_replay_fn, split_counts, split_table
+    from udfs.replay import replay_frame, split_counts, split_table
 
     side = filter_groups(scan.side(), groups)
-    with stage(spark, "replay (mapInPandas, one pass per group)") as st:
+    with stage(spark, "replay (mapInArrow, one pass per group)") as st:
         replay_in = (side.select("group_id", "partition", "offset", "timestamp_ms", "key", "value")
                      .repartition(shards, "group_id")
                      .sortWithinPartitions("group_id", "partition", "offset"))
-        wide = replay_in.mapInPandas(make_replay_fn(), REPLAY_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+        wide = replay_frame(replay_in).persist(StorageLevel.MEMORY_AND_DISK)
         st.count(wide)
 
     counts_row = split_counts(wide).agg(*[F.sum(c).alias(c) for c in

@@ -17,15 +17,11 @@ Cost: the audit yields row objects; they are kept per table and turned into Arro
 a flush (one `pa.array` per column of that table, `pa.nulls` for the other tables' columns), so
 no per-row work touches the ~100 wide columns. Within a flush the rows come table by table (each
 table's rows in the order the audit produced them); the wide output has no other order.
-
-`make_replay_fn()` also still runs under `mapInPandas` (a pandas batch in, object-dtype pandas
-frames out, as before) for callers that have not moved to `replay_frame`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -39,7 +35,6 @@ from coordinator_core.audit import AuditCounts, GroupAuditor
 from udfs.schemas import AUDIT_TABLES, struct_type_from_dataclass
 
 if TYPE_CHECKING:
-    import pandas as pd
     from pyspark.sql import DataFrame
 
 __all__ = [
@@ -220,40 +215,16 @@ def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
             c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist())
 
 
-def _pandas_columns(pdf: pd.DataFrame) -> _Columns:
-    return (pdf["group_id"].tolist(), pdf["partition"].tolist(), pdf["offset"].tolist(),
-            pdf["timestamp_ms"].tolist(), pdf["key"].tolist(), pdf["value"].tolist())
-
-
-def _object_frame(batch: pa.RecordBatch) -> pd.DataFrame:
-    """A wide batch as the object-dtype pandas frame `mapInPandas` callers got before."""
-    import pandas as pd
-
-    return pd.DataFrame({name: pd.Series(column.to_pylist(), dtype=object)
-                         for name, column in zip(batch.schema.names, batch.columns, strict=True)})
-
-
 def make_replay_fn(*, batch_rows: int = 10_000,
-                   load_path: bool = True) -> Callable[[Iterator[Any]], Iterator[Any]]:
+                   load_path: bool = True) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (see `replay_frame`); closes over
     plain values only. A batch is flushed as soon as `batch_rows` rows are held (a group's closing
-    rows and counts row may add to it), and at the end of the partition.
-
-    Given pandas DataFrames instead of RecordBatches (`mapInPandas(fn, REPLAY_SCHEMA)`, the former
-    use), it yields object-dtype pandas frames of the same rows."""
+    rows and counts row may add to it), and at the end of the partition."""
     if batch_rows < 1:
         raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
 
-    def replay_partition(batches: Iterator[Any]) -> Iterator[Any]:
-        first = next(batches, None)
-        if first is None:
-            return
-        chained = itertools.chain((first,), batches)
-        if isinstance(first, pa.RecordBatch):
-            yield from _replay(map(_arrow_columns, chained), batch_rows=batch_rows, load_path=load_path)
-        else:
-            for batch in _replay(map(_pandas_columns, chained), batch_rows=batch_rows, load_path=load_path):
-                yield _object_frame(batch)
+    def replay_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from _replay(map(_arrow_columns, batches), batch_rows=batch_rows, load_path=load_path)
 
     return replay_partition
 

@@ -120,7 +120,7 @@ def test_decode_offset_commits_every_version(spark) -> None:
 
 
 def test_offset_commits_summary_and_regressions(spark) -> None:
-    summary, violations, scan = op.offset_path(_frame(spark, LOG))
+    summary, violations, _scan = op.offset_path(_frame(spark, LOG))
     expected = [
         # group, topic, part, gen, state, start, end, commits, tombs, first, last, first_ts, last_ts, regr, src_p, first_src, last_src
         ("g", "t", 0, None, None, None, 1, 1, 0, 10, 10, T + 1, T + 1, 0, 3, 0, 0),

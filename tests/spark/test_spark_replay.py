@@ -7,7 +7,6 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
@@ -113,17 +112,6 @@ def test_nothing_in_nothing_out() -> None:
     assert list(make_replay_fn()(iter([]))) == []
     with pytest.raises(ValueError, match="batch_rows"):
         make_replay_fn(batch_rows=0)
-
-
-def test_pandas_batches_still_give_object_frames_of_the_same_rows() -> None:
-    """The former `mapInPandas(make_replay_fn(), REPLAY_SCHEMA)` use."""
-    log = _log()
-    frames = [b.to_pandas() for b in _batches(log, 4)]
-    out = list(make_replay_fn(batch_rows=5)(iter(frames)))
-    assert all(isinstance(f, pd.DataFrame) and list(f.columns) == REPLAY_SCHEMA.fieldNames() for f in out)
-    assert all(str(dtype) == "object" for f in out for dtype in f.dtypes)
-    table = pa.Table.from_pandas(pd.concat(out, ignore_index=True), preserve_index=False)
-    assert _wide_rows(table) == _expected(log)
 
 
 def test_replay_frame_through_spark(spark) -> None:
