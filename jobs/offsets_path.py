@@ -223,8 +223,8 @@ def _decode_tp_key(df: DataFrame) -> DataFrame:
 
 def group_metadata_windows(classified: DataFrame, *, exclude: DataFrame | None = None) -> DataFrame:
     """One row per window-opening GroupMetadata record (a tombstone, or a value the codec decodes:
-    generation and member count through `udfs.decode.group_metadata_header_udf`, on these few rows
-    only): group_id, partition, offset, generation_id, window_state, window_end_offset (next opening
+    generation and member count from the single pass's `gm_generation`/`gm_member_count` when
+    present, else through `udfs.decode.group_metadata_header_udf` on these few rows): group_id, partition, offset, generation_id, window_state, window_end_offset (next opening
     record's offset of the group), key, value.
     `exclude` (columns partition, offset) lists records that must not open windows (the replay's
     quarantined GroupMetadata records). Small: GroupMetadata records are a few percent of a log."""
@@ -234,10 +234,14 @@ def group_metadata_windows(classified: DataFrame, *, exclude: DataFrame | None =
     from udfs.decode import group_metadata_header_udf
 
     gm = classified.where((F.col("record_type") == GROUP_METADATA_TYPE) & F.col("group_id").isNotNull())
-    gm = (gm.select("group_id", "partition", "offset", "key", "value")
-          .withColumn("_h", group_metadata_header_udf()(F.col("key"), F.col("value")))
-          .select("*", F.col("_h.generation").alias("generation"), F.col("_h.member_count").alias("member_count"))
-          .drop("_h"))
+    if "gm_generation" in classified.columns:  # decoded by the single pass (`Scan.side`)
+        gm = gm.select("group_id", "partition", "offset", "key", "value", F.col("gm_generation").alias("generation"),
+                       F.col("gm_member_count").alias("member_count"))
+    else:
+        gm = (gm.select("group_id", "partition", "offset", "key", "value")
+              .withColumn("_h", group_metadata_header_udf()(F.col("key"), F.col("value")))
+              .select("*", F.col("_h.generation").alias("generation"), F.col("_h.member_count").alias("member_count"))
+              .drop("_h"))
     gm = gm.where(F.col("value").isNull() | F.col("generation").isNotNull())
     if exclude is not None:
         gm = gm.join(exclude.select("partition", "offset"), ["partition", "offset"], "left_anti")
@@ -269,12 +273,14 @@ class Scan:
 
     def side(self) -> DataFrame:
         """The records the kernel did not summarise, classified (record_type, group_id) for the
-        replay: partition, offset, timestamp_ms, key, value, record_type, group_id."""
+        replay: partition, offset, timestamp_ms, key, value, gm_generation, gm_member_count (a
+        GroupMetadata value's header, decoded in the pass), record_type, group_id."""
         from pyspark.sql import functions as F
 
         from udfs.scan import KIND_SIDE
 
-        side = self.df.where(F.col("_kind") == KIND_SIDE).select("partition", "offset", "timestamp_ms", "key", "value")
+        side = self.df.where(F.col("_kind") == KIND_SIDE).select(
+            "partition", "offset", "timestamp_ms", "key", "value", "gm_generation", "gm_member_count")
         return classify(side)
 
     def unpersist(self) -> None:

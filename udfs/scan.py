@@ -101,6 +101,8 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("duplicates", _L, "counts: repeated (partition, offset) rows dropped"),
     ("filtered_by_group", _L, "counts: commits of groups outside the group filter"),
     ("side_records", _L, "counts: rows sent to the replay"),
+    ("gm_generation", _I, "side: a GroupMetadata value's generation (null: a tombstone, or it does not decode)"),
+    ("gm_member_count", _I, "side: that value's number of members"),
 )
 _ARROW_SCHEMA = pa.schema([pa.field(name, t, nullable=name != "_kind") for name, t, _ in SCAN_FIELDS])
 
@@ -141,14 +143,20 @@ class _Binary:
 
     def u8(self, rows: np.ndarray, at: np.ndarray | int) -> np.ndarray:
         """Byte `at` (relative) of each row in `rows`, as int64."""
-        idx = np.clip(self.start[rows] + at, 0, len(self.data) - 1)
-        return self.data[idx].astype(np.int64)
+        return self.u8_at(self.start[rows] + at)
 
     def be(self, rows: np.ndarray, at: np.ndarray | int, size: int) -> np.ndarray:
         """Signed big-endian integer of `size` bytes at `at` (relative) of each row in `rows`."""
-        base = np.clip(self.start[rows] + at, 0, len(self.data) - size)
+        return self.be_at(self.start[rows] + at, size)
+
+    def u8_at(self, pos: np.ndarray) -> np.ndarray:
+        """The byte at each absolute buffer position, as int64."""
+        return self.data[np.clip(pos, 0, len(self.data) - 1)].astype(np.int64)
+
+    def be_at(self, pos: np.ndarray, size: int) -> np.ndarray:
+        """Signed big-endian integers of `size` bytes at absolute buffer positions."""
         window = np.lib.stride_tricks.sliding_window_view(self.data, size)  # zero-copy (len, size) view
-        return window[base].view(f">i{size}").reshape(-1).astype(np.int64)
+        return window[np.clip(pos, 0, len(self.data) - size)].view(f">i{size}").reshape(-1).astype(np.int64)
 
 
 def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -157,45 +165,72 @@ def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.n
     metadata string here (`_metadata_utf8`), as the codec checks both.
 
     Key: type 0 or 1, group string (int16 length >= 0), topic string, int32 partition, all present
-    (trailing bytes allowed). Value: null (an offset tombstone), or version >= 0 whose layout is
-    complete: v0/v2 20 + m bytes, v1 28 + m, v3 24 + m, v4+ 23 + varint + m (m = metadata length,
-    the v4+ compact length in one or two varint bytes). Offsets and times are 0 where not a commit."""
+    (trailing bytes allowed). Value: null (an offset tombstone), or version >= 0 (any version above
+    3 reads as v4: Kafka's clamp) whose layout is complete: v0/v2 20 + m bytes, v1 28 + m, v3 24 + m,
+    v4+ 23 + varint + m (m = metadata length, the v4+ compact length in one or two varint bytes).
+    Every field is read only on the rows that still qualify. Offsets and times are 0 where not a
+    commit."""
     n = len(rows)
+    ok = np.zeros(n, dtype=bool)
+    offset = np.zeros(n, dtype=np.int64)
+    commit_ts = np.zeros(n, dtype=np.int64)
     klen = keys.length[rows]
-    ctype = ~keys.null[rows] & (klen >= 2) & (keys.u8(rows, 0) == 0) & (keys.u8(rows, 1) <= 1)
-    glen = keys.be(rows, 2, 2)
-    tlen = keys.be(rows, 4 + np.maximum(glen, 0), 2)
-    key_ok = ctype & (klen >= 4) & (glen >= 0) & (klen >= 6 + glen) & (tlen >= 0) & (klen >= 10 + glen + tlen)
+    ks = keys.start[rows]
+    c = np.flatnonzero(~keys.null[rows] & (klen >= 4) & (keys.u8_at(ks) == 0) & (keys.u8_at(ks + 1) <= 1))
+    ks, klen = ks[c], klen[c]
+    glen = keys.be_at(ks + 2, 2)
+    tlen = keys.be_at(ks + 4 + np.maximum(glen, 0), 2)
+    c = c[(glen >= 0) & (klen >= 6 + glen) & (tlen >= 0) & (klen >= 10 + glen + tlen)]  # key complete
 
-    vnull = values.null[rows]
-    vlen = values.length[rows]
-    ver = np.where(vlen >= 2, values.be(rows, 0, 2), -1)  # any int16 >= 4 reads as v4 (Kafka's clamp)
-    m = np.full(n, -1, dtype=np.int64)
-    vl = np.zeros(n, dtype=np.int64)
-    old = (ver >= 0) & (ver <= 2)
-    m = np.where(old, values.be(rows, 10, 2), m)
-    m = np.where(ver == 3, values.be(rows, 14, 2), m)
-    b14, b15 = values.u8(rows, 14), values.u8(rows, 15)
-    flex = ver >= 4
-    one, two = flex & (b14 < 128), flex & (b14 >= 128) & (b15 < 128)
-    m = np.where(one, b14 - 1, np.where(two, (b14 - 128) + b15 * 128 - 1, m))
-    vl = np.where(one, 1, np.where(two, 2, vl))
-    flex_bad = flex & ~one & ~two
-    need = np.select([(ver == 0) | (ver == 2), ver == 1, ver == 3], [20 + m, 28 + m, 24 + m], 23 + vl + m)
-    value_ok = ~vnull & (ver >= 0) & ~flex_bad & (m >= 0) & (vlen >= need)
-    ok = key_ok & (vnull | value_ok)
-    ts_at = np.select([old, ver == 3], [12 + m, 16 + m], 14 + vl + m)
-    tagged = np.flatnonzero(ok & flex & (values.u8(rows, np.maximum(ts_at + 8, 0)) != 0))
+    vnull = values.null[rows[c]]
+    ok[c[vnull]] = True  # offset tombstones
+    c = c[~vnull]
+    vs, vlen = values.start[rows[c]], values.length[rows[c]]
+    ver = np.where(vlen >= 2, values.be_at(vs, 2), -1)
+    m = np.full(len(c), -1, dtype=np.int64)
+    vl = np.zeros(len(c), dtype=np.int64)
+    old, v3, flex = (ver >= 0) & (ver <= 2), ver == 3, ver >= 4
+    if old.any():
+        m[old] = values.be_at(vs[old] + 10, 2)
+    if v3.any():
+        m[v3] = values.be_at(vs[v3] + 14, 2)
+    if flex.any():
+        b14, b15 = values.u8_at(vs[flex] + 14), values.u8_at(vs[flex] + 15)
+        one, two = b14 < 128, (b14 >= 128) & (b15 < 128)
+        m[flex] = np.where(one, b14 - 1, np.where(two, (b14 - 128) + b15 * 128 - 1, -1))
+        vl[flex] = np.where(one, 1, np.where(two, 2, 0))
+    need = np.select([(ver == 0) | (ver == 2), ver == 1, v3], [20 + m, 28 + m, 24 + m], 23 + vl + m)
+    good = (ver >= 0) & (m >= 0) & (vlen >= need) & (~flex | (vl > 0))
+    c, vs, m, ver = c[good], vs[good], m[good], ver[good]
+    ts_at = np.select([ver <= 2, ver == 3], [12 + m, 16 + m], 14 + vl[good] + m)
+    keep = np.ones(len(c), dtype=bool)
+    tagged = np.flatnonzero((ver >= 4) & (values.u8_at(vs + ts_at + 8) != 0))
     if len(tagged):  # v4+ with tagged fields (rare): the codec says whether they are well formed
-        ok[tagged] = [_codec_reads_commit(keys, values, int(r)) for r in rows[tagged]]
-    live = ok & ~vnull
-    with_meta = np.flatnonzero(live & (m > 0))
+        keep[tagged] = [_codec_reads_commit(keys, values, int(r)) for r in rows[c[tagged]]]
+    with_meta = np.flatnonzero(keep & (m > 0))
     if len(with_meta):
-        ok[with_meta] &= _metadata_utf8(values, rows[with_meta], (ts_at - m)[with_meta], m[with_meta])
-        live = ok & ~vnull
-    offset = np.where(live, values.be(rows, 2, 8), 0)
-    commit_ts = np.where(live, values.be(rows, np.maximum(ts_at, 0), 8), 0)
+        keep[with_meta] = _metadata_utf8(values, rows[c[with_meta]], (ts_at - m)[with_meta], m[with_meta])
+    c, vs, ts_at = c[keep], vs[keep], ts_at[keep]
+    ok[c] = True
+    offset[c] = values.be_at(vs + 2, 8)
+    commit_ts[c] = values.be_at(vs + ts_at, 8)
     return ok, offset, commit_ts
+
+
+def _group_metadata_header(key: bytes, value: bytes | None) -> tuple[int, int] | None:
+    """(generation, member count) of a GroupMetadata value the codec decodes; None otherwise."""
+    from coordinator_core.audit.fastpath import group_record_fast
+    from coordinator_core.errors import CoordinatorAuditError
+    from coordinator_core.records import GroupMetadataValue, decode
+
+    if value is None:
+        return None
+    try:
+        rec = group_record_fast(key, value)  # struct-based; None: the codec decides
+        v = (rec if rec is not None else decode(key, value)).value
+    except CoordinatorAuditError:
+        return None
+    return (v.generation, len(v.members)) if isinstance(v, GroupMetadataValue) else None
 
 
 def _codec_reads_commit(keys: _Binary, values: _Binary, row: int) -> bool:
@@ -325,11 +360,16 @@ def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], b
     gm_groups: dict[str, int] = {}
     gm_group_ids = np.empty(len(gm_local), dtype=np.int64)
     gm_rank = gm_local.astype(np.int64)
-    for j, row in enumerate(keep[gm_local]):
-        raw = kcol[int(row)].as_py()
+    gm_header: dict[int, tuple[int, int]] = {}
+    vcol = batch.column("value")
+    for j, row in enumerate(keep[gm_local].tolist()):
+        raw = kcol[row].as_py()
         glen = int.from_bytes(raw[2:4], "big", signed=True)
         name = raw[4:4 + glen].decode("utf-8", "replace") if 0 <= glen <= len(raw) - 4 else None
         gm_group_ids[j] = -1 if name is None else gm_groups.setdefault(name, len(gm_groups))
+        header = _group_metadata_header(raw, vcol[row].as_py())
+        if header is not None:
+            gm_header[row] = header
     valid_gm = gm_group_ids >= 0
     gm_rank, gm_group_ids = gm_rank[valid_gm], gm_group_ids[valid_gm]
 
@@ -365,8 +405,11 @@ def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], b
     side = keep[~ok]
     if len(side):
         idx = pa.array(side)
+        headers = [gm_header.get(r) for r in side.tolist()]
         out.append(_rows(KIND_SIDE, len(side), {
-            name: batch.column(name).take(idx) for name in ("partition", "offset", "timestamp_ms", "key", "value")}))
+            **{name: batch.column(name).take(idx) for name in ("partition", "offset", "timestamp_ms", "key", "value")},
+            "gm_generation": [None if h is None else h[0] for h in headers],
+            "gm_member_count": [None if h is None else h[1] for h in headers]}))
 
     if len(rows):
         cid_gm = np.array([gm_groups.get(g, -1) for g, _, _ in names], dtype=np.int64)
