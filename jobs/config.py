@@ -67,7 +67,7 @@ SPEC: dict[str, dict[str, _Key]] = {
     "job": {
         "shards": _Key(int, 8, "Spark partitions of the per-group replay"),
         "quarantine": _Key(bool, True, "write undecodable records to the quarantine table"),
-        "scan_chunk_rows": _Key(int, 1_000_000, "rows per chunk of the single pass (bounds a Python worker's memory)"),
+        "scan_chunk_rows": _Key(int, 500_000, "rows per chunk of the single pass (bounds a Python worker's memory)"),
         "scan_reader": _Key(ScanReader, "auto", "how the single pass reads Parquet input: auto, arrow or spark"),
     },
     "output": {

@@ -292,7 +292,7 @@ _COUNT_NAMES = ("records_in", "filtered_by_window", "duplicates", "filtered_by_g
 
 
 def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[str] = (),
-               chunk_rows: int = 1_000_000) -> DataFrame:
+               chunk_rows: int = 500_000) -> DataFrame:
     """The kernel over Kafka-source rows (lazy): `udfs.scan.make_scan_fn` in `mapInArrow`.
     `window` is the run's time-window condition (default: every record is inside)."""
     from pyspark.sql import functions as F
@@ -354,7 +354,7 @@ def _millis(t: datetime | None) -> int | None:
 
 
 def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | None = None,
-             groups: Sequence[str] = (), chunk_rows: int = 1_000_000, reader: str = "auto",
+             groups: Sequence[str] = (), chunk_rows: int = 500_000, reader: str = "auto",
              shards: int | None = None, log: Callable[[str], None] | None = None) -> Scan:
     """Runs the single pass over `df` (Kafka-source rows, not deduplicated: the kernel drops
     repeated (partition, offset) rows and those outside since <= timestamp < until), persisted.

@@ -122,8 +122,9 @@ _MISSING: Any = object()
 
 
 class _Binary:
-    """Zero-copy view of a binary Arrow array: per-row start, length and null mask over one padded
-    byte buffer (reads past a row's end return other bytes; callers mask them by length)."""
+    """Zero-copy view of a binary Arrow array: per-row start, length and null mask over its byte
+    buffer (reads past a row's end return other bytes, clipped into the buffer; callers mask them
+    by length)."""
 
     __slots__ = ("data", "length", "null", "start")
 
@@ -139,7 +140,8 @@ class _Binary:
                      else np.zeros(n, dtype=bool))
         end = int(offsets[-1]) if n else 0
         data = np.frombuffer(bufs[2], dtype=np.uint8, count=end) if bufs[2] is not None and end else np.empty(0, np.uint8)
-        self.data = np.concatenate([data, np.zeros(_PAD, dtype=np.uint8)])
+        # reads are clipped into the buffer, so only a tiny buffer needs padding (no copy otherwise)
+        self.data = data if len(data) >= _PAD else np.concatenate([data, np.zeros(_PAD, dtype=np.uint8)])
 
     def u8(self, rows: np.ndarray, at: np.ndarray | int) -> np.ndarray:
         """Byte `at` (relative) of each row in `rows`, as int64."""
@@ -524,7 +526,7 @@ def _task_id() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-def make_scan_fn(*, chunk_rows: int = 1_000_000, groups: Sequence[str] = ()
+def make_scan_fn(*, chunk_rows: int = 500_000, groups: Sequence[str] = ()
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `df.select(*INPUT_COLUMNS).mapInArrow(fn, SCAN_SCHEMA)`: gathers up to
     `chunk_rows` rows per chunk (bounding the worker's memory), then runs `scan_chunk` on each."""
@@ -602,7 +604,7 @@ def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None) 
          b.column("offset").cast(pa.int64()), ms, inside], names=list(INPUT_COLUMNS))
 
 
-def make_file_scan_fn(*, chunk_rows: int = 1_000_000, groups: Sequence[str] = (), since_ms: int | None = None,
+def make_file_scan_fn(*, chunk_rows: int = 500_000, groups: Sequence[str] = (), since_ms: int | None = None,
                       until_ms: int | None = None, batch_rows: int = 131_072
                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `units.mapInArrow(fn, SCAN_SCHEMA)` over a DataFrame of `FILE_UNIT_SCHEMA`
