@@ -367,7 +367,14 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from udfs.scan import FILE_UNIT_SCHEMA, KIND_COUNTS, SCAN_SCHEMA, make_file_scan_fn, parquet_units
+    from udfs.scan import (
+        FILE_UNIT_SCHEMA,
+        KIND_COUNTS,
+        SCAN_SCHEMA,
+        make_file_scan_fn,
+        parquet_row_count,
+        parquet_units,
+    )
 
     spark = df.sparkSession
     window = None
@@ -384,7 +391,11 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
             if log is not None:
                 log(f"the single pass reads through Spark ({why})")
     if files:
-        units = parquet_units(files, unit_rows=chunk_rows)
+        # a task reads one unit of several chunks: few tasks (each costs a Python round trip), at
+        # least four per core for balance; the chunk bounds the worker's memory
+        total = sum(parquet_row_count(f) for f in files)
+        per_task = total // (4 * spark.sparkContext.defaultParallelism)
+        units = parquet_units(files, unit_rows=max(chunk_rows, min(8 * chunk_rows, per_task)))
         fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=_millis(since),
                                until_ms=_millis(until))
         unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
@@ -412,6 +423,12 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
 
 _POS_SHIFT = 40
 _OFFSET_MASK = (1 << _POS_SHIFT) - 1
+_STITCH_COLUMNS = (
+    "_kind", "group_id", "topic", "partition_key", "partition", "offset", "timestamp_ms", "last_source_offset",
+    "commits", "tombstones", "regressions", "first_commit_source_offset", "first_commit_record_ts", "first_offset",
+    "first_commit_timestamp", "last_commit_source_offset", "last_offset", "last_commit_timestamp", "offset_value",
+    "commit_timestamp", "previous_offset", "previous_commit_timestamp", "previous_source_offset")
+"""The kernel's columns the stitching reads (partial summaries and regression candidates)."""
 
 
 def _pos(partition: str, offset: str) -> Column:
@@ -439,11 +456,11 @@ def offset_commits(scanned: DataFrame, windows: DataFrame) -> tuple[DataFrame, D
     from udfs.scan import KIND_PARTIAL, KIND_REGRESSION
     from udfs.schemas import TABLE_SCHEMAS
 
-    rows = scanned.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).drop("key", "value")
+    rows = scanned.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).select(*_STITCH_COLUMNS)
     opening = windows.select(
         "group_id", "partition", "offset", F.lit("window").alias("_kind"),
         F.struct(F.col("offset").alias("start"), F.col("generation_id").alias("gen"),
-                 F.col("window_state").alias("state")).alias("_win"))
+                 F.col("window_state").alias("state"), _pos("partition", "offset").alias("pos")).alias("_win"))
     events = rows.withColumn("_win", F.lit(None).cast(opening.schema["_win"].dataType)).unionByName(
         opening, allowMissingColumns=True)
     by_group = Window.partitionBy("group_id").orderBy("partition", "offset").rowsBetween(
@@ -455,12 +472,20 @@ def offset_commits(scanned: DataFrame, windows: DataFrame) -> tuple[DataFrame, D
 
     keys = ["group_id", "topic", "partition_key", "win"]
     partials = resolved.where(F.col("_kind") == KIND_PARTIAL)
-    before = Window.partitionBy(*keys).orderBy("partition", "offset").rowsBetween(Window.unboundedPreceding, -1)
+    # the previous partial with commits in log order, within the group's partition of the data (the
+    # resolution's partitioning is kept: no shuffle), ordered by topic-partition and window first; it
+    # counts only when it is of the same topic-partition and window
+    before = Window.partitionBy("group_id").orderBy("topic", "partition_key", F.col("win.pos"), "partition",
+                                                    "offset").rowsBetween(Window.unboundedPreceding, -1)
     has_commit = F.col("commits") > 0
     prev = F.last(F.when(has_commit, F.struct(
+        F.col("topic").alias("t"), F.col("partition_key").alias("p"), F.col("win.pos").alias("w"),
         F.col("last_offset").alias("o"), F.col("last_commit_timestamp").alias("ts"),
         F.col("last_commit_source_offset").alias("s"))), ignorenulls=True).over(before)
+    same = ((F.col("_prev.t") == F.col("topic")) & (F.col("_prev.p") == F.col("partition_key"))
+            & F.col("_prev.w").eqNullSafe(F.col("win.pos")))
     stitched = (partials.withColumn("_prev", prev)
+                .withColumn("_prev", F.when(same, F.col("_prev")))
                 .withColumn("_boundary", F.coalesce(has_commit & stable & (F.col("first_offset") < F.col("_prev.o")),
                                                     F.lit(False))))
     first_commit_pos = F.when(has_commit, _pos("partition", "first_commit_source_offset"))

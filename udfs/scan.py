@@ -53,6 +53,7 @@ __all__ = [
     "make_file_scan_fn",
     "make_scan_fn",
     "parquet_input_problem",
+    "parquet_row_count",
     "parquet_units",
     "scan_chunk",
 ]
@@ -546,6 +547,13 @@ FILE_UNIT_SCHEMA = "path string, row_groups array<int>"
 """Spark schema of the work units of `make_file_scan_fn`: a local Parquet file and row groups."""
 
 
+def parquet_row_count(path: str) -> int:
+    """Rows of a Parquet file, from its footer."""
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
 def parquet_units(paths: Sequence[str], *, unit_rows: int) -> list[tuple[str, list[int]]]:
     """Work units over local Parquet files: runs of consecutive row groups of one file of at most
     `unit_rows` rows (or one bigger row group: a row group is never split), in file order."""
@@ -608,8 +616,8 @@ def make_file_scan_fn(*, chunk_rows: int = 500_000, groups: Sequence[str] = (), 
                       until_ms: int | None = None, batch_rows: int = 131_072
                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `units.mapInArrow(fn, SCAN_SCHEMA)` over a DataFrame of `FILE_UNIT_SCHEMA`
-    rows: each worker reads its units' row groups with pyarrow and runs the same kernel (one chunk
-    per unit at most `chunk_rows` rows)."""
+    rows: each worker reads its units' row groups with pyarrow and runs the same kernel, in chunks
+    of about `chunk_rows` rows (a chunk never spans two units)."""
     import pyarrow.parquet as pq
 
     patterns = tuple(groups)
