@@ -61,14 +61,18 @@ def test_benchmark_flags() -> None:
     assert fit["slope_s_per_million_records"] == pytest.approx(10.0)
     assert fit["intercept_s"] == pytest.approx(2.0)
     assert fit["marginal_ratio"] == pytest.approx(1.0)
-    # the scaling points are assembled from the step results; the 4x point reuses the main audit
+    # the scaling points are assembled from the step results, each the best of its runs; the 4x
+    # point's runs are the main audit and one more
     report: dict = {"measurements": {"audit": {"seconds": 40.0}}}
     main, p1, p2 = Path("main"), Path("p1"), Path("p2")
     results = {"scaling.1x": {"step": "scaling.1x", "result": {"seconds": 12.0}},
-               "scaling.2x": {"step": "scaling.2x", "error": "Py4JError: boom", "session_alive": False}}
+               "scaling.1x.again": {"step": "scaling.1x.again", "result": {"seconds": 13.0}},
+               "scaling.2x": {"step": "scaling.2x", "error": "Py4JError: boom", "session_alive": False},
+               "scaling.4x.again": {"step": "scaling.4x.again", "result": {"seconds": 38.5}}}
     benchmark._collect(report, results, main, [(1, p1, 1000), (2, p2, 2000), (4, main, 4000)])
     points = report["measurements"]["scaling"]["points"]
-    assert [(p["seconds"], p["reused_main"]) for p in points] == [(12.0, False), (None, False), (40.0, True)]
+    assert [(p["seconds"], p["reused_main"]) for p in points] == [(12.0, False), (None, False), (38.5, True)]
+    assert points[0]["runs"] == [12.0, 13.0] and points[2]["runs"] == [40.0, 38.5]
     assert points[1]["error"] == "Py4JError: boom" and report["measurements"]["scaling"]["fit"] == {}
     superlinear = benchmark.scaling_fit([(1_000_000, 10.0), (2_000_000, 20.0), (4_000_000, 80.0)])
     assert superlinear["marginal_ratio"] == pytest.approx(3.0)
