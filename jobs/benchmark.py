@@ -919,7 +919,7 @@ def _spark_steps(args: argparse.Namespace, path: Path, scale_points: list[tuple[
     for k, p, _ in scale_points:  # each point the best of two runs (the main one: the audit and one more)
         names = [f"scaling.{k}x.again"] if p == path else [f"scaling.{k}x", f"scaling.{k}x.again"]
         for name in names:
-            steps.append({"name": name, "kind": "audit", "path": str(p), "out": f"audit-{name}",
+            steps.append({"name": name, "kind": "audit", "path": str(p), "out": "audit-" + name.replace(".", "-"),
                           "sample_memory": False})
     return steps
 

@@ -74,6 +74,11 @@ def test_benchmark_flags() -> None:
     assert [(p["seconds"], p["reused_main"]) for p in points] == [(12.0, False), (None, False), (38.5, True)]
     assert points[0]["runs"] == [12.0, 13.0] and points[2]["runs"] == [40.0, 38.5]
     assert points[1]["error"] == "Py4JError: boom" and report["measurements"]["scaling"]["fit"] == {}
+    # every audit step writes under a name that is a valid run id (bench-<out>)
+    steps = benchmark._spark_steps(benchmark.parse_args(["--records", "8000"]), main,
+                                   [(1, p1, 1000), (2, p2, 2000), (4, main, 4000)])
+    outs = [st["out"] for st in steps if st["kind"] == "audit"]
+    assert len(outs) == 7 and all(c.isalnum() or c in "-_" for o in outs for c in o)
     superlinear = benchmark.scaling_fit([(1_000_000, 10.0), (2_000_000, 20.0), (4_000_000, 80.0)])
     assert superlinear["marginal_ratio"] == pytest.approx(3.0)
 
