@@ -51,8 +51,8 @@ OutOfMemoryError) is recorded as failed and the remaining steps go on in a fresh
 same settings. The driver heap defaults to 6g here (`DEFAULT_DRIVER_MEMORY`; the job's laptop
 default of 2g runs out of memory in the offset path at 20M records).
 
-The default full run (20M records, 5,000 groups, scaling at 5M/10M/20M) took 5.5 minutes on this
-2-core machine (load average 1.5-3.8) once the inputs existed; generating them adds about
+The default full run (20M records, 5,000 groups, scaling at 5M/10M/20M, each twice) took 6.4 minutes
+on this 2-core machine (load average 0.3-3.2) once the inputs existed; generating them adds about
 7 minutes the first time (20M: 4.7 min, 5M and 10M: 2.2 min).
 """
 
