@@ -46,6 +46,7 @@ __all__ = [
     "filter_groups",
     "normalize_schema",
     "read_input",
+    "window_condition",
 ]
 
 Format = Literal["auto", "parquet", "delta", "json"]
@@ -277,15 +278,26 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
         except AnalysisException as exc:
             raise InputError(f"input {source}: cannot be read as {fmt} ({str(exc).splitlines()[0]})") from None
 
-    cond = F.lit(True)
-    if since is not None:
-        cond = cond & (F.col("timestamp") >= F.lit(since))
-    if until is not None:
-        cond = cond & (F.col("timestamp") < F.lit(until))
-    windowed = df.where(cond) if (since is not None or until is not None) else df
+    bounded = window_condition(since, until)
+    cond = bounded if bounded is not None else F.lit(True)
+    windowed = df.where(cond) if bounded is not None else df
     clean = windowed.dropDuplicates(["partition", "offset"]) if deduplicate else windowed
     return InputData(df=clean, raw=df, windowed=windowed, format=fmt, source=source, text_encoding=encoding,
                      window=F.coalesce(cond, F.lit(False)))
+
+
+def window_condition(since: datetime | None, until: datetime | None) -> Column | None:
+    """since <= timestamp < until on the Kafka-source `timestamp` column (null when a bound is
+    given and the timestamp is null); None when both bounds are open."""
+    from pyspark.sql import functions as F
+
+    cond = None
+    if since is not None:
+        cond = F.col("timestamp") >= F.lit(since)
+    if until is not None:
+        upper = F.col("timestamp") < F.lit(until)
+        cond = upper if cond is None else cond & upper
+    return cond
 
 
 def _read_delta(spark: SparkSession, path: str) -> DataFrame:

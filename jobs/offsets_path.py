@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
+    from udfs.scan import ParquetFooter
+
 __all__ = [
     "OFFSET_COMMIT_TYPES",
     "Scan",
@@ -224,8 +226,9 @@ def _decode_tp_key(df: DataFrame) -> DataFrame:
 def group_metadata_windows(classified: DataFrame, *, exclude: DataFrame | None = None) -> DataFrame:
     """One row per window-opening GroupMetadata record (a tombstone, or a value the codec decodes:
     generation and member count from the single pass's `gm_generation`/`gm_member_count` when
-    present, else through `udfs.decode.group_metadata_header_udf` on these few rows): group_id, partition, offset, generation_id, window_state, window_end_offset (next opening
-    record's offset of the group), key, value.
+    present, else through `udfs.decode.group_metadata_header_udf` on these few rows): group_id,
+    partition, offset, generation_id, window_state, window_end_offset (next opening record's
+    offset of the group), key, value.
     `exclude` (columns partition, offset) lists records that must not open windows (the replay's
     quarantined GroupMetadata records). Small: GroupMetadata records are a few percent of a log."""
     from pyspark.sql import Window
@@ -323,12 +326,12 @@ def chunk_overlap(scanned: DataFrame) -> str | None:
     return None
 
 
-def local_parquet_files(df: DataFrame) -> tuple[list[str], str | None]:
-    """The local Parquet files behind `df` (a plain Parquet read) when the kernel can read them
-    itself, else ([], why not)."""
+def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]:
+    """The footers of the local Parquet files behind `df` (a plain Parquet read), in path order,
+    when the kernel can read them itself, else ([], why not)."""
     from urllib.parse import unquote, urlparse
 
-    from udfs.scan import parquet_input_problem
+    from udfs.scan import parquet_input_problem, read_footer
 
     uris = df.inputFiles()
     if not uris:
@@ -339,14 +342,17 @@ def local_parquet_files(df: DataFrame) -> tuple[list[str], str | None]:
         if parsed.scheme not in ("", "file"):
             return [], f"{uri}: not a local file"
         paths.append(unquote(parsed.path))
-    for path in paths:
+    footers = []
+    for path in sorted(paths):
         try:
-            problem = parquet_input_problem(path)
+            footer = read_footer(path)
         except Exception as exc:  # any unreadable footer means: let Spark read it
-            problem = f"{path}: {exc}"
+            return [], f"{path}: {exc}"
+        problem = parquet_input_problem(footer)
         if problem is not None:
             return [], problem
-    return sorted(paths), None
+        footers.append(footer)
+    return footers, None
 
 
 def _millis(t: datetime | None) -> int | None:
@@ -367,22 +373,18 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from jobs.inputs import window_condition
     from udfs.scan import (
         FILE_UNIT_SCHEMA,
         KIND_COUNTS,
         SCAN_SCHEMA,
         make_file_scan_fn,
-        parquet_row_count,
         parquet_units,
     )
 
     spark = df.sparkSession
-    window = None
-    if since is not None:
-        window = F.col("timestamp") >= F.lit(since)
-    if until is not None:
-        window = (F.col("timestamp") < F.lit(until)) if window is None else window & (F.col("timestamp") < F.lit(until))
-    files: list[str] = []
+    window = window_condition(since, until)
+    files: list[ParquetFooter] = []
     if reader != "spark":
         files, why = local_parquet_files(df)
         if why is not None:
@@ -393,7 +395,7 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     if files:
         # a task reads one unit of several chunks: few tasks (each costs a Python round trip), at
         # least four per core for balance; the chunk bounds the worker's memory
-        total = sum(parquet_row_count(f) for f in files)
+        total = sum(sum(f.row_groups) for f in files)
         per_task = total // (4 * spark.sparkContext.defaultParallelism)
         units = parquet_units(files, unit_rows=max(chunk_rows, min(8 * chunk_rows, per_task)))
         fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=_millis(since),

@@ -37,6 +37,7 @@ __all__ = [
     "decode_assignment_udf",
     "decode_record_udf",
     "decode_subscription_udf",
+    "group_metadata_header",
     "group_metadata_header_udf",
     "owners_udf",
     "partition_for_udf",
@@ -178,10 +179,24 @@ def partition_for_udf(num_partitions: int = 50) -> Any:
     return partition_of
 
 
+def group_metadata_header(key: bytes, value: bytes | None) -> tuple[int, int] | None:
+    """(generation, member count) of a GroupMetadata value the codec decodes (the struct fast path
+    `group_record_fast`, else `decode`); None for a tombstone, another record type or bad bytes."""
+    from coordinator_core.audit.fastpath import group_record_fast
+
+    if value is None:
+        return None
+    try:
+        rec = group_record_fast(key, value)  # None: the codec decides
+        v = (rec if rec is not None else decode(key, value)).value
+    except CoordinatorAuditError:
+        return None
+    return (v.generation, len(v.members)) if isinstance(v, GroupMetadataValue) else None
+
+
 def group_metadata_header_udf() -> Any:
-    """UDF (key binary, value binary) -> struct<generation int, member_count int>: a GroupMetadata
-    value's generation and number of members (`coordinator_core.records.decode`); both null when the
-    record does not decode or is not a GroupMetadata value (a tombstone included)."""
+    """UDF (key binary, value binary) -> struct<generation int, member_count int>:
+    `group_metadata_header` per row; null when it gives None."""
     from pyspark.sql.functions import arrow_udf
 
     out_type = pa.struct([("generation", pa.int32()), ("member_count", pa.int32())])
@@ -190,13 +205,8 @@ def group_metadata_header_udf() -> Any:
     def header(keys: pa.Array, values: pa.Array) -> pa.Array:
         out: list[dict[str, int] | None] = []
         for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True):
-            try:
-                rec = None if k is None or v is None else decode(k, v)
-            except CoordinatorAuditError:
-                rec = None
-            value = None if rec is None else rec.value
-            out.append({"generation": value.generation, "member_count": len(value.members)}
-                       if isinstance(value, GroupMetadataValue) else None)
+            h = None if k is None else group_metadata_header(k, v)
+            out.append(None if h is None else {"generation": h[0], "member_count": h[1]})
         return pa.array(out, type=out_type)
 
     return header

@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from udfs.decode import group_metadata_header
 
 __all__ = [
     "FILE_UNIT_SCHEMA",
@@ -49,12 +51,13 @@ __all__ = [
     "KIND_SIDE",
     "SCAN_FIELDS",
     "SCAN_SCHEMA",
+    "ParquetFooter",
     "group_matcher",
     "make_file_scan_fn",
     "make_scan_fn",
     "parquet_input_problem",
-    "parquet_row_count",
     "parquet_units",
+    "read_footer",
     "scan_chunk",
 ]
 
@@ -148,10 +151,6 @@ class _Binary:
         """Byte `at` (relative) of each row in `rows`, as int64."""
         return self.u8_at(self.start[rows] + at)
 
-    def be(self, rows: np.ndarray, at: np.ndarray | int, size: int) -> np.ndarray:
-        """Signed big-endian integer of `size` bytes at `at` (relative) of each row in `rows`."""
-        return self.be_at(self.start[rows] + at, size)
-
     def u8_at(self, pos: np.ndarray) -> np.ndarray:
         """The byte at each absolute buffer position, as int64."""
         return self.data[np.clip(pos, 0, len(self.data) - 1)].astype(np.int64)
@@ -218,22 +217,6 @@ def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.n
     offset[c] = values.be_at(vs + 2, 8)
     commit_ts[c] = values.be_at(vs + ts_at, 8)
     return ok, offset, commit_ts
-
-
-def _group_metadata_header(key: bytes, value: bytes | None) -> tuple[int, int] | None:
-    """(generation, member count) of a GroupMetadata value the codec decodes; None otherwise."""
-    from coordinator_core.audit.fastpath import group_record_fast
-    from coordinator_core.errors import CoordinatorAuditError
-    from coordinator_core.records import GroupMetadataValue, decode
-
-    if value is None:
-        return None
-    try:
-        rec = group_record_fast(key, value)  # struct-based; None: the codec decides
-        v = (rec if rec is not None else decode(key, value)).value
-    except CoordinatorAuditError:
-        return None
-    return (v.generation, len(v.members)) if isinstance(v, GroupMetadataValue) else None
 
 
 def _codec_reads_commit(keys: _Binary, values: _Binary, row: int) -> bool:
@@ -370,7 +353,7 @@ def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], b
         glen = int.from_bytes(raw[2:4], "big", signed=True)
         name = raw[4:4 + glen].decode("utf-8", "replace") if 0 <= glen <= len(raw) - 4 else None
         gm_group_ids[j] = -1 if name is None else gm_groups.setdefault(name, len(gm_groups))
-        header = _group_metadata_header(raw, vcol[row].as_py())
+        header = group_metadata_header(raw, vcol[row].as_py())
         if header is not None:
             gm_header[row] = header
     valid_gm = gm_group_ids >= 0
@@ -547,49 +530,54 @@ FILE_UNIT_SCHEMA = "path string, row_groups array<int>"
 """Spark schema of the work units of `make_file_scan_fn`: a local Parquet file and row groups."""
 
 
-def parquet_row_count(path: str) -> int:
-    """Rows of a Parquet file, from its footer."""
+class ParquetFooter(NamedTuple):
+    """What the driver needs of one local Parquet file, read once from its footer."""
+
+    path: str
+    schema: pa.Schema
+    row_groups: tuple[int, ...]
+    """Rows of each row group."""
+
+
+def read_footer(path: str) -> ParquetFooter:
     import pyarrow.parquet as pq
 
-    return int(pq.ParquetFile(path).metadata.num_rows)
+    with pq.ParquetFile(path) as pf:
+        meta = pf.metadata
+        return ParquetFooter(path, pf.schema_arrow, tuple(meta.row_group(i).num_rows
+                                                          for i in range(meta.num_row_groups)))
 
 
-def parquet_units(paths: Sequence[str], *, unit_rows: int) -> list[tuple[str, list[int]]]:
+def parquet_units(footers: Sequence[ParquetFooter], *, unit_rows: int) -> list[tuple[str, list[int]]]:
     """Work units over local Parquet files: runs of consecutive row groups of one file of at most
     `unit_rows` rows (or one bigger row group: a row group is never split), in file order."""
-    import pyarrow.parquet as pq
-
     units: list[tuple[str, list[int]]] = []
-    for path in paths:
-        meta = pq.ParquetFile(path).metadata
+    for footer in footers:
         run: list[int] = []
         rows = 0
-        for i in range(meta.num_row_groups):
-            n = meta.row_group(i).num_rows
+        for i, n in enumerate(footer.row_groups):
             if run and rows + n > unit_rows:
-                units.append((path, run))
+                units.append((footer.path, run))
                 run, rows = [], 0
             run.append(i)
             rows += n
         if run:
-            units.append((path, run))
+            units.append((footer.path, run))
     return units
 
 
-def parquet_input_problem(path: str) -> str | None:
+def parquet_input_problem(footer: ParquetFooter) -> str | None:
     """None when the kernel can read this Parquet file directly: key and value binary, partition
     and offset integers, timestamp a timestamp; else what is not so."""
-    import pyarrow.parquet as pq
-
-    schema = pq.read_schema(path)
+    schema = footer.schema
     names = set(schema.names)
     for col, ok in (("key", pa.types.is_binary), ("value", pa.types.is_binary), ("partition", pa.types.is_integer),
                     ("offset", pa.types.is_integer), ("timestamp", pa.types.is_timestamp)):
         if col not in names:
-            return f"{path}: no column {col}"
+            return f"{footer.path}: no column {col}"
         t = schema.field(col).type
         if not (ok(t) or (col in ("key", "value") and pa.types.is_large_binary(t))):
-            return f"{path}: column {col} is {t}"
+            return f"{footer.path}: column {col} is {t}"
     return None
 
 
