@@ -119,12 +119,7 @@ def audit_only(batches: list[pa.RecordBatch]) -> int:
     for batch in batches:
         groups = batch.column("group_id").to_pylist()
         records = list(zip(*(batch.column(c).to_pylist() for c in replay.INPUT_COLUMNS[1:]), strict=True))
-        start, n = 0, len(groups)
-        while start < n:
-            group = groups[start]
-            end = start + 1
-            while end < n and groups[end] == group:
-                end += 1
+        for group, start, end in replay.group_runs(groups):
             if group != current:
                 if auditor is not None:
                     n_rows += len(auditor.finish()) + 1
@@ -133,7 +128,6 @@ def audit_only(batches: list[pa.RecordBatch]) -> int:
             assert auditor is not None
             for _ in auditor.feed(records[start:end]):
                 n_rows += 1
-            start = end
     if auditor is not None:
         n_rows += len(auditor.finish()) + 1
     return n_rows

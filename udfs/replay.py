@@ -42,6 +42,7 @@ __all__ = [
     "COUNT_FIELDS",
     "INPUT_COLUMNS",
     "REPLAY_SCHEMA",
+    "group_runs",
     "make_replay_fn",
     "replay_frame",
     "split_counts",
@@ -168,6 +169,20 @@ _Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any
 """One input batch as Python lists, in INPUT_COLUMNS order."""
 
 
+def group_runs(groups: list[Any]) -> Iterator[tuple[Any, int, int]]:
+    """(group, start, end) of each run of equal consecutive values of `groups` (a batch of the
+    replay's input, sorted by group: a group's records are one run, or continue the previous
+    batch's last run)."""
+    start, n = 0, len(groups)
+    while start < n:
+        group = groups[start]
+        end = start + 1
+        while end < n and groups[end] == group:
+            end += 1
+        yield group, start, end
+        start = end
+
+
 def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool) -> Iterator[pa.RecordBatch]:
     """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches."""
     out = _Output()
@@ -183,13 +198,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool) ->
     rows = out.rows
     for groups, partitions, offsets, timestamps, keys, values in batches:
         records = list(zip(partitions, offsets, timestamps, keys, values, strict=True))
-        start = 0
-        n = len(groups)
-        while start < n:
-            group = groups[start]
-            end = start + 1
-            while end < n and groups[end] == group:
-                end += 1
+        for group, start, end in group_runs(groups):
             if group != current:
                 close()
                 auditor = GroupAuditor(group, load_path=load_path)
@@ -200,7 +209,6 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool) ->
                 if len(rows) >= batch_rows:
                     yield out.flush()
                     rows = out.rows
-            start = end
         if len(out) >= batch_rows:
             yield out.flush()
             rows = out.rows
