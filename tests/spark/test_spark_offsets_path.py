@@ -119,18 +119,21 @@ def test_decode_offset_commits_every_version(spark) -> None:
     assert_df_equality(got, spark.createDataFrame(expected, schema), ignore_row_order=True, ignore_nullable=True)
 
 
+EXPECTED_SUMMARY = [
+    # group, topic, part, gen, state, start, end, commits, tombs, first, last, first_ts, last_ts, regr, src_p, first_src, last_src
+    ("g", "t", 0, None, None, None, 1, 1, 0, 10, 10, T + 1, T + 1, 0, 3, 0, 0),
+    ("g", "t", 0, 1, "Stable", 1, 9, 3, 1, 20, 25, T + 2, T + 7, 1, 3, 2, 7),
+    ("g", "t", 1, 1, "Stable", 1, 9, 1, 0, 30, 30, T + 6, T + 6, 0, 3, 6, 6),
+    ("g", "t", 0, 2, "Empty", 9, 11, 1, 0, 3, 3, T + 10, T + 10, 0, 3, 10, 10),
+    ("g", "t", 0, None, "Dead", 11, None, 1, 0, 4, 4, T + 12, T + 12, 0, 3, 12, 12),
+    ("h", "t", 0, None, None, None, None, 1, 0, 5, 5, T + 5, T + 5, 0, 3, 5, 5),
+]
+"""The offset_commits rows of LOG."""
+
+
 def test_offset_commits_summary_and_regressions(spark) -> None:
     summary, violations, _scan = op.offset_path(_frame(spark, LOG))
-    expected = [
-        # group, topic, part, gen, state, start, end, commits, tombs, first, last, first_ts, last_ts, regr, src_p, first_src, last_src
-        ("g", "t", 0, None, None, None, 1, 1, 0, 10, 10, T + 1, T + 1, 0, 3, 0, 0),
-        ("g", "t", 0, 1, "Stable", 1, 9, 3, 1, 20, 25, T + 2, T + 7, 1, 3, 2, 7),
-        ("g", "t", 1, 1, "Stable", 1, 9, 1, 0, 30, 30, T + 6, T + 6, 0, 3, 6, 6),
-        ("g", "t", 0, 2, "Empty", 9, 11, 1, 0, 3, 3, T + 10, T + 10, 0, 3, 10, 10),
-        ("g", "t", 0, None, "Dead", 11, None, 1, 0, 4, 4, T + 12, T + 12, 0, 3, 12, 12),
-        ("h", "t", 0, None, None, None, None, 1, 0, 5, 5, T + 5, T + 5, 0, 3, 5, 5),
-    ]
-    assert_df_equality(summary, spark.createDataFrame(expected, TABLE_SCHEMAS["offset_commits"]),
+    assert_df_equality(summary, spark.createDataFrame(EXPECTED_SUMMARY, TABLE_SCHEMAS["offset_commits"]),
                        ignore_row_order=True, ignore_nullable=True)
     expected_v = [("g", 1, "offset_regression", "t", 0, ["m1"],
                    f"t-0: committed offset 15 (commit time {T + 4}) after 20 (commit time {T + 2}) while the group "

@@ -22,7 +22,7 @@ from coordinator_core.records import (
     encode,
 )
 from jobs import offsets_path as op
-from tests.spark.test_spark_offsets_path import LOG, T, _frame
+from tests.spark.test_spark_offsets_path import EXPECTED_SUMMARY, LOG, T, _frame
 from udfs.scan import INPUT_COLUMNS, KIND_COUNTS, KIND_PARTIAL, KIND_SIDE, scan_chunk
 from udfs.schemas import TABLE_SCHEMAS
 
@@ -125,14 +125,6 @@ def test_kernel_drops_repeats_and_records_outside_the_window() -> None:
     assert (partial["first_offset"], partial["last_offset"], partial["commits"]) == (10, 20, 2)
 
 
-EXPECTED = [
-    ("g", "t", 0, None, None, None, 1, 1, 0, 10, 10, T + 1, T + 1, 0, 3, 0, 0),
-    ("g", "t", 0, 1, "Stable", 1, 9, 3, 1, 20, 25, T + 2, T + 7, 1, 3, 2, 7),
-    ("g", "t", 1, 1, "Stable", 1, 9, 1, 0, 30, 30, T + 6, T + 6, 0, 3, 6, 6),
-    ("g", "t", 0, 2, "Empty", 9, 11, 1, 0, 3, 3, T + 10, T + 10, 0, 3, 10, 10),
-    ("g", "t", 0, None, "Dead", 11, None, 1, 0, 4, 4, T + 12, T + 12, 0, 3, 12, 12),
-    ("h", "t", 0, None, None, None, None, 1, 0, 5, 5, T + 5, T + 5, 0, 3, 5, 5),
-]
 
 
 @pytest.mark.spark
@@ -140,7 +132,7 @@ EXPECTED = [
 def test_summary_is_the_same_whatever_the_chunks(spark, chunk_rows) -> None:
     summary, violations, scan = op.offset_path(_frame(spark, LOG).coalesce(1), chunk_rows=chunk_rows)
     assert not scan.reordered
-    assert_df_equality(summary, spark.createDataFrame(EXPECTED, TABLE_SCHEMAS["offset_commits"]),
+    assert_df_equality(summary, spark.createDataFrame(EXPECTED_SUMMARY, TABLE_SCHEMAS["offset_commits"]),
                        ignore_row_order=True, ignore_nullable=True)
     # the regression 20 -> 15 spans chunks when they are smaller than 3 records
     assert [(r["source_offset"], r["evidence"]) for r in violations.collect()] == [(4, "partition 3 offsets 2 -> 4")]
@@ -154,7 +146,7 @@ def test_input_out_of_log_order_is_scanned_again_sorted(spark) -> None:
     summary, violations, scan = op.offset_path(shuffled, chunk_rows=2)
     assert scan.reordered
     assert scan.counts["duplicates"] == 2
-    assert_df_equality(summary, spark.createDataFrame(EXPECTED, TABLE_SCHEMAS["offset_commits"]),
+    assert_df_equality(summary, spark.createDataFrame(EXPECTED_SUMMARY, TABLE_SCHEMAS["offset_commits"]),
                        ignore_row_order=True, ignore_nullable=True)
     assert violations.count() == 1
     scan.unpersist()
