@@ -53,6 +53,17 @@ Atomicity. Delta has no multi-table transactions; this module gives the followin
 
 Staged files of a crashed phase 1 are unreferenced by any table version (readers never see them);
 `DeltaTable.vacuum(full=True)` removes them.
+
+Merges (nightly runs). A run that resumes from an earlier run's state re-emits the rows that run
+left open and this one changed (a generation's end, an ownership interval's `valid_to`, an offset
+window's counts and end). `write_tables(..., merges=...)` merges them into the existing rows by
+their key (`Merge`): a real Delta MERGE (delta-rs `DeltaTable.merge` on the embedded path, Delta
+Spark's `DeltaTable.merge` on the native one), matched rows updated where they live (their
+`run_window` is kept), unmatched ones inserted into this run's window. The merge is a second
+commit of the table, tagged with the run id like the first; `home_windows` restricts the target
+to the partitions that can hold the rows (a nightly merge reads a few partitions, not a year of
+them). When a later commit of the run fails, every table this run committed is RESTOREd to its
+version before the run (both writers), so the guarantees above hold with merges too.
 """
 
 from __future__ import annotations
@@ -62,7 +73,7 @@ import math
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -78,6 +89,7 @@ __all__ = [
     "CommitResult",
     "DeltaWriteError",
     "IncompleteRun",
+    "Merge",
     "WriteMode",
     "Writer",
     "delta_spark_available",
@@ -115,6 +127,22 @@ class CommitResult:
     files_removed: int
     rows_added: int
     created: bool
+    rows_merged: int = 0
+    merged: bool = False
+    """The table also got a merge commit (`version` is then the merge's)."""
+    version_before: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """Rows to merge into a table's existing rows (see the module docstring): `rows` has the table's
+    content columns; `keys` identify a row (`null_safe_keys` may be null on both sides: equal);
+    `home_windows` are the `run_window` partitions the matched rows can live in (None: any)."""
+
+    rows: DataFrame
+    keys: tuple[str, ...]
+    null_safe_keys: tuple[str, ...] = ()
+    home_windows: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,11 +259,13 @@ def _ordered(tables: Mapping[str, Any]) -> list[str]:
 def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id: str, run_window: str,
                  base_path: str | None = None, catalog_schema: str | None = None,
                  mode: WriteMode = "replace_window", writer: Writer = "auto",
-                 files_per_table: Mapping[str, int] | None = None) -> dict[str, CommitResult]:
+                 files_per_table: Mapping[str, int] | None = None,
+                 merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
     """Writes one run's tables (name -> DataFrame of content columns) atomically per table and
     consistently across tables as far as Delta allows (module docstring: phases, commit order with
     `runs` last, compensation). `mode` applies to every table but `runs`, which is appended.
     `files_per_table` caps the number of files of a table (coalesce); `runs` gets 1 by default.
+    `merges` (table -> `Merge`) are merged into existing rows after the table's own commit.
 
     Returns {table: CommitResult} in commit order."""
     if not run_id or not all(c.isalnum() or c in "-_" for c in run_id):
@@ -253,11 +283,32 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id
         n = (files_per_table or {}).get(name, 1 if name == RUNS_TABLE else None)
         prepared[name] = df.coalesce(n) if n else df
     modes: dict[str, WriteMode] = {name: ("append" if name == RUNS_TABLE else mode) for name in prepared}
+    merge_rows = {name: m for name, m in (merges or {}).items() if name in prepared}
     if kind == "native":
         return _write_native(spark, prepared, modes, run_id=run_id, run_window=run_window,
-                             base_path=base_path, catalog_schema=catalog_schema)
+                             base_path=base_path, catalog_schema=catalog_schema, merges=merge_rows)
     assert base_path is not None
-    return _write_embedded(spark, prepared, modes, run_id=run_id, run_window=run_window, base_path=base_path)
+    return _write_embedded(spark, prepared, modes, run_id=run_id, run_window=run_window, base_path=base_path,
+                           merges=merge_rows)
+
+
+def _merge_condition(m: Merge, *, quote: str = "") -> str:
+    """The MERGE ON condition of `m` (target alias t, source alias s); `quote` quotes column names."""
+    def q(c: str) -> str:
+        return f"{quote}{c}{quote}"
+
+    parts = [f"t.{q(k)} = s.{q(k)}" for k in m.keys]
+    parts += [f"(t.{q(k)} = s.{q(k)} OR (t.{q(k)} IS NULL AND s.{q(k)} IS NULL))" for k in m.null_safe_keys]
+    if m.home_windows is not None:
+        windows = ", ".join("'" + w.replace("'", "") + "'" for w in sorted(m.home_windows))
+        parts.append(f"t.{q(PARTITION_COLUMN)} IN ({windows})" if windows else "false")
+    return " AND ".join(parts)
+
+
+def _merge_source(m: Merge, run_id: str, run_window: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return _with_run_columns(m.rows, run_id).withColumn(PARTITION_COLUMN, F.lit(run_window))
 
 
 def _user_metadata(table: str, run_id: str, run_window: str, mode: WriteMode, **extra: Any) -> str:
@@ -468,6 +519,31 @@ def _commit_embedded(st: _Staged, run_id: str, run_window: str) -> tuple[CommitR
     return CommitResult(st.table, st.uri, version, st.mode, len(st.adds), len(removes), st.rows, created), removes
 
 
+def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run_window: str) -> int:
+    """Merges `m` into the table with delta-rs (module docstring, merges); returns the rows merged.
+    The rows pass through the driver: they are a run's carried rows (the open rows of the groups
+    that changed), small next to the table."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from deltalake.transaction import CommitProperties
+
+    src = _merge_source(m, run_id, run_window)
+    arrow = src.toArrow() if hasattr(src, "toArrow") else pa.Table.from_pandas(src.toPandas())
+    if arrow.num_rows == 0:
+        return 0
+    dt = DeltaTable(st.uri)
+    target = pa.schema(dt.schema().to_arrow() if hasattr(dt.schema(), "to_arrow") else dt.schema().to_pyarrow())
+    arrow = arrow.select(target.names).cast(pa.schema([pa.field(f.name, f.type) for f in target]))
+    meta = _user_metadata(st.table, run_id, run_window, "merge", rows_merged=arrow.num_rows)
+    columns = [c for c in target.names if c != PARTITION_COLUMN]
+    (dt.merge(arrow, _merge_condition(m, quote="`"), source_alias="s", target_alias="t",
+              commit_properties=CommitProperties(custom_metadata={"userMetadata": meta}))
+     .when_matched_update({f"`{c}`": f"s.`{c}`" for c in columns})
+     .when_not_matched_insert_all()
+     .execute())
+    return int(arrow.num_rows)
+
+
 def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[str, Any]], run_id: str,
                          run_window: str) -> None:
     """Undoes one committed table of a failed run (module docstring, phase 2)."""
@@ -476,6 +552,11 @@ def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[s
 
     if result.created:
         _delete_dir(st.uri)
+        return
+    if result.merged:  # two commits (files, then the merge): back to the version before both
+        meta = _user_metadata(st.table, run_id, run_window, st.mode, compensates_version=result.version)
+        DeltaTable(st.uri).restore(result.version_before, commit_properties=CommitProperties(
+            custom_metadata={"userMetadata": meta}))
         return
     dt = DeltaTable(st.uri)
     now = int(time.time() * 1000)
@@ -489,7 +570,8 @@ def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[s
 
 
 def _write_embedded(spark: SparkSession, prepared: Mapping[str, DataFrame], modes: Mapping[str, WriteMode], *,
-                    run_id: str, run_window: str, base_path: str) -> dict[str, CommitResult]:
+                    run_id: str, run_window: str, base_path: str,
+                    merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
     staged: list[_Staged] = []
     previous = spark.conf.get("spark.sql.parquet.outputTimestampType", None)
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -511,11 +593,25 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, DataFrame], mode
         if previous is not None:
             spark.conf.set("spark.sql.parquet.outputTimestampType", previous)
 
+    from deltalake import DeltaTable
+
     results: dict[str, CommitResult] = {}
     done: list[tuple[_Staged, CommitResult, list[dict[str, Any]]]] = []
     for i, st in enumerate(staged):  # phase 2: one commit per table, runs last
         try:
+            version_before = DeltaTable(st.uri).version() if _is_delta_table(st.uri) else None
             result, removed = _commit_embedded(st, run_id, run_window)
+            result = replace(result, version_before=version_before)
+            m = (merges or {}).get(st.table)
+            if m is not None:  # into a table created just now, the merge only inserts
+                done_first = (st, result, removed)
+                try:
+                    n = _merge_embedded(spark, st, m, run_id, run_window)
+                except BaseException:
+                    done.append(done_first)
+                    raise
+                result = replace(result, rows_merged=n, merged=n > 0,
+                                 version=DeltaTable(st.uri).version())
         except BaseException as exc:
             problems = []
             for prev_st, prev_result, prev_removed in reversed(done):
@@ -539,8 +635,8 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, DataFrame], mode
 
 def _write_native(spark: SparkSession, prepared: Mapping[str, DataFrame], modes: Mapping[str, WriteMode], *,
                   run_id: str, run_window: str, base_path: str | None,
-                  catalog_schema: str | None) -> dict[str, CommitResult]:
-    """Delta Spark path (not exercised on machines without the Delta jars; see module docstring)."""
+                  catalog_schema: str | None, merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
+    """Delta Spark path: `format("delta")` writes, `replaceWhere` windows, `DeltaTable.merge`."""
     from delta.tables import DeltaTable as SparkDeltaTable  # the delta-spark Python package
     from pyspark.sql import functions as F
 
@@ -554,6 +650,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, DataFrame], modes:
 
     results: dict[str, CommitResult] = {}
     before: list[tuple[str, str, Any, int | None]] = []
+    restored: list[str] = []
     try:
         for name, df in prepared.items():
             loc, dt = handle(name)
@@ -577,7 +674,15 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, DataFrame], modes:
             metrics = row["operationMetrics"] or {}
             results[name] = CommitResult(name, loc, int(row["version"]), mode, int(metrics.get("numFiles", 0)),
                                          int(metrics.get("numRemovedFiles", 0)),
-                                         int(metrics.get("numOutputRows", 0)), dt is None)
+                                         int(metrics.get("numOutputRows", 0)), dt is None,
+                                         version_before=version_before)
+            m = (merges or {}).get(name)
+            if m is not None:
+                n = _merge_native(spark, dt_after, m, name, run_id, run_window)
+                if n:
+                    _, dt_merged = handle(name)
+                    results[name] = replace(results[name], rows_merged=n, merged=True,
+                                            version=int(dt_merged.history(1).first()["version"]))
     except BaseException as exc:
         problems = []
         for name, _loc, dt, version_before in before:
@@ -586,6 +691,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, DataFrame], modes:
             try:
                 if version_before is not None:
                     dt.restoreToVersion(version_before)
+                    restored.append(name)
                 else:
                     problems.append(f"{name} (created by this run; left in place)")
             except Exception as undo_exc:
@@ -595,6 +701,32 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, DataFrame], modes:
     finally:
         spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
     return results
+
+
+def _merge_native(spark: SparkSession, dt: Any, m: Merge, table: str, run_id: str, run_window: str) -> int:
+    """Merges `m` into the Delta Spark table `dt` (module docstring, merges); returns the rows merged."""
+    src = _merge_source(m, run_id, run_window).persist()
+    try:
+        n = src.count()
+        if n == 0:
+            return 0
+        columns = [c for c in src.columns if c != PARTITION_COLUMN]
+        key = "spark.databricks.delta.commitInfo.userMetadata"
+        previous = spark.conf.get(key, None)
+        spark.conf.set(key, _user_metadata(table, run_id, run_window, "merge", rows_merged=n))
+        try:
+            (dt.alias("t").merge(src.alias("s"), _merge_condition(m, quote="`"))
+             .whenMatchedUpdate(set={f"`{c}`": f"s.`{c}`" for c in columns})
+             .whenNotMatchedInsertAll()
+             .execute())
+        finally:
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)
+        return int(n)
+    finally:
+        src.unpersist()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ to fix.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -286,14 +287,25 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
                      window=F.coalesce(cond, F.lit(False)))
 
 
-def window_condition(since: datetime | None, until: datetime | None) -> Column | None:
+def window_condition(since: datetime | None, until: datetime | None,
+                     start_after: Mapping[int, int] | None = None) -> Column | None:
     """since <= timestamp < until on the Kafka-source `timestamp` column (null when a bound is
-    given and the timestamp is null); None when both bounds are open."""
+    given and the timestamp is null); None when both bounds are open.
+
+    `start_after` (the previous run's last offset per `__consumer_offsets` partition) replaces the
+    lower bound on those partitions by an offset bound: a record is in the window iff its offset is
+    above the previous run's last one, whatever its timestamp (runs continue exactly where the
+    previous one stopped, even when timestamps are not monotonic)."""
     from pyspark.sql import functions as F
 
     cond = None
     if since is not None:
         cond = F.col("timestamp") >= F.lit(since)
+    if start_after:
+        keys = sorted(start_after)
+        last = F.try_element_at(F.create_map(*[x for p in keys for x in (F.lit(p), F.lit(int(start_after[p])))]),
+                                F.col("partition").cast("int"))
+        cond = F.when(last.isNotNull(), F.col("offset") > last).otherwise(F.lit(True) if cond is None else cond)
     if until is not None:
         upper = F.col("timestamp") < F.lit(until)
         cond = upper if cond is None else cond & upper

@@ -50,8 +50,8 @@ Also here: `classify` (record type and group id of every record, in SQL) and
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OFFSET_COMMIT_TYPES",
     "Scan",
+    "carried_partials",
     "chunk_overlap",
     "classify",
     "decode_offset_commits",
@@ -223,14 +224,17 @@ def _decode_tp_key(df: DataFrame) -> DataFrame:
 # ------------------------------------------------------------------------------------------------
 # GroupMetadata windows
 
-def group_metadata_windows(classified: DataFrame, *, exclude: DataFrame | None = None) -> DataFrame:
+def group_metadata_windows(classified: DataFrame, *, exclude: DataFrame | None = None,
+                           carried: DataFrame | None = None) -> DataFrame:
     """One row per window-opening GroupMetadata record (a tombstone, or a value the codec decodes:
     generation and member count from the single pass's `gm_generation`/`gm_member_count` when
     present, else through `udfs.decode.group_metadata_header_udf` on these few rows): group_id,
     partition, offset, generation_id, window_state, window_end_offset (next opening record's
     offset of the group), key, value.
     `exclude` (columns partition, offset) lists records that must not open windows (the replay's
-    quarantined GroupMetadata records). Small: GroupMetadata records are a few percent of a log."""
+    quarantined GroupMetadata records). `carried` (group_id, partition, offset, generation_id,
+    window_state, value) are the windows the previous run left open, opened by records before this
+    run's. Small: GroupMetadata records are a few percent of a log."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -248,15 +252,21 @@ def group_metadata_windows(classified: DataFrame, *, exclude: DataFrame | None =
     gm = gm.where(F.col("value").isNull() | F.col("generation").isNotNull())
     if exclude is not None:
         gm = gm.join(exclude.select("partition", "offset"), ["partition", "offset"], "left_anti")
-    w = Window.partitionBy("group_id").orderBy("partition", "offset")
-    return gm.select(
-        "group_id", "partition", "offset",
-        F.when(F.col("value").isNotNull(), F.col("generation")).alias("generation_id"),
+    opening = gm.select(
+        "group_id", F.col("partition").cast("int").alias("partition"), F.col("offset").cast("long").alias("offset"),
+        F.when(F.col("value").isNotNull(), F.col("generation")).cast("int").alias("generation_id"),
         F.when(F.col("value").isNull(), F.lit("Dead"))
         .when(F.col("member_count") > 0, F.lit("Stable")).otherwise(F.lit("Empty")).alias("window_state"),
-        F.lead("offset").over(w).alias("window_end_offset"),
-        "key", "value",
-    )
+        "key", "value")
+    if carried is not None:
+        opening = opening.unionByName(carried.select(
+            "group_id", F.col("partition").cast("int").alias("partition"), F.col("offset").cast("long").alias("offset"),
+            F.col("generation_id").cast("int").alias("generation_id"), "window_state",
+            F.lit(None).cast("binary").alias("key"), "value"))
+    w = Window.partitionBy("group_id").orderBy("partition", "offset")
+    return opening.select(
+        "group_id", "partition", "offset", "generation_id", "window_state",
+        F.lead("offset").over(w).alias("window_end_offset"), "key", "value")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -273,6 +283,9 @@ class Scan:
     reordered: bool
     reader: str
     """"arrow" (the workers read the Parquet files) or "spark" (fed through mapInArrow)."""
+    ranges: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    """Per `__consumer_offsets` partition: (first, last) offset read in the window and how many
+    distinct records; last - first + 1 - records offsets inside that span were not in the input."""
 
     def side(self) -> DataFrame:
         """The records the kernel did not summarise, classified (record_type, group_id) for the
@@ -309,21 +322,39 @@ def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[
     return rows.mapInArrow(make_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups)), SCAN_SCHEMA)
 
 
-def chunk_overlap(scanned: DataFrame) -> str | None:
-    """None when no two chunks of the scan hold interleaving offsets of one Kafka partition (the
-    condition for stitching the kernel's partial summaries in log order); else the first such pair."""
+def _chunk_ranges(scanned: DataFrame) -> list[Any]:
     from pyspark.sql import functions as F
 
     from udfs.scan import KIND_RANGE
 
     ranges = (scanned.where(F.col("_kind") == KIND_RANGE)
-              .select("partition", "offset", "last_source_offset", "chunk").collect())
+              .select("partition", "offset", "last_source_offset", "chunk", "records_in").collect())
     ranges.sort(key=lambda r: (r["partition"], r["offset"], r["last_source_offset"]))
+    return ranges
+
+
+def _overlap(ranges: list[Any]) -> str | None:
     for a, b in itertools.pairwise(ranges):
         if a["partition"] == b["partition"] and b["offset"] <= a["last_source_offset"]:
             return (f"partition {a['partition']}: offsets {a['offset']}-{a['last_source_offset']} (chunk "
                     f"{a['chunk']}) and {b['offset']}-{b['last_source_offset']} (chunk {b['chunk']}) interleave")
     return None
+
+
+def chunk_overlap(scanned: DataFrame) -> str | None:
+    """None when no two chunks of the scan hold interleaving offsets of one Kafka partition (the
+    condition for stitching the kernel's partial summaries in log order); else the first such pair."""
+    return _overlap(_chunk_ranges(scanned))
+
+
+def partition_ranges(ranges: list[Any]) -> dict[int, tuple[int, int, int]]:
+    """{partition: (first offset, last offset, distinct records)} of a scan's chunk ranges."""
+    out: dict[int, tuple[int, int, int]] = {}
+    for r in ranges:
+        p = int(r["partition"])
+        first, last, n = out.get(p, (r["offset"], r["last_source_offset"], 0))
+        out[p] = (min(first, r["offset"]), max(last, r["last_source_offset"]), n + int(r["records_in"] or 0))
+    return out
 
 
 def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]:
@@ -361,7 +392,8 @@ def _millis(t: datetime | None) -> int | None:
 
 def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | None = None,
              groups: Sequence[str] = (), chunk_rows: int = 500_000, reader: str = "auto",
-             shards: int | None = None, log: Callable[[str], None] | None = None) -> Scan:
+             shards: int | None = None, log: Callable[[str], None] | None = None,
+             start_after: Mapping[int, int] | None = None) -> Scan:
     """Runs the single pass over `df` (Kafka-source rows, not deduplicated: the kernel drops
     repeated (partition, offset) rows and those outside since <= timestamp < until), persisted.
 
@@ -369,7 +401,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     worker read `df`'s local Parquet files itself with pyarrow (no trip through the JVM; `df`
     must be a plain Parquet read whose columns have the Kafka-source types); "auto" is arrow
     when that holds, else spark. When the chunks' offsets interleave (input not in log order),
-    the pass runs again through Spark on `df` range-partitioned and sorted by (partition, offset)."""
+    the pass runs again through Spark on `df` range-partitioned and sorted by (partition, offset).
+    `start_after`: the previous run's last offset per partition (`jobs.inputs.window_condition`)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -383,7 +416,7 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     )
 
     spark = df.sparkSession
-    window = window_condition(since, until)
+    window = window_condition(since, until, start_after)
     files: list[ParquetFooter] = []
     if reader != "spark":
         files, why = local_parquet_files(df)
@@ -399,13 +432,14 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         per_task = total // (4 * spark.sparkContext.defaultParallelism)
         units = parquet_units(files, unit_rows=max(chunk_rows, min(8 * chunk_rows, per_task)))
         fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=_millis(since),
-                               until_ms=_millis(until))
+                               until_ms=_millis(until), start_after=dict(start_after or {}))
         unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
         scanned = unit_df.mapInArrow(fn, SCAN_SCHEMA)
     else:
         scanned = scan_frame(df, window=window, groups=groups, chunk_rows=chunk_rows)
     scanned = scanned.persist(StorageLevel.MEMORY_AND_DISK)
-    overlap = chunk_overlap(scanned)
+    ranges = _chunk_ranges(scanned)
+    overlap = _overlap(ranges)
     reordered = overlap is not None
     if overlap is not None:
         if log is not None:
@@ -415,12 +449,14 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         ordered = df.repartitionByRange(n, "partition", "offset").sortWithinPartitions("partition", "offset")
         scanned = scan_frame(ordered, window=window, groups=groups, chunk_rows=chunk_rows).persist(
             StorageLevel.MEMORY_AND_DISK)
-        again = chunk_overlap(scanned)
+        ranges = _chunk_ranges(scanned)
+        again = _overlap(ranges)
         if again is not None:  # cannot happen: range partitioning keeps equal positions together
             raise AssertionError(f"sorted input still interleaves: {again}")
     row = scanned.where(F.col("_kind") == KIND_COUNTS).agg(*[F.sum(c).alias(c) for c in _COUNT_NAMES]).first()
     counts = {c: int(row[c] or 0) for c in _COUNT_NAMES}
-    return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark")
+    return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark",
+                partition_ranges(ranges))
 
 
 _POS_SHIFT = 40
@@ -440,7 +476,39 @@ def _pos(partition: str, offset: str) -> Column:
     return F.shiftleft(F.col(partition).cast("long"), _POS_SHIFT) + F.col(offset)
 
 
-def offset_commits(scanned: DataFrame, windows: DataFrame) -> tuple[DataFrame, DataFrame]:
+CARRIED_FLAG = "_carried"
+"""Column of `offset_commits(..., carried=...)` rows: the row continues one the previous run wrote
+open, and changed (the writer merges it into that row)."""
+LAST_COMMIT_SOURCE = "_last_commit_source_offset"
+"""Column of `offset_commits(..., carried=...)` rows: the log offset of the row's last commit (what a
+later run's regression evidence cites), kept in the carried state."""
+UNCHANGED_FLAG = "_unchanged"
+"""Column of `offset_commits(..., carried=...)` rows: a carried open row that this run did not touch."""
+
+
+def carried_partials(open_rows: DataFrame) -> DataFrame:
+    """The previous run's open `offset_commits` rows (with `LAST_COMMIT_SOURCE`) as `partial` rows of
+    the kernel's shape, placed at the row's first record: stitched with this run's partials they
+    continue the same window (counts add up, a commit below the carried last one is a regression)."""
+    from pyspark.sql import functions as F
+
+    from udfs.scan import KIND_PARTIAL
+
+    has_commit = F.col("commits") > 0
+    return open_rows.select(
+        F.lit(KIND_PARTIAL).alias("_kind"), "group_id", "topic", F.col("partition").alias("partition_key"),
+        F.col("source_partition").alias("partition"), F.col("first_source_offset").alias("offset"),
+        F.lit(None).cast("long").alias("timestamp_ms"), "last_source_offset", "commits", "tombstones", "regressions",
+        F.when(has_commit, F.col("first_source_offset")).alias("first_commit_source_offset"),
+        F.lit(None).cast("long").alias("first_commit_record_ts"), "first_offset", "first_commit_timestamp",
+        F.col(LAST_COMMIT_SOURCE).alias("last_commit_source_offset"), "last_offset", "last_commit_timestamp",
+        *[F.lit(None).cast("long").alias(c) for c in ("offset_value", "commit_timestamp", "previous_offset",
+                                                       "previous_commit_timestamp", "previous_source_offset")],
+        F.lit(True).alias(CARRIED_FLAG))
+
+
+def offset_commits(scanned: DataFrame, windows: DataFrame, *,
+                   carried: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """(offset_commits rows, regression rows) from the kernel's `partial` and `regression` rows and
     the GroupMetadata `windows` (`group_metadata_windows`).
 
@@ -451,7 +519,10 @@ def offset_commits(scanned: DataFrame, windows: DataFrame) -> tuple[DataFrame, D
     in Stable windows. The first result has the `offset_commits` table's columns; the second one
     row per regression (group_id, generation_id, topic, partition, offset_value, commit_timestamp,
     previous_offset, previous_commit_timestamp, previous_source_offset, record_timestamp,
-    source_partition, source_offset, window_start_offset) for `offset_regression_violations`."""
+    source_partition, source_offset, window_start_offset) for `offset_regression_violations`.
+
+    `carried` (`carried_partials`) continues the windows the previous run left open; the first
+    result then has three more columns: `CARRIED_FLAG`, `UNCHANGED_FLAG`, `LAST_COMMIT_SOURCE`."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -459,6 +530,9 @@ def offset_commits(scanned: DataFrame, windows: DataFrame) -> tuple[DataFrame, D
     from udfs.schemas import TABLE_SCHEMAS
 
     rows = scanned.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).select(*_STITCH_COLUMNS)
+    rows = rows.withColumn(CARRIED_FLAG, F.lit(False))
+    if carried is not None:
+        rows = rows.unionByName(carried.select(*_STITCH_COLUMNS, CARRIED_FLAG))
     opening = windows.select(
         "group_id", "partition", "offset", F.lit("window").alias("_kind"),
         F.struct(F.col("offset").alias("start"), F.col("generation_id").alias("gen"),
@@ -502,6 +576,9 @@ def offset_commits(scanned: DataFrame, windows: DataFrame) -> tuple[DataFrame, D
         (F.sum(F.when(stable, F.col("regressions")).otherwise(0)) + F.count_if("_boundary")).alias("regressions"),
         F.min(_pos("partition", "offset")).alias("_first_pos"),
         F.max(_pos("partition", "last_source_offset")).alias("_last_pos"),
+        F.max_by("last_commit_source_offset", last_commit_pos).alias(LAST_COMMIT_SOURCE),
+        F.max(CARRIED_FLAG).alias("_has_carried"),
+        F.count_if(~F.col(CARRIED_FLAG)).alias("_new_parts"),
     )
     ends = windows.select(F.col("group_id").alias("_eg"), F.col("offset").alias("_start"), "window_end_offset")
     firsts = windows.groupBy(F.col("group_id").alias("_fg")).agg(F.min(_pos("partition", "offset")).alias("_gm_pos"))
@@ -518,8 +595,19 @@ def offset_commits(scanned: DataFrame, windows: DataFrame) -> tuple[DataFrame, D
         "commits", "tombstones", "first_offset", "last_offset", "first_commit_timestamp", "last_commit_timestamp",
         "regressions", F.shiftright("_first_pos", _POS_SHIFT).alias("source_partition"),
         F.col("_first_pos").bitwiseAND(_OFFSET_MASK).alias("first_source_offset"),
-        F.col("_last_pos").bitwiseAND(_OFFSET_MASK).alias("last_source_offset"))
-    out = _conform(out, TABLE_SCHEMAS["offset_commits"])
+        F.col("_last_pos").bitwiseAND(_OFFSET_MASK).alias("last_source_offset"),
+        "_has_carried", "_new_parts", LAST_COMMIT_SOURCE)
+    if carried is not None:
+        closed = F.col("window_end_offset").isNotNull()
+        out = out.select(*_conform(out, TABLE_SCHEMAS["offset_commits"]).columns,
+                         (F.col("_has_carried") & ((F.col("_new_parts") > 0) | closed)).alias(CARRIED_FLAG),
+                         (F.col("_has_carried") & (F.col("_new_parts") == 0) & ~closed).alias(UNCHANGED_FLAG),
+                         LAST_COMMIT_SOURCE)
+        schema = TABLE_SCHEMAS["offset_commits"]
+        out = out.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields],
+                         CARRIED_FLAG, UNCHANGED_FLAG, F.col(LAST_COMMIT_SOURCE).cast("long"))
+    else:
+        out = _conform(out, TABLE_SCHEMAS["offset_commits"])
 
     inside = resolved.where((F.col("_kind") == KIND_REGRESSION) & stable).select(
         "group_id", F.col("win.gen").alias("generation_id"), "topic", F.col("partition_key").alias("partition"),

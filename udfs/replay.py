@@ -13,6 +13,18 @@ Output: one wide row per audit row (`REPLAY_SCHEMA`): `_table` names the table, 
 `_table == "_counts"`, carries the group's `AuditCounts` so the job's `runs` row adds up.
 `split_table` turns the wide output back into one table's DataFrame, `split_counts` the counts.
 
+Carried state (nightly runs). A record with a non-null `state` column is not a record but a
+group's saved audit state (`GroupAuditor.to_dict()` as JSON, from the previous run's
+`group_state` table); it sorts first in its group (partition -1) and the group's audit resumes
+from it. Rows the previous run left open (the current generation, its assignments) come out again
+when they change: closed, or updated; `_carried` marks them (the writer merges them into the
+earlier run's rows instead of adding them), and an open row that comes out unchanged is dropped
+(it is already in the table). `ResumeMode` says how: `resume` (a later run: as just said), `rerun`
+(re-running the latest window: every carried row is merged again, changed or not, so the rows
+that run's first attempt touched are all rewritten), `warmup` (the state was rebuilt in this job
+from records before the window: no earlier rows exist, every row is new). One more row per group,
+`_table == "_state"`, carries its state after this run (`STATE_FIELDS`), so the next run can resume.
+
 Cost: the audit yields row objects; they are kept per table and turned into Arrow columns only at
 a flush (one `pa.array` per column of that table, `pa.nulls` for the other tables' columns), so
 no per-row work touches the ~100 wide columns. Within a flush the rows come table by table (each
@@ -22,16 +34,27 @@ table's rows in the order the audit produced them); the wide output has no other
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from coordinator_core.audit import AuditCounts, GroupAuditor
+from coordinator_core.audit.auditor import HistoryGap
+from coordinator_core.audit.rows import AssignmentRow, GenerationRow
 from udfs.schemas import AUDIT_TABLES, struct_type_from_dataclass
 
 if TYPE_CHECKING:
@@ -42,19 +65,40 @@ __all__ = [
     "COUNT_FIELDS",
     "INPUT_COLUMNS",
     "REPLAY_SCHEMA",
+    "STATE_FIELDS",
+    "STATE_TABLE",
+    "ResumeMode",
     "group_runs",
     "make_replay_fn",
     "replay_frame",
     "split_counts",
+    "split_state",
     "split_table",
 ]
 
-INPUT_COLUMNS: tuple[str, ...] = ("group_id", "partition", "offset", "timestamp_ms", "key", "value")
+INPUT_COLUMNS: tuple[str, ...] = ("group_id", "partition", "offset", "timestamp_ms", "key", "value", "state")
 """Columns the replay reads: the group (null when the key could not be read), the record's log
-position, its timestamp in epoch ms, and the raw key/value bytes."""
+position, its timestamp in epoch ms, the raw key/value bytes, and `state` (null for a record; a
+saved audit state as JSON bytes, see the module docstring)."""
+
+ResumeMode = Literal["resume", "rerun", "warmup"]
 
 COUNTS_TABLE = "_counts"
 COUNT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(AuditCounts))
+STATE_TABLE = "_state"
+STATE_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("group_id", StringType()),
+    ("auditor_state", StringType()),
+    ("window_generation_id", IntegerType()),
+    ("window_state", StringType()),
+    ("window_partition", IntegerType()),
+    ("window_start_offset", LongType()),
+    ("window_value", BinaryType()),
+    ("changed", BooleanType()),
+)
+"""A group's state after the run: the auditor's `to_dict()` as JSON, the open offset window (its
+generation, state and opening record: what the next run's offset commits belong to), and whether
+this run fed the group any record."""
 
 
 def _column(table: str, name: str) -> str:
@@ -62,12 +106,13 @@ def _column(table: str, name: str) -> str:
 
 
 def _replay_schema() -> StructType:
-    fields = [StructField("_table", StringType(), False)]
+    fields = [StructField("_table", StringType(), False), StructField("_carried", BooleanType(), True)]
     for table, cls in AUDIT_TABLES.items():
         for f in struct_type_from_dataclass(cls).fields:
             fields.append(StructField(_column(table, f.name), f.dataType, True))
     fields.append(StructField(_column(COUNTS_TABLE, "group_id"), StringType(), True))
     fields.extend(StructField(_column(COUNTS_TABLE, name), LongType(), True) for name in COUNT_FIELDS)
+    fields.extend(StructField(_column(STATE_TABLE, name), t, True) for name, t in STATE_FIELDS)
     return StructType(fields)
 
 
@@ -103,6 +148,8 @@ for _name, _cls in AUDIT_TABLES.items():
     # attrgetter of one name returns the value itself, not a 1-tuple; every row class has several fields
     _ROW_TABLES[_cls] = _table_out(_name, _names, attrgetter(*_names))
 _COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS), _identity)
+_STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
+_CARRIED_POSITION = _ARROW_SCHEMA.get_field_index("_carried")
 _COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
 
 
@@ -122,11 +169,13 @@ def _columns(out: _TableOut, rows: list[Any]) -> list[list[Any]]:
     return columns
 
 
-def _wide_batch(out: _TableOut, rows: list[Any]) -> pa.RecordBatch:
+def _wide_batch(out: _TableOut, rows: list[Any], *, carried: bool = False) -> pa.RecordBatch:
     """The wide RecordBatch of one table's rows: its own columns built from the rows, the rest null."""
     n = len(rows)
     arrays = [pa.nulls(n, f.type) for f in _ARROW_SCHEMA]
     arrays[0] = pa.repeat(pa.scalar(out.name, pa.string()), n)
+    if carried:
+        arrays[_CARRIED_POSITION] = pa.repeat(pa.scalar(True, pa.bool_()), n)
     for position, values in zip(out.positions, _columns(out, rows), strict=True):
         field = _ARROW_SCHEMA.field(position)
         try:
@@ -139,17 +188,24 @@ def _wide_batch(out: _TableOut, rows: list[Any]) -> pa.RecordBatch:
 class _Output:
     """Rows of the wide output since the last flush: audit row objects (any table) and counts tuples."""
 
-    __slots__ = ("counts", "rows")
+    __slots__ = ("carried", "counts", "rows", "states")
 
     def __init__(self) -> None:
         self.rows: list[Any] = []
+        self.carried: list[Any] = []
         self.counts: list[tuple[Any, ...]] = []
+        self.states: list[tuple[Any, ...]] = []
 
     def __len__(self) -> int:
-        return len(self.rows) + len(self.counts)
+        return len(self.rows) + len(self.carried) + len(self.counts) + len(self.states)
 
     def add_counts(self, group_id: str | None, counts: AuditCounts) -> None:
         self.counts.append((group_id, *_COUNTS_VALUES(counts)))
+
+    def add_state(self, auditor: GroupAuditor, changed: bool) -> None:
+        gen, state, partition, start = auditor.window()
+        self.states.append((auditor.group_id, json.dumps(auditor.to_dict(), separators=(",", ":")), gen, state,
+                            partition, start, auditor.window_record_value(), changed))
 
     def flush(self) -> pa.RecordBatch:
         """One RecordBatch of everything collected (tables in `AUDIT_TABLES` order, then the counts);
@@ -158,14 +214,22 @@ class _Output:
         for row in self.rows:
             by_type[type(row)].append(row)
         batches = [_wide_batch(_ROW_TABLES[cls], rows) for cls, rows in by_type.items() if rows]
+        carried: dict[type, list[Any]] = {}
+        for row in self.carried:
+            carried.setdefault(type(row), []).append(row)
+        batches.extend(_wide_batch(_ROW_TABLES[cls], rows, carried=True) for cls, rows in carried.items())
         if self.counts:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts))
+        if self.states:
+            batches.append(_wide_batch(_STATE_OUT, self.states))
         self.rows = []
+        self.carried = []
         self.counts = []
+        self.states = []
         return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
-_Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any]]
+_Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any]]
 """One input batch as Python lists, in INPUT_COLUMNS order."""
 
 
@@ -183,35 +247,93 @@ def group_runs(groups: list[Any]) -> Iterator[tuple[Any, int, int]]:
         start = end
 
 
-def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool) -> Iterator[pa.RecordBatch]:
+def _identity_key(row: Any) -> tuple[Any, ...] | None:
+    """What identifies an open row across runs: the generation's opening record; an ownership
+    interval's member, partition and the record it starts at (None: a row that is never open)."""
+    if type(row) is GenerationRow:
+        return ("g", row.generation_id, row.source_partition, row.source_offset)
+    if type(row) is AssignmentRow:
+        return ("a", row.member_id, row.generation_id, row.topic, row.partition, row.source_partition,
+                row.source_offset)
+    return None
+
+
+class _Group:
+    """One group's audit in the replay, resumed from a saved state or new; sorts its rows into new
+    rows and carried rows (rows the previous run left open, see the module docstring)."""
+
+    __slots__ = ("auditor", "before", "changed", "mode")
+
+    def __init__(self, auditor: GroupAuditor, mode: ResumeMode | None,
+                 gaps: Mapping[int, HistoryGap]) -> None:
+        self.auditor = auditor
+        self.mode = mode
+        self.changed = False
+        self.before: dict[tuple[Any, ...], Any] = {}
+        if mode in ("resume", "rerun"):
+            for row in auditor.finish():
+                key = _identity_key(row)
+                if key is not None:
+                    self.before[key] = row
+        if mode is not None:
+            for p in auditor.partitions:
+                if p in gaps:
+                    auditor.note_gap(gaps[p])
+                    break
+
+    def route(self, row: Any, out: _Output) -> None:
+        if self.before:
+            key = _identity_key(row)
+            if key is not None:
+                old = self.before.pop(key, None)
+                if old is not None:
+                    if self.mode == "rerun" or old != row:
+                        out.carried.append(row)
+                    return
+        out.rows.append(row)
+
+
+def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mode: ResumeMode = "resume",
+            gaps: Mapping[int, HistoryGap] | None = None) -> Iterator[pa.RecordBatch]:
     """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches."""
     out = _Output()
-    auditor: GroupAuditor | None = None
+    gaps = gaps or {}
+    group: _Group | None = None
     current: object = object()  # no group yet (None is a real key: records whose key did not parse)
 
     def close() -> None:
-        if auditor is not None:
-            out.rows.extend(auditor.finish())
+        if group is not None:
+            auditor = group.auditor
+            for row in (*auditor.gap_rows(), *auditor.finish()):
+                group.route(row, out)
             out.add_counts(auditor.group_id if auditor.group_id is not None else current,  # type: ignore[arg-type]
                            auditor.counts)
+            if auditor.group_id is not None:
+                out.add_state(auditor, group.changed)
 
-    rows = out.rows
-    for groups, partitions, offsets, timestamps, keys, values in batches:
-        records = list(zip(partitions, offsets, timestamps, keys, values, strict=True))
-        for group, start, end in group_runs(groups):
-            if group != current:
+    for groups, partitions, offsets, timestamps, keys, values, states in batches:
+        for gid, start, end in group_runs(groups):
+            if gid != current:
                 close()
-                auditor = GroupAuditor(group, load_path=load_path)
-                current = group
-            assert auditor is not None
-            for row in auditor.feed(records[start:end]):
-                rows.append(row)
-                if len(rows) >= batch_rows:
+                group = None
+                current = gid
+            while start < end and states[start] is not None:  # a saved state: resume from it
+                if group is None:
+                    group = _Group(GroupAuditor.from_dict(json.loads(states[start]), load_path=load_path), mode, gaps)
+                start += 1
+            if start == end:
+                continue
+            if group is None:
+                group = _Group(GroupAuditor(gid, load_path=load_path), None, gaps)
+            group.changed = True
+            records = zip(partitions[start:end], offsets[start:end], timestamps[start:end], keys[start:end],
+                          values[start:end], strict=True)
+            for row in group.auditor.feed(records):
+                group.route(row, out)
+                if len(out) >= batch_rows:
                     yield out.flush()
-                    rows = out.rows
         if len(out) >= batch_rows:
             yield out.flush()
-            rows = out.rows
     close()
     if len(out):
         yield out.flush()
@@ -219,39 +341,60 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool) ->
 
 def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
     c = batch.column
+    n = batch.num_rows
+    states = c("state").to_pylist() if "state" in batch.schema.names else [None] * n
     return (c("group_id").to_pylist(), c("partition").to_pylist(), c("offset").to_pylist(),
-            c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist())
+            c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist(), states)
 
 
-def make_replay_fn(*, batch_rows: int = 10_000,
-                   load_path: bool = True) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
+                   gaps: Mapping[int, HistoryGap] | None = None,
+                   ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (see `replay_frame`); closes over
     plain values only. A batch is flushed as soon as `batch_rows` rows are held (a group's closing
-    rows and counts row may add to it), and at the end of the partition."""
+    rows and counts row may add to it), and at the end of the partition. `mode` says how resumed
+    groups' rows are sorted (module docstring); `gaps` are the offsets never read per
+    `__consumer_offsets` partition between the previous run and this one."""
     if batch_rows < 1:
         raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
+    gap_map = dict(gaps or {})
 
     def replay_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from _replay(map(_arrow_columns, batches), batch_rows=batch_rows, load_path=load_path)
+        yield from _replay(map(_arrow_columns, batches), batch_rows=batch_rows, load_path=load_path, mode=mode,
+                           gaps=gap_map)
 
     return replay_partition
 
 
-def replay_frame(records: DataFrame, *, load_path: bool = True) -> DataFrame:
-    """The wide replay output (`REPLAY_SCHEMA`) of `records`, which must hold `INPUT_COLUMNS` and be
-    repartitioned by `group_id` and sorted within partitions by (`group_id`, `partition`, `offset`)."""
+def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode = "resume",
+                 gaps: Mapping[int, HistoryGap] | None = None) -> DataFrame:
+    """The wide replay output (`REPLAY_SCHEMA`) of `records`, which must hold `INPUT_COLUMNS` (`state`
+    may be absent: no saved states) and be repartitioned by `group_id` and sorted within partitions
+    by (`group_id`, `partition`, `offset`)."""
+    if "state" not in records.columns:
+        records = records.withColumn("state", F.lit(None).cast("binary"))
     missing = [c for c in INPUT_COLUMNS if c not in records.columns]
     if missing:
         raise ValueError(f"replay_frame: input lacks column(s) {missing}; it needs {list(INPUT_COLUMNS)}")
-    return records.select(*INPUT_COLUMNS).mapInArrow(make_replay_fn(load_path=load_path), REPLAY_SCHEMA)
+    return records.select(*INPUT_COLUMNS).mapInArrow(
+        make_replay_fn(load_path=load_path, mode=mode, gaps=gaps), REPLAY_SCHEMA)
 
 
-def split_table(wide: DataFrame, table: str) -> DataFrame:
-    """One table's rows out of the replay's wide output, with the table's own column names and types."""
+def split_table(wide: DataFrame, table: str, *, carried: bool | None = False) -> DataFrame:
+    """One table's rows out of the replay's wide output, with the table's own column names and types:
+    the new rows (`carried` False), the rows the previous run left open that changed (True), or all."""
     schema = struct_type_from_dataclass(AUDIT_TABLES[table])
-    return wide.where(F.col("_table") == table).select(
-        *[F.col(_column(table, f.name)).alias(f.name) for f in schema.fields]
-    )
+    rows = wide.where(F.col("_table") == table)
+    if carried is not None:
+        flag = F.coalesce(F.col("_carried"), F.lit(False))
+        rows = rows.where(flag if carried else ~flag)
+    return rows.select(*[F.col(_column(table, f.name)).alias(f.name) for f in schema.fields])
+
+
+def split_state(wide: DataFrame) -> DataFrame:
+    """The per-group `STATE_FIELDS` rows of the replay's wide output."""
+    return wide.where(F.col("_table") == STATE_TABLE).select(
+        *[F.col(_column(STATE_TABLE, name)).alias(name) for name, _ in STATE_FIELDS])
 
 
 def split_counts(wide: DataFrame) -> DataFrame:

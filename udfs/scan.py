@@ -100,7 +100,7 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("previous_commit_timestamp", _L, "regression: the previous commit's commitTimestamp"),
     ("previous_source_offset", _L, "regression: the previous commit's log offset"),
     ("chunk", _L, "range, counts: the chunk (task partition << 20 | chunk number)"),
-    ("records_in", _L, "counts: rows read"),
+    ("records_in", _L, "counts: rows read; range: distinct in-window records of the partition in the chunk"),
     ("filtered_by_window", _L, "counts: rows outside the time window"),
     ("duplicates", _L, "counts: repeated (partition, offset) rows dropped"),
     ("filtered_by_group", _L, "counts: commits of groups outside the group filter"),
@@ -410,7 +410,7 @@ def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], b
         last = np.concatenate([first[1:] - 1, [len(keep) - 1]])
         out.append(_rows(KIND_RANGE, len(first), {
             "partition": kp[first], "offset": off[keep][first], "last_source_offset": off[keep][last],
-            "chunk": np.full(len(first), chunk, dtype=np.int64)}))
+            "chunk": np.full(len(first), chunk, dtype=np.int64), "records_in": last - first + 1}))
     out.append(_rows(KIND_COUNTS, 1, {
         "chunk": [chunk], "records_in": [n], "filtered_by_window": [n - n_window],
         "duplicates": [int(dup.sum())], "filtered_by_group": [filtered_by_group], "commits": [commits],
@@ -581,9 +581,12 @@ def parquet_input_problem(footer: ParquetFooter) -> str | None:
     return None
 
 
-def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None) -> pa.RecordBatch:
+def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None,
+                 start_after: dict[int, int] | None = None) -> pa.RecordBatch:
     """A Parquet batch as the kernel's input: timestamps as epoch ms (floored, as Spark's
-    unix_millis), the time window evaluated (a null timestamp is outside a bounded window)."""
+    unix_millis), the time window evaluated (a null timestamp is outside a bounded window); on the
+    partitions of `start_after` the lower bound is `offset > start_after[partition]` instead of the
+    time (`jobs.inputs.window_condition`)."""
     ts_col = b.column("timestamp")
     unit = ts_col.type.unit
     raw = ts_col.cast(pa.timestamp(unit)).cast(pa.int64())
@@ -593,6 +596,16 @@ def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None) 
     inside: pa.Array = pa.array(np.ones(b.num_rows, dtype=bool))
     if since_ms is not None:
         inside = pc.and_(inside, pc.greater_equal(ms, since_ms))
+    if start_after:
+        part = b.column("partition").cast(pa.int64())
+        pnum = part.fill_null(-1).to_numpy(zero_copy_only=False)
+        offs = b.column("offset").cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        keys = np.array(sorted(start_after), dtype=np.int64)
+        lasts = np.array([start_after[int(k)] for k in keys], dtype=np.int64)
+        at = np.clip(np.searchsorted(keys, pnum), 0, len(keys) - 1)
+        known = keys[at] == pnum
+        by_offset = pa.array(offs > lasts[at])
+        inside = pc.if_else(pa.array(known), by_offset, inside)
     if until_ms is not None:
         inside = pc.and_(inside, pc.less(ms, until_ms))
     return pa.RecordBatch.from_arrays(
@@ -601,7 +614,8 @@ def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None) 
 
 
 def make_file_scan_fn(*, chunk_rows: int = 500_000, groups: Sequence[str] = (), since_ms: int | None = None,
-                      until_ms: int | None = None, batch_rows: int = 131_072
+                      until_ms: int | None = None, batch_rows: int = 131_072,
+                      start_after: dict[int, int] | None = None,
                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `units.mapInArrow(fn, SCAN_SCHEMA)` over a DataFrame of `FILE_UNIT_SCHEMA`
     rows: each worker reads its units' row groups with pyarrow and runs the same kernel, in chunks
@@ -617,7 +631,7 @@ def make_file_scan_fn(*, chunk_rows: int = 500_000, groups: Sequence[str] = (), 
                                         strict=True):
                 with pq.ParquetFile(path) as pf:
                     for b in pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=columns):
-                        yield _input_batch(b, since_ms, until_ms)
+                        yield _input_batch(b, since_ms, until_ms, start_after)
                 yield None  # a chunk never spans two units
 
     def scan_units(units: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from coordinator_core.audit.causes import (
@@ -81,7 +81,7 @@ from coordinator_core.records import (
     offset_commit_value_fields,
 )
 
-__all__ = ["STATE_FORMAT", "AuditCounts", "GroupAuditor", "audit_group"]
+__all__ = ["STATE_FORMAT", "AuditCounts", "GroupAuditor", "HistoryGap", "audit_group"]
 
 STATE_FORMAT = 1
 """Version of the `to_dict()` layout; `from_dict` refuses others."""
@@ -106,6 +106,28 @@ class AuditCounts:
     offset_commits: int
     offset_tombstones: int
     embedded_decode_errors: int
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryGap:
+    """Offsets of a `__consumer_offsets` partition that the audit never read (a run's input does
+    not continue where the previous run stopped: compaction, retention, a missing export): the
+    group's history across them cannot be known, only labelled (`history_gap` causes)."""
+
+    partition: int
+    first_missing: int
+    last_missing: int
+    timestamp: int
+    """When the gap was noticed (the run's window start, epoch ms): the time of a gap row that no
+    later record of the group explains."""
+
+    @property
+    def count(self) -> int:
+        return self.last_missing - self.first_missing + 1
+
+    def describe(self) -> str:
+        return (f"offsets {self.first_missing}..{self.last_missing} of partition {self.partition} "
+                f"({self.count} record(s)) were never read: the group's history across them is unknown")
 
 
 _LOAD_CONFIG = CoordinatorConfig()
@@ -147,11 +169,13 @@ class GroupAuditor:
         self._valid_from: dict[str, tuple[int, int, int]] = {}
         self._instances: dict[str, str] = {}  # static instance id -> its last member id in this history
         self._replaced: set[str] = set()  # instances replaced (W3) during the current generation
+        self._gap: HistoryGap | None = None  # records known to be missing before the next record
         # the open offset window
         self._window: dict[tuple[str, int], list[Any]] = {}
         self._win_gen: int | None = None
         self._win_state: str | None = None
         self._win_start: int | None = None
+        self._win_partition: int | None = None
         self._win_owners: dict[tuple[str, int], tuple[str, ...]] | None = None
         # this run's counts
         self._records_in = self._duplicates = self._quarantined = self._skipped = 0
@@ -241,6 +265,38 @@ class GroupAuditor:
             self._commits += commits
             self._offset_tombstones += tombs
 
+    @property
+    def partitions(self) -> tuple[int, ...]:
+        """The `__consumer_offsets` partitions this group's records were read from (normally one)."""
+        return tuple(sorted(self._positions))
+
+    def window(self) -> tuple[int | None, str | None, int | None, int | None]:
+        """The open offset window: (generation_id, window_state, start partition, start offset),
+        all None before the group's first GroupMetadata record."""
+        return self._win_gen, self._win_state, self._win_partition, self._win_start
+
+    def window_record_value(self) -> bytes | None:
+        """The GroupMetadata value that opened the current window (None for a tombstone or none)."""
+        return self._snap_record[4] if self._snap_record is not None else None
+
+    def note_gap(self, gap: HistoryGap) -> None:
+        """Records that `gap` lies between what this auditor has seen and the records fed next: the
+        next GroupMetadata record of the group gets a `history_gap` cause (primary when it opens a
+        new generation: what happened in between is unknown)."""
+        self._gap = gap
+
+    def gap_rows(self) -> list[AuditRow]:
+        """The `history_gap` cause of a gap that no later record of the group explained (the
+        group wrote no GroupMetadata record after it), on the current generation, not primary;
+        the gap is consumed."""
+        gap, self._gap = self._gap, None
+        if gap is None or self._phase == "none":
+            return []
+        gen = self._snap.generation if self._snap is not None else None
+        cause = Cause("history_gap", detail=gap.describe() + "; no GroupMetadata record of the group followed")
+        return [self._cause_row(cause, gen, gen, False, gap.partition, gap.last_missing + 1, gap.timestamp,
+                                f"partition {gap.partition} offsets {gap.first_missing}..{gap.last_missing} missing")]
+
     def finish(self) -> list[AuditRow]:
         """Rows of what is still open (the current generation, its assignments, the open window),
         as they stand; the state is left as it was, so more records may follow."""
@@ -271,6 +327,7 @@ class GroupAuditor:
             "replaced": sorted(self._replaced),
             "window": {
                 "generation_id": self._win_gen, "state": self._win_state, "start_offset": self._win_start,
+                "start_partition": self._win_partition,
                 "summaries": [[t, part, *s] for (t, part), s in self._window.items()],
             },
         }
@@ -299,6 +356,7 @@ class GroupAuditor:
         self._replaced = set(data["replaced"])
         w = data["window"]
         self._win_gen, self._win_state, self._win_start = w["generation_id"], w["state"], w["start_offset"]
+        self._win_partition = w.get("start_partition")
         self._window = {(t, part): list(s) for t, part, *s in w["summaries"]}
         return self
 
@@ -400,6 +458,27 @@ class GroupAuditor:
     # the observer: one persisted state after another
 
     def _observe(self, p: int, o: int, ts: int, snap: GroupSnapshot | None) -> list[AuditRow]:
+        gap, self._gap = self._gap, None
+        prev_gen = self._snap.generation if self._snap is not None else None
+        rows = self._observe_record(p, o, ts, snap)
+        if gap is None or (self._phase == "none" and snap is None):
+            return rows
+        # What happened across the gap is unknown: a new generation's primary cause is the gap (the
+        # causes the two records suggest stay, not primary); otherwise the gap is noted beside.
+        gen = snap.generation if snap is not None else None
+        new_generation = snap is not None and any(
+            isinstance(r, RebalanceCauseRow) and r.is_primary and r.generation_id == gen for r in rows)
+        evidence = f"partition {gap.partition} offsets {gap.first_missing}..{gap.last_missing} missing; " + (
+            self._evidence(p, o))
+        detail = gap.describe() + (f" before generation {gen}" if gen is not None else " before the tombstone")
+        row = self._cause_row(Cause("history_gap", detail=detail), gen, prev_gen, new_generation, p, o, ts, evidence)
+        if new_generation:
+            rows = [replace(r, is_primary=False) if isinstance(r, RebalanceCauseRow) and r.is_primary else r
+                    for r in rows]
+        rows.append(row)
+        return rows
+
+    def _observe_record(self, p: int, o: int, ts: int, snap: GroupSnapshot | None) -> list[AuditRow]:
         rows: list[AuditRow] = self._window_rows(end_offset=o)
         prev = self._snap
         if snap is None:
@@ -410,14 +489,14 @@ class GroupAuditor:
                                         self._evidence(p, o)))
             self._snap, self._phase, self._valid_from, self._instances = None, "deleted", {}, {}
             self._replaced = set()
-            self._open_window(None, "Dead", o)
+            self._open_window(None, "Dead", o, p)
             return rows
         if prev is not None and snap.generation == prev.generation:
             rows.extend(self._same_generation(prev, snap, p, o, ts))
         else:
             rows.extend(self._new_generation(prev, snap, p, o, ts))
         self._snap, self._phase = snap, "live"
-        self._open_window(snap.generation, snap.state, o)
+        self._open_window(snap.generation, snap.state, o, p)
         return rows
 
     def _new_generation(self, prev: GroupSnapshot | None, snap: GroupSnapshot, p: int, o: int,
@@ -555,9 +634,10 @@ class GroupAuditor:
     # ------------------------------------------------------------------------------------------
     # offset windows
 
-    def _open_window(self, gen: int | None, state: str | None, start: int) -> None:
+    def _open_window(self, gen: int | None, state: str | None, start: int, partition: int) -> None:
         self._window = {}
         self._win_gen, self._win_state, self._win_start = gen, state, start
+        self._win_partition = partition
         self._win_owners = None
 
     def _window_rows(self, *, end_offset: int | None) -> list[AuditRow]:

@@ -23,6 +23,10 @@ a cause is inferred from what changed between the previous record and this one:
 * `group_emptied`: this record has no members (W2).
 * `history_start`: the audited history starts mid-life (first record at gen > 1, or a generation
   that went backwards without a tombstone): nothing is claimed about earlier generations.
+* `history_gap` (set by the auditor, not here): records of the group's `__consumer_offsets`
+  partition were never read between the previous record and this one (a run's input did not
+  continue where the previous run stopped); primary on a new generation, since what happened in
+  between is unknown, beside the other causes otherwise.
 * `group_deleted`: a tombstone (its generation_id is the last generation of the deleted group).
 * J's W5 record (gen 0, no members, protocol type "") gets a generation row but no cause: it makes a
   new group durable; the first real generation after it is `group_created`.
@@ -42,6 +46,7 @@ from coordinator_core.audit.snapshot import GroupSnapshot, MemberView
 __all__ = ["CAUSES", "CAUSE_PRIORITY", "Cause", "new_generation_causes", "same_generation_changes"]
 
 CAUSE_PRIORITY: tuple[str, ...] = (
+    "history_gap",
     "history_start",
     "group_deleted",
     "group_created",
