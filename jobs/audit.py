@@ -27,8 +27,8 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "main", "parse_args", "run_audit"]
 
 AUDIT_OUTPUT_TABLES: tuple[str, ...] = (
-    "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine",
+    "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine", "group_state",
 )
 """Every table a run writes, besides `runs`."""
 
@@ -130,28 +130,81 @@ class RunSummary:
     locations: dict[str, str]
     writer: str
     duration_s: float
+    resume: str = "fresh"
+    base_run_id: str | None = None
+    rows_merged: dict[str, int] = field(default_factory=dict)
+    note: str | None = None
+
+
+MERGE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str]]] = {
+    "generations": (("group_id", "generation_id", "source_partition", "source_offset"), (),
+                    ("source_partition", "source_offset")),
+    "assignments": (("group_id", "member_id", "generation_id", "topic", "partition", "source_partition",
+                     "source_offset"), (), ("source_partition", "source_offset")),
+    "offset_commits": (("group_id", "topic", "partition"), ("window_start_offset",),
+                       ("source_partition", "first_source_offset")),
+}
+"""Per table whose rows a later run can close: (key, null-safe key, the record the row starts at)."""
+
+
+@dataclass(slots=True)
+class AuditPass:
+    """One pass of the pipeline over a window: the new rows per table, the rows that continue rows an
+    earlier run left open (`carried`), every group's state after the pass, and what was read."""
+
+    tables: dict[str, DataFrame]
+    carried: dict[str, DataFrame]
+    group_state: DataFrame
+    counts: dict[str, int]
+    ranges: dict[int, tuple[int, int, int]]
+    missing: dict[int, int]
+    """Per partition read: the running count of offsets never read, at the pass's end."""
+    persisted: list[Any]
 
 
 def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str] = (),
-                 stage: Callable[..., Any]) -> tuple[dict[str, DataFrame], dict[str, int], DataFrame]:
+                 stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
+                 gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
+                 ) -> tuple[dict[str, DataFrame], dict[str, int], DataFrame]:
     """The audit tables from the single pass's output: ({table: DataFrame}, counts, wide).
 
-    The replay reads the pass's side rows (everything but the summarised offset commits); its wide
-    output is persisted (it feeds five tables and the counts); the caller unpersists `wide` after
-    writing."""
+    The replay reads the pass's side rows (everything but the summarised offset commits) and, when
+    `state` (the base run's `group_state` rows) is given, resumes every group from it; its wide
+    output is persisted (it feeds the tables and the counts); the caller unpersists `wide` after
+    writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
+    base run, to merge) and `group_state` (every group's state after this pass)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from jobs import offsets_path
     from jobs.inputs import filter_groups
-    from udfs.replay import replay_frame, split_counts, split_table
+    from udfs.replay import replay_frame, split_counts, split_state, split_table
+    from udfs.schemas import GROUP_STATE_SCHEMA, OFFSET_WINDOW_STRUCT
 
-    side = filter_groups(scan.side(), groups)
+    side = filter_groups(scan.side(missing), groups)
     with stage(spark, "replay (mapInArrow, one pass per group)") as st:
-        replay_in = (side.select("group_id", "partition", "offset", "timestamp_ms", "key", "value")
-                     .repartition(shards, "group_id")
-                     .sortWithinPartitions("group_id", "partition", "offset"))
-        wide = replay_frame(replay_in).persist(StorageLevel.MEMORY_AND_DISK)
+        replay_in = side.select("group_id", "partition", "offset", "timestamp_ms", "key", "value",
+                                F.lit(None).cast("binary").alias("state"),
+                                (F.col("missing_before") if missing is not None else F.lit(None).cast("long"))
+                                .alias("missing"))
+        carried_windows = carried_parts = None
+        if state is not None:
+            state = filter_groups(state, groups)
+            markers = state.where(F.col("auditor_state").isNotNull()).select(
+                "group_id", F.lit(-1).cast("int").alias("partition"), F.lit(-1).cast("long").alias("offset"),
+                F.lit(None).cast("long").alias("timestamp_ms"), F.lit(None).cast("binary").alias("key"),
+                F.lit(None).cast("binary").alias("value"), F.encode("auditor_state", "UTF-8").alias("state"),
+                F.lit(None).cast("long").alias("missing"))
+            replay_in = replay_in.unionByName(markers)
+            carried_windows = state.where(F.col("window_start_offset").isNotNull()).select(
+                "group_id", F.col("window_partition").alias("partition"), F.col("window_start_offset").alias("offset"),
+                F.col("window_generation_id").alias("generation_id"), "window_state",
+                F.col("window_value").alias("value"))
+            carried_parts = offsets_path.carried_partials(
+                state.select(F.explode("offset_windows").alias("w")).select("w.*"))
+        replay_in = replay_in.repartition(shards, "group_id").sortWithinPartitions("group_id", "partition", "offset")
+        mode = resume if resume in ("resume", "rerun", "warmup") else "resume"
+        wide = replay_frame(replay_in, mode=mode, gaps=gaps).persist(StorageLevel.MEMORY_AND_DISK)  # type: ignore[arg-type]
         st.count(wide)
 
     counts_row = split_counts(wide).agg(*[F.sum(c).alias(c) for c in
@@ -163,8 +216,9 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     excluded = quarantine.where(F.col("key_type") == offsets_path.GROUP_METADATA_TYPE).select(
         F.col("partition"), F.col("offset"))
     with stage(spark, "offsets (stitch the pass's partial summaries)") as st:
-        windows = offsets_path.group_metadata_windows(side, exclude=excluded).persist(StorageLevel.MEMORY_AND_DISK)
-        offset_rows, regressions = offsets_path.offset_commits(scan.df, windows)
+        windows = offsets_path.group_metadata_windows(side, exclude=excluded, carried=carried_windows).persist(
+            StorageLevel.MEMORY_AND_DISK)
+        offset_rows, regressions = offsets_path.offset_commits(scan.df, windows, carried=carried_parts)
         offset_rows = offset_rows.persist(StorageLevel.MEMORY_AND_DISK)
         st.count(offset_rows)
 
@@ -172,7 +226,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     # from the same row dataclasses), and offsets_path conforms its own outputs.
     violations = split_table(wide, "violations").unionByName(
         offsets_path.offset_regression_violations(regressions, windows))
-    tables = {
+    tables: dict[str, DataFrame] = {
         "generations": split_table(wide, "generations"),
         "assignments": split_table(wide, "assignments"),
         "rebalance_causes": split_table(wide, "rebalance_causes"),
@@ -180,49 +234,58 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         "offset_commits": offset_rows,
         "quarantine": quarantine,
     }
+    if state is None:
+        return tables, counts, wide
+
+    from udfs.schemas import TABLE_SCHEMAS
+
+    offset_cols = [f.name for f in TABLE_SCHEMAS["offset_commits"].fields]
+    tables["offset_commits"] = offset_rows.where(
+        ~F.col(offsets_path.CARRIED_FLAG) & ~F.col(offsets_path.UNCHANGED_FLAG)).select(*offset_cols)
+    tables["carried:offset_commits"] = offset_rows.where(F.col(offsets_path.CARRIED_FLAG)).select(*offset_cols)
+    for name in ("generations", "assignments"):
+        tables[f"carried:{name}"] = split_table(wide, name, carried=True)
+    open_windows = (offset_rows.where(F.col("window_end_offset").isNull())
+                    .select("group_id", F.struct(*offset_cols, F.col(offsets_path.LAST_COMMIT_SOURCE).alias(
+                        "last_commit_source_offset")).cast(OFFSET_WINDOW_STRUCT).alias("w"))
+                    .groupBy("group_id").agg(F.collect_list("w").alias("offset_windows")))
+    states = split_state(wide)
+    group_state = (states.join(open_windows, "group_id", "full_outer")
+                   .withColumn("changed", F.coalesce("changed", F.lit(False)))
+                   .withColumn("offset_windows", F.coalesce("offset_windows", F.array().cast(
+                       GROUP_STATE_SCHEMA["offset_windows"].dataType))))
+    tables["group_state"] = group_state.select(
+        *[F.col(f.name).cast(f.dataType).alias(f.name) for f in GROUP_STATE_SCHEMA.fields])
     return tables, counts, wide
 
 
-def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = None) -> RunSummary:
-    """Runs the whole job on an existing session (notebooks call this directly)."""
-    from pyspark import StorageLevel
-
-    from jobs import delta_io
-    from jobs.inputs import read_input
+def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: datetime | None,
+                until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
+                base_missing: Mapping[int, int], resume: str, gap_time: datetime | None) -> AuditPass:
+    """Scan, replay and stitch one window (module docstring, steps 2-4)."""
+    from jobs import nightly
     from jobs.offsets_path import scan_log
     from jobs.spark_session import stage
-    from udfs.schemas import RUNS_SCHEMA
-
-    started = datetime.now(UTC)
-    t0 = time.perf_counter()
-    run_id = run_id or delta_io.new_run_id(started)
-    run_window = delta_io.window_label(cfg.since, cfg.until)
-    source = cfg.input_path or cfg.input_table
-    assert source is not None
-    _log(f"run {run_id}: input {source}, window {run_window}, output "
-         f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}")
+    from udfs.schemas import GROUP_STATE_SCHEMA
 
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
-        data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
-                          text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
-        scan = scan_log(data.raw, since=cfg.since, until=cfg.until, groups=cfg.groups,
-                        chunk_rows=cfg.scan_chunk_rows, reader=cfg.scan_reader if data.format == "parquet" else "spark",
-                        shards=cfg.shards, log=_log)
+        scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
+                        reader=cfg.scan_reader if data.format == "parquet" else "spark", shards=cfg.shards,
+                        log=_log, start_after=start_after)
         st.rows = scan.counts["records_in"]
     sc = scan.counts
     _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
          f"commits and {sc['tombstones']:,} tombstones summarised, {sc['side_records']:,} records for the replay")
-
-    tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage)
-    if not cfg.quarantine:
-        tables["quarantine"] = tables["quarantine"].limit(0)
-
-    # The tables are small next to the input (summaries and per-generation rows): persisting them
-    # makes the counts and the write share one computation instead of running every plan twice.
-    tables = {name: df if df.is_cached else df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
-    with stage(spark, "count rows per table"):
-        table_rows = {name: int(df.count()) for name, df in tables.items()}
-
+    gap_ms = int(gap_time.timestamp() * 1000) if gap_time is not None else 0
+    found_gaps = nightly.gaps(start_after, scan.ranges, gap_ms)
+    for g in found_gaps.values():
+        _log(f"history gap: {g.describe()}")
+    if state is None:  # a fresh chain: no group resumes, every group's state still goes to group_state
+        state = spark.createDataFrame([], GROUP_STATE_SCHEMA)
+    consts, missing_end = scan.missing_counts(start_after, base_missing)
+    tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage,
+                                        state=state, resume=resume, gaps=found_gaps, missing=consts)
+    carried = {name.split(":", 1)[1]: tables.pop(name) for name in list(tables) if name.startswith("carried:")}
     run_counts = {
         "records_in": sc["records_in"],
         "duplicates_dropped": sc["duplicates"] + counts["duplicates"],
@@ -232,11 +295,102 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
+    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [wide, scan])
+
+
+def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = None) -> RunSummary:
+    """Runs the whole job on an existing session (notebooks call this directly)."""
+    from pyspark import StorageLevel
+
+    from jobs import delta_io, nightly
+    from jobs.inputs import read_input
+    from jobs.spark_session import stage
+    from udfs.schemas import RUNS_SCHEMA
+
+    started = datetime.now(UTC)
+    t0 = time.perf_counter()
+    run_id = run_id or delta_io.new_run_id(started)
+    run_window = delta_io.window_label(cfg.since, cfg.until)
+    source = cfg.input_path or cfg.input_table
+    assert source is not None
+    is_table = bool(cfg.catalog_schema)
+
+    def loc(table: str) -> str:
+        return delta_io.table_location(table, base_path=cfg.output_path, catalog_schema=cfg.catalog_schema)
+
+    group_filter = ",".join(cfg.groups) or None
+    plan = nightly.plan_run(nightly.read_runs(spark, loc("runs"), is_table=is_table), since=cfg.since,
+                            until=cfg.until, run_window=run_window, group_filter=group_filter, mode=cfg.write_mode)
+    _log(f"run {run_id}: input {source}, window {run_window}, output "
+         f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}; {nightly.describe(plan)}")
+
+    data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
+                      text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
+    state = None
+    start_after = plan.start_after
+    base_missing = dict(plan.base.missing_offsets) if plan.base is not None else {}
+    resume: str = plan.resume
+    warm: AuditPass | None = None
+    if plan.base is not None:
+        state = nightly.read_state(spark, loc("group_state"), plan.base, is_table=is_table).persist(
+            StorageLevel.MEMORY_AND_DISK)
+    elif cfg.since is not None:
+        # warm-up: the input's records before the window rebuild the state they leave behind
+        _log(f"warm-up: replaying the input's records before {cfg.since.isoformat()} to rebuild the groups' state "
+             f"(their rows are not written)")
+        warm = _audit_pass(spark, cfg, data, since=None, until=cfg.since, state=None, start_after={},
+                           base_missing={}, resume="fresh", gap_time=None)
+        if warm.counts["records_in"] - warm.counts["filtered_by_window"] > 0:
+            state = warm.group_state.persist(StorageLevel.MEMORY_AND_DISK)
+            start_after = {p: last for p, (_, last, _) in warm.ranges.items()}
+            base_missing = dict(warm.missing)
+            resume = "warmup"
+            _log(f"warm-up: {state.count():,} groups' state rebuilt from "
+                 f"{warm.counts['records_in'] - warm.counts['filtered_by_window']:,} earlier records")
+        else:
+            _log("warm-up: no records before the window in the input")
+
+    main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
+                       base_missing=base_missing, resume=resume, gap_time=cfg.since)
+    tables = main.tables
+    if not cfg.quarantine:
+        tables["quarantine"] = tables["quarantine"].limit(0)
+
+    # The tables are small next to the input (summaries and per-generation rows): persisting them
+    # makes the counts and the write share one computation instead of running every plan twice.
+    tables = {name: df if df.is_cached else df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
+    carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
+    with stage(spark, "count rows per table"):
+        table_rows = {name: int(df.count()) for name, df in tables.items()}
+        merged_rows = {name: int(df.count()) for name, df in carried.items()}
+
+    run_counts = main.counts
     accounted = sum(v for k, v in run_counts.items() if k != "records_in")
     if accounted != run_counts["records_in"]:
         raise CoordinatorAuditError(
             f"run {run_id}: records do not add up: {run_counts['records_in']} in, {accounted} accounted for "
             f"({json.dumps(run_counts)}); nothing was written")
+
+    end_offsets = dict(start_after)
+    for p, (_, last, _) in main.ranges.items():
+        end_offsets[p] = max(last, end_offsets.get(p, last))
+    missing = {p: n for p, n in {**base_missing, **main.missing}.items() if n}
+    new_missing = {p: n - base_missing.get(p, 0) for p, n in main.missing.items() if n > base_missing.get(p, 0)}
+    in_window = run_counts["records_in"] - run_counts["filtered_by_window"]
+    note = None
+    if in_window == 0:
+        note = "empty window: no records of the input fall in it; the groups' state is carried forward unchanged"
+        _log(note)
+    if new_missing:
+        text = ", ".join(f"partition {p}: {n:,}" for p, n in sorted(new_missing.items()))
+        note = ((note + "; ") if note else "") + f"offsets never read (history gaps): {text}"
+
+    merges: dict[str, delta_io.Merge] = {}
+    for name, df in carried.items():
+        if merged_rows.get(name):
+            keys, null_safe, (pcol, ocol) = MERGE_KEYS[name]
+            homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
+            merges[name] = delta_io.Merge(df, keys, null_safe, homes)
 
     finished = datetime.now(UTC)
     writer = delta_io.resolve_writer(spark, cfg.writer)
@@ -244,22 +398,27 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         "run_id": run_id, "status": "succeeded", "started_at": started, "finished_at": finished,
         "duration_ms": int((finished - started).total_seconds() * 1000), "input": source,
         "input_format": data.format, "since": cfg.since, "until": cfg.until,
-        "group_filter": ",".join(cfg.groups) or None, **run_counts, "table_rows": table_rows,
+        "group_filter": group_filter, **run_counts, "table_rows": table_rows,
         "code_version": __version__, "spark_version": spark.version, "writer": writer,
-        "config_json": json.dumps(cfg.to_dict(), sort_keys=True),
+        "config_json": json.dumps(cfg.to_dict(), sort_keys=True), "resume": resume,
+        "base_run_id": plan.base.run_id if plan.base is not None else None, "end_offsets": end_offsets,
+        "missing_offsets": missing, "note": note,
     }
     tables_with_runs = {**tables, "runs": spark.createDataFrame([runs_row], RUNS_SCHEMA)}
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,
-            catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer)
-    wide.unpersist()
-    scan.unpersist()
-    for df in tables.values():
+            catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer, merges=merges)
+    for obj in main.persisted + (warm.persisted if warm is not None else []):
+        obj.unpersist()
+    for df in (*tables.values(), *carried.values()):
         df.unpersist()
+    if state is not None:
+        state.unpersist()
     locations = {name: r.location for name, r in results.items()}
     return RunSummary(run_id, run_window, run_counts, table_rows, locations, writer,
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, resume, plan.base.run_id if plan.base is not None else None,
+                      {name: r.rows_merged for name, r in results.items() if r.rows_merged}, note)
 
 
 def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]:
@@ -299,6 +458,11 @@ def print_summary(summary: RunSummary, *, out: Any = None, highlights: dict[str,
           f"{c['quarantined']:,} + duplicates {c['duplicates_dropped']:,} + outside window "
           f"{c['filtered_by_window']:,} + other groups {c['filtered_by_group']:,} + other record types "
           f"{c['skipped_other_type']:,}", file=out)
+    base = f" from run {summary.base_run_id}" if summary.base_run_id else ""
+    print(f"  state: {summary.resume}{base}" + ("; rows of earlier runs updated: " + ", ".join(
+        f"{t} {n:,}" for t, n in summary.rows_merged.items()) if summary.rows_merged else ""), file=out)
+    if summary.note:
+        print(f"  note: {summary.note}", file=out)
     width = max(len(t) for t in summary.locations)
     for table, location in summary.locations.items():
         rows = summary.table_rows.get(table, 1 if table == "runs" else 0)

@@ -286,17 +286,50 @@ class Scan:
     ranges: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     """Per `__consumer_offsets` partition: (first, last) offset read in the window and how many
     distinct records; last - first + 1 - records offsets inside that span were not in the input."""
+    chunks: tuple[tuple[int, int, int, int, int], ...] = ()
+    """(partition, first offset, last offset, records, chunk) of every chunk, in log order."""
 
-    def side(self) -> DataFrame:
+    def missing_counts(self, start_after: Mapping[int, int], base_missing: Mapping[int, int]
+                       ) -> tuple[dict[tuple[int, int], int], dict[int, int]]:
+        """The running count of offsets never read, per partition (`GroupAuditor.observe_missing`):
+        ({(chunk, partition): c}, {partition: count at the end of the pass}). A side record at
+        `offset` with rank `r` in its chunk has count `offset - r + c`: the base run's count, plus
+        the offsets between the base's last one and this pass's first, plus the holes before it."""
+        consts: dict[tuple[int, int], int] = {}
+        ends: dict[int, int] = {}
+        for partition, rows in itertools.groupby(self.chunks, key=lambda c: c[0]):
+            chunk_rows = list(rows)
+            first = chunk_rows[0][1]
+            base = base_missing.get(partition, 0)
+            if partition in start_after:
+                base += max(first - start_after[partition] - 1, 0)
+            before = 0
+            for _, _, _, records, chunk in chunk_rows:
+                consts[(chunk, partition)] = base - first - before
+                before += records
+            ends[partition] = base + (chunk_rows[-1][2] - first + 1 - before)
+        return consts, ends
+
+    def side(self, missing: Mapping[tuple[int, int], int] | None = None) -> DataFrame:
         """The records the kernel did not summarise, classified (record_type, group_id) for the
         replay: partition, offset, timestamp_ms, key, value, gm_generation, gm_member_count (a
-        GroupMetadata value's header, decoded in the pass), record_type, group_id."""
+        GroupMetadata value's header, decoded in the pass), record_type, group_id; with `missing`
+        (`missing_counts()[0]`) also `missing_before`, the running count of offsets never read."""
         from pyspark.sql import functions as F
 
         from udfs.scan import KIND_SIDE
 
-        side = self.df.where(F.col("_kind") == KIND_SIDE).select(
-            "partition", "offset", "timestamp_ms", "key", "value", "gm_generation", "gm_member_count")
+        rows = self.df.where(F.col("_kind") == KIND_SIDE)
+        cols = ["partition", "offset", "timestamp_ms", "key", "value", "gm_generation", "gm_member_count"]
+        if missing is None:
+            return classify(rows.select(*cols))
+        spark = self.df.sparkSession
+        consts = spark.createDataFrame([(c, p, v) for (c, p), v in missing.items()],
+                                       "chunk long, partition int, _c long")
+        side = (rows.select(*cols, "chunk", F.col("records_in").alias("_rank"))
+                .join(F.broadcast(consts), ["chunk", "partition"], "left")
+                .withColumn("missing_before", F.col("offset") - F.col("_rank") + F.col("_c"))
+                .select(*cols, "missing_before"))
         return classify(side)
 
     def unpersist(self) -> None:
@@ -455,8 +488,10 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
             raise AssertionError(f"sorted input still interleaves: {again}")
     row = scanned.where(F.col("_kind") == KIND_COUNTS).agg(*[F.sum(c).alias(c) for c in _COUNT_NAMES]).first()
     counts = {c: int(row[c] or 0) for c in _COUNT_NAMES}
+    chunks = tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
+                    int(r["chunk"])) for r in ranges)
     return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark",
-                partition_ranges(ranges))
+                partition_ranges(ranges), chunks)
 
 
 _POS_SHIFT = 40
@@ -487,7 +522,8 @@ UNCHANGED_FLAG = "_unchanged"
 
 
 def carried_partials(open_rows: DataFrame) -> DataFrame:
-    """The previous run's open `offset_commits` rows (with `LAST_COMMIT_SOURCE`) as `partial` rows of
+    """The previous run's open `offset_commits` rows (with `last_commit_source_offset`, as
+    `udfs.schemas.OFFSET_WINDOW_STRUCT` keeps them) as `partial` rows of
     the kernel's shape, placed at the row's first record: stitched with this run's partials they
     continue the same window (counts add up, a commit below the carried last one is a regression)."""
     from pyspark.sql import functions as F
@@ -501,7 +537,7 @@ def carried_partials(open_rows: DataFrame) -> DataFrame:
         F.lit(None).cast("long").alias("timestamp_ms"), "last_source_offset", "commits", "tombstones", "regressions",
         F.when(has_commit, F.col("first_source_offset")).alias("first_commit_source_offset"),
         F.lit(None).cast("long").alias("first_commit_record_ts"), "first_offset", "first_commit_timestamp",
-        F.col(LAST_COMMIT_SOURCE).alias("last_commit_source_offset"), "last_offset", "last_commit_timestamp",
+        "last_commit_source_offset", "last_offset", "last_commit_timestamp",
         *[F.lit(None).cast("long").alias(c) for c in ("offset_value", "commit_timestamp", "previous_offset",
                                                        "previous_commit_timestamp", "previous_source_offset")],
         F.lit(True).alias(CARRIED_FLAG))

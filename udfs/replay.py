@@ -76,10 +76,12 @@ __all__ = [
     "split_table",
 ]
 
-INPUT_COLUMNS: tuple[str, ...] = ("group_id", "partition", "offset", "timestamp_ms", "key", "value", "state")
+INPUT_COLUMNS: tuple[str, ...] = ("group_id", "partition", "offset", "timestamp_ms", "key", "value", "state",
+                                  "missing")
 """Columns the replay reads: the group (null when the key could not be read), the record's log
-position, its timestamp in epoch ms, the raw key/value bytes, and `state` (null for a record; a
-saved audit state as JSON bytes, see the module docstring)."""
+position, its timestamp in epoch ms, the raw key/value bytes, `state` (null for a record; a saved
+audit state as JSON bytes, see the module docstring) and `missing` (the running count of offsets of
+the record's partition never read, `GroupAuditor.observe_missing`; null: not tracked)."""
 
 ResumeMode = Literal["resume", "rerun", "warmup"]
 
@@ -229,7 +231,7 @@ class _Output:
         return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
-_Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any]]
+_Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any]]
 """One input batch as Python lists, in INPUT_COLUMNS order."""
 
 
@@ -262,13 +264,14 @@ class _Group:
     """One group's audit in the replay, resumed from a saved state or new; sorts its rows into new
     rows and carried rows (rows the previous run left open, see the module docstring)."""
 
-    __slots__ = ("auditor", "before", "changed", "mode")
+    __slots__ = ("auditor", "before", "changed", "missing", "mode")
 
     def __init__(self, auditor: GroupAuditor, mode: ResumeMode | None,
                  gaps: Mapping[int, HistoryGap]) -> None:
         self.auditor = auditor
         self.mode = mode
         self.changed = False
+        self.missing: dict[int, int] = {}
         self.before: dict[tuple[Any, ...], Any] = {}
         if mode in ("resume", "rerun"):
             for row in auditor.finish():
@@ -293,6 +296,26 @@ class _Group:
         out.rows.append(row)
 
 
+def _segments(group: _Group, partitions: list[Any], offsets: list[Any], timestamps: list[Any], missing: list[Any],
+              start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Splits a group's records [start, end) where the running count of offsets never read changes,
+    telling the auditor before the record that follows the change (`observe_missing`)."""
+    seg = start
+    known = group.missing
+    for i in range(start, end):
+        m = missing[i]
+        p = partitions[i]
+        if m is None or known.get(p) == m:
+            continue
+        if i > seg:
+            yield seg, i
+            seg = i
+        known[p] = m
+        group.auditor.observe_missing(p, m, offsets[i], timestamps[i] or 0)
+    if end > seg:
+        yield seg, end
+
+
 def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mode: ResumeMode = "resume",
             gaps: Mapping[int, HistoryGap] | None = None) -> Iterator[pa.RecordBatch]:
     """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches."""
@@ -311,7 +334,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             if auditor.group_id is not None:
                 out.add_state(auditor, group.changed)
 
-    for groups, partitions, offsets, timestamps, keys, values, states in batches:
+    for groups, partitions, offsets, timestamps, keys, values, states, missing in batches:
         for gid, start, end in group_runs(groups):
             if gid != current:
                 close()
@@ -326,12 +349,13 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             if group is None:
                 group = _Group(GroupAuditor(gid, load_path=load_path), None, gaps)
             group.changed = True
-            records = zip(partitions[start:end], offsets[start:end], timestamps[start:end], keys[start:end],
-                          values[start:end], strict=True)
-            for row in group.auditor.feed(records):
-                group.route(row, out)
-                if len(out) >= batch_rows:
-                    yield out.flush()
+            for seg_start, seg_end in _segments(group, partitions, offsets, timestamps, missing, start, end):
+                records = zip(partitions[seg_start:seg_end], offsets[seg_start:seg_end], timestamps[seg_start:seg_end],
+                              keys[seg_start:seg_end], values[seg_start:seg_end], strict=True)
+                for row in group.auditor.feed(records):
+                    group.route(row, out)
+                    if len(out) >= batch_rows:
+                        yield out.flush()
         if len(out) >= batch_rows:
             yield out.flush()
     close()
@@ -342,9 +366,11 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
 def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
     c = batch.column
     n = batch.num_rows
-    states = c("state").to_pylist() if "state" in batch.schema.names else [None] * n
+    names = batch.schema.names
+    states = c("state").to_pylist() if "state" in names else [None] * n
+    missing = c("missing").to_pylist() if "missing" in names else [None] * n
     return (c("group_id").to_pylist(), c("partition").to_pylist(), c("offset").to_pylist(),
-            c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist(), states)
+            c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist(), states, missing)
 
 
 def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
@@ -373,6 +399,8 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     by (`group_id`, `partition`, `offset`)."""
     if "state" not in records.columns:
         records = records.withColumn("state", F.lit(None).cast("binary"))
+    if "missing" not in records.columns:
+        records = records.withColumn("missing", F.lit(None).cast("long"))
     missing = [c for c in INPUT_COLUMNS if c not in records.columns]
     if missing:
         raise ValueError(f"replay_frame: input lacks column(s) {missing}; it needs {list(INPUT_COLUMNS)}")

@@ -99,8 +99,9 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("previous_offset", _L, "regression: the previous commit's offset"),
     ("previous_commit_timestamp", _L, "regression: the previous commit's commitTimestamp"),
     ("previous_source_offset", _L, "regression: the previous commit's log offset"),
-    ("chunk", _L, "range, counts: the chunk (task partition << 20 | chunk number)"),
-    ("records_in", _L, "counts: rows read; range: distinct in-window records of the partition in the chunk"),
+    ("chunk", _L, "side, range, counts: the chunk (task partition << 20 | chunk number)"),
+    ("records_in", _L, "counts: rows read; range: distinct in-window records of the partition in the chunk; "
+                       "side: the record's rank among them (how many come before it)"),
     ("filtered_by_window", _L, "counts: rows outside the time window"),
     ("duplicates", _L, "counts: repeated (partition, offset) rows dropped"),
     ("filtered_by_group", _L, "counts: commits of groups outside the group filter"),
@@ -388,14 +389,19 @@ def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], b
             rows, cid, commit_local = rows[wanted], cid[wanted], commit_local[wanted]
             commit_offset, commit_ts = commit_offset[wanted], commit_ts[wanted]
 
-    side = keep[~ok]
+    side_local = np.flatnonzero(~ok)
+    side = keep[side_local]
     if len(side):
         idx = pa.array(side)
         headers = [gm_header.get(r) for r in side.tolist()]
+        kp = part[keep]
+        block = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])  # each partition's first position
+        rank = side_local - block[np.searchsorted(block, side_local, side="right") - 1]
         out.append(_rows(KIND_SIDE, len(side), {
             **{name: batch.column(name).take(idx) for name in ("partition", "offset", "timestamp_ms", "key", "value")},
             "gm_generation": [None if h is None else h[0] for h in headers],
-            "gm_member_count": [None if h is None else h[1] for h in headers]}))
+            "gm_member_count": [None if h is None else h[1] for h in headers],
+            "chunk": np.full(len(side), chunk, dtype=np.int64), "records_in": rank}))
 
     if len(rows):
         cid_gm = np.array([gm_groups.get(g, -1) for g, _, _ in names], dtype=np.int64)

@@ -54,9 +54,11 @@ from coordinator_core.audit.rows import (
 __all__ = [
     "ASSIGNMENT_STRUCT",
     "AUDIT_TABLES",
+    "GROUP_STATE_SCHEMA",
     "INT32_NAME_SUFFIXES",
     "KAFKA_SOURCE_SCHEMA",
     "OFFSET_COMMIT_STRUCT",
+    "OFFSET_WINDOW_STRUCT",
     "RECORD_STRUCT",
     "RUNS_SCHEMA",
     "RUN_COLUMNS",
@@ -171,6 +173,11 @@ RUNS_SCHEMA = StructType([
     StructField("spark_version", StringType(), False),
     StructField("writer", StringType(), False),
     StructField("config_json", StringType(), False),
+    StructField("resume", StringType(), False),
+    StructField("base_run_id", StringType(), True),
+    StructField("end_offsets", MapType(IntegerType(), LongType(), False), False),
+    StructField("missing_offsets", MapType(IntegerType(), LongType(), False), False),
+    StructField("note", StringType(), True),
 ])
 """One row per run (appended, never replaced): what was read, what became of every record
 (records_in = duplicates_dropped + filtered_by_window + filtered_by_group + records_replayed +
@@ -275,3 +282,29 @@ OFFSET_COMMIT_STRUCT = StructType([
     StructField("expire_timestamp", LongType(), True),
 ])
 """The SQL decode of an OffsetCommitValue (`jobs.offsets_path.decode_offset_commits`)."""
+
+
+OFFSET_WINDOW_STRUCT = StructType([
+    *[StructField(f.name, f.dataType, True) for f in struct_type_from_dataclass(OffsetCommitRow).fields],
+    StructField("last_commit_source_offset", LongType(), True),
+])
+"""An offset window a run left open, as `group_state` keeps it: the open `offset_commits` row plus
+the log offset of its last commit (a later regression's evidence cites it)."""
+
+GROUP_STATE_SCHEMA = StructType([
+    StructField("group_id", StringType(), False),
+    StructField("auditor_state", StringType(), True),
+    StructField("window_generation_id", IntegerType(), True),
+    StructField("window_state", StringType(), True),
+    StructField("window_partition", IntegerType(), True),
+    StructField("window_start_offset", LongType(), True),
+    StructField("window_value", BinaryType(), True),
+    StructField("changed", BooleanType(), False),
+    StructField("offset_windows", ArrayType(OFFSET_WINDOW_STRUCT, containsNull=False), False),
+])
+"""`group_state`: one row per group per run, what the next run resumes from (`jobs.nightly`):
+`auditor_state` is `GroupAuditor.to_dict()` as JSON (null for a group seen only through offset
+commits), the `window_*` columns the offset window open at the run's end (its generation, state and
+opening GroupMetadata record), `changed` whether the run read records of the group, and
+`offset_windows` its open offset-commit summaries."""
+TABLE_SCHEMAS["group_state"] = GROUP_STATE_SCHEMA

@@ -110,24 +110,29 @@ class AuditCounts:
 
 @dataclass(frozen=True, slots=True)
 class HistoryGap:
-    """Offsets of a `__consumer_offsets` partition that the audit never read (a run's input does
-    not continue where the previous run stopped: compaction, retention, a missing export): the
-    group's history across them cannot be known, only labelled (`history_gap` causes)."""
+    """Offsets of a `__consumer_offsets` partition that the audit never read: `count` offsets
+    between `after_offset` and `before_offset` (a run's input does not continue where the previous
+    run stopped, or has holes: compaction, retention, a missing export). The group's history across
+    them cannot be known, only labelled (`history_gap` causes)."""
 
     partition: int
-    first_missing: int
-    last_missing: int
+    after_offset: int | None
+    """The last offset read before the gap (None: unknown)."""
+    before_offset: int
+    """The first offset read after it."""
+    count: int
     timestamp: int
-    """When the gap was noticed (the run's window start, epoch ms): the time of a gap row that no
-    later record of the group explains."""
-
-    @property
-    def count(self) -> int:
-        return self.last_missing - self.first_missing + 1
+    """When the gap was noticed (epoch ms): the time of a gap row that no later record of the group
+    explains."""
 
     def describe(self) -> str:
-        return (f"offsets {self.first_missing}..{self.last_missing} of partition {self.partition} "
-                f"({self.count} record(s)) were never read: the group's history across them is unknown")
+        where = (f"between offsets {self.after_offset} and {self.before_offset}" if self.after_offset is not None
+                 else f"before offset {self.before_offset}")
+        return (f"{self.count} offset(s) of partition {self.partition} {where} were never read (compaction, "
+                f"retention or a missing export): the group's history across them is unknown")
+
+    def evidence(self) -> str:
+        return f"partition {self.partition}: {self.count} offset(s) missing before offset {self.before_offset}"
 
 
 _LOAD_CONFIG = CoordinatorConfig()
@@ -170,6 +175,7 @@ class GroupAuditor:
         self._instances: dict[str, str] = {}  # static instance id -> its last member id in this history
         self._replaced: set[str] = set()  # instances replaced (W3) during the current generation
         self._gap: HistoryGap | None = None  # records known to be missing before the next record
+        self._missing: dict[int, int] = {}  # per partition: offsets never read up to the last record fed
         # the open offset window
         self._window: dict[tuple[str, int], list[Any]] = {}
         self._win_gen: int | None = None
@@ -279,6 +285,16 @@ class GroupAuditor:
         """The GroupMetadata value that opened the current window (None for a tombstone or none)."""
         return self._snap_record[4] if self._snap_record is not None else None
 
+    def observe_missing(self, partition: int, missing: int, offset: int, timestamp: int) -> None:
+        """Tells the auditor that, up to the next record it is fed (at `offset` of `partition`),
+        `missing` offsets of that partition were never read since the chain of runs began (a
+        running count the job keeps); when that grew since the group's previous record, the records
+        in between may be lost: `note_gap`."""
+        last = self._missing.get(partition)
+        self._missing[partition] = missing
+        if last is not None and missing > last:
+            self.note_gap(HistoryGap(partition, self._positions.get(partition), offset, missing - last, timestamp))
+
     def note_gap(self, gap: HistoryGap) -> None:
         """Records that `gap` lies between what this auditor has seen and the records fed next: the
         next GroupMetadata record of the group gets a `history_gap` cause (primary when it opens a
@@ -294,8 +310,8 @@ class GroupAuditor:
             return []
         gen = self._snap.generation if self._snap is not None else None
         cause = Cause("history_gap", detail=gap.describe() + "; no GroupMetadata record of the group followed")
-        return [self._cause_row(cause, gen, gen, False, gap.partition, gap.last_missing + 1, gap.timestamp,
-                                f"partition {gap.partition} offsets {gap.first_missing}..{gap.last_missing} missing")]
+        return [self._cause_row(cause, gen, gen, False, gap.partition, gap.before_offset, gap.timestamp,
+                                gap.evidence())]
 
     def finish(self) -> list[AuditRow]:
         """Rows of what is still open (the current generation, its assignments, the open window),
@@ -319,6 +335,7 @@ class GroupAuditor:
             "format": STATE_FORMAT,
             "group_id": self.group_id,
             "positions": [[p, o] for p, o in sorted(self._positions.items())],
+            "missing": [[p, n] for p, n in sorted(self._missing.items())],
             "phase": self._phase,
             "group_record": snap,
             "generation": dict(self._gen_row) if self._gen_row is not None else None,
@@ -340,6 +357,7 @@ class GroupAuditor:
             raise ValueError(f"audit state format {data.get('format')!r} is not {STATE_FORMAT}")
         self = cls(data["group_id"], load_path=load_path)
         self._positions = {int(p): int(o) for p, o in data["positions"]}
+        self._missing = {int(p): int(n) for p, n in data.get("missing", [])}
         self._phase = data["phase"]
         rec = data["group_record"]
         if rec is not None:
@@ -468,8 +486,7 @@ class GroupAuditor:
         gen = snap.generation if snap is not None else None
         new_generation = snap is not None and any(
             isinstance(r, RebalanceCauseRow) and r.is_primary and r.generation_id == gen for r in rows)
-        evidence = f"partition {gap.partition} offsets {gap.first_missing}..{gap.last_missing} missing; " + (
-            self._evidence(p, o))
+        evidence = f"{gap.evidence()}; " + self._evidence(p, o)
         detail = gap.describe() + (f" before generation {gen}" if gen is not None else " before the tombstone")
         row = self._cause_row(Cause("history_gap", detail=detail), gen, prev_gen, new_generation, p, o, ts, evidence)
         if new_generation:

@@ -1,0 +1,228 @@
+"""Runs that carry state: which earlier run a run continues, and what it resumes from.
+
+A run over the window [since, until) continues the chain of runs already written to the same
+output (`plan_run`):
+
+* the **base** is the latest complete run (its `runs` row exists) whose window ends where this one
+  starts; the run resumes every group from the base's `group_state` rows (the audit state, the
+  open offset window) and reads each `__consumer_offsets` partition from just after the base's last
+  offset there (`runs.end_offsets`), whatever the records' timestamps;
+* re-running the **latest** window replaces it: the base is then the run before it, and every row
+  the replaced run merged into earlier windows is merged again (`rerun`);
+* a window that overlaps an earlier run's window in any other way, or comes before the latest one,
+  is refused with one line naming the run it conflicts with and what to do (`WindowConflict`):
+  never duplicated rows;
+* with no earlier run, records in the input before `since` rebuild the state first (`warmup`):
+  they are replayed, their rows are not written, and the rows still open at `since` are;
+* `overwrite` starts the chain afresh.
+
+Continuity is checked, never assumed: when a partition's first offset in this run is not the one
+after the base's last, the offsets in between were never read (compaction, retention, a skipped
+export) and the groups of that partition get a `history_gap` cause (`gaps`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal
+
+from coordinator_core.audit.auditor import HistoryGap
+from coordinator_core.errors import CoordinatorAuditError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["ChainRun", "RunPlan", "WindowConflict", "gaps", "home_windows", "plan_run", "read_state"]
+
+Resume = Literal["fresh", "resume", "rerun", "warmup"]
+
+
+class WindowConflict(CoordinatorAuditError):
+    """This run's window cannot follow the runs already written to the output."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainRun:
+    """A complete earlier run, as the chain needs it (from its `runs` row)."""
+
+    run_id: str
+    run_window: str
+    since: datetime | None
+    until: datetime | None
+    group_filter: str | None
+    end_offsets: dict[int, int]
+    finished_at: datetime
+    missing_offsets: dict[int, int] = field(default_factory=dict)
+    """Per partition: offsets never read since the chain began, up to `end_offsets`."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """What a run continues: its base run (None: none), how it resumes, and the earlier runs of the
+    chain in order (for the partitions the carried rows live in)."""
+
+    resume: Resume
+    base: ChainRun | None
+    chain: tuple[ChainRun, ...] = ()
+    replaces: ChainRun | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def start_after(self) -> dict[int, int]:
+        return dict(self.base.end_offsets) if self.base is not None else {}
+
+
+def _utc(t: datetime | None) -> datetime | None:
+    if t is None:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _overlap(a: tuple[datetime | None, datetime | None], b: tuple[datetime | None, datetime | None]) -> bool:
+    lo = max((t for t in (a[0], b[0]) if t is not None), default=None)
+    hi = min((t for t in (a[1], b[1]) if t is not None), default=None)
+    return lo is None or hi is None or lo < hi
+
+
+def _fmt(t: datetime | None) -> str:
+    return "the start of the log" if t is None else t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _window_text(r: ChainRun) -> str:
+    return f"[{_fmt(r.since)}, {'open' if r.until is None else _fmt(r.until)})"
+
+
+def read_runs(spark: SparkSession, location: str, *, is_table: bool) -> list[ChainRun]:
+    """The complete runs written to an output (every `runs` row is a complete run), oldest first."""
+    from jobs.delta_io import _is_delta_table, read_table
+
+    if is_table:
+        if not spark.catalog.tableExists(location):
+            return []
+        df = spark.table(location)
+    else:
+        if not _is_delta_table(location):
+            return []
+        df = read_table(spark, location)
+    cols = set(df.columns)
+    if "end_offsets" not in cols:
+        raise WindowConflict(f"{location}: written by an older version of the job (no end_offsets column); "
+                             f"write to a new output path, or re-run with --mode overwrite")
+    rows = df.select("run_id", "run_window", "since", "until", "group_filter", "end_offsets",
+                     "finished_at", "status", "missing_offsets").collect()
+    runs = [ChainRun(r["run_id"], r["run_window"], _utc(r["since"]), _utc(r["until"]), r["group_filter"],
+                     {int(k): int(v) for k, v in (r["end_offsets"] or {}).items()}, _utc(r["finished_at"]) or
+                     datetime.min.replace(tzinfo=UTC),
+                     {int(k): int(v) for k, v in (r["missing_offsets"] or {}).items()})
+            for r in rows if r["status"] == "succeeded"]
+    runs.sort(key=lambda r: (r.finished_at, r.run_id))
+    return runs
+
+
+def plan_run(runs: Sequence[ChainRun], *, since: datetime | None, until: datetime | None, run_window: str,
+             group_filter: str | None, mode: str) -> RunPlan:
+    """Which run this one continues (module docstring). `runs` are the output's complete runs,
+    oldest first; raises `WindowConflict` for a window that cannot follow them."""
+    since, until = _utc(since), _utc(until)
+    if mode == "overwrite" or not runs:
+        return RunPlan("fresh", None)
+    # the latest attempt of each window is what the tables hold
+    latest: dict[str, ChainRun] = {}
+    for r in runs:
+        latest[r.run_window] = r
+    chain = sorted(latest.values(), key=lambda r: (r.finished_at, r.run_id))
+    for r in chain:
+        if r.group_filter != group_filter:
+            raise WindowConflict(
+                f"run {r.run_id} (window {_window_text(r)}) audited groups {r.group_filter or 'all'}, this run "
+                f"{group_filter or 'all'}: runs carrying state into one output must audit the same groups; "
+                f"use another output path for a different group filter")
+    last = chain[-1]
+    if run_window == last.run_window:
+        if mode == "append":
+            raise WindowConflict(f"window {_window_text(last)} was already written by run {last.run_id}; "
+                                 f"--mode append would duplicate its rows: use --mode replace_window to re-run it")
+        before = [r for r in chain[:-1] if r.until is not None and since is not None and r.until == since]
+        note = (f"re-runs window {_window_text(last)} (replaces run {last.run_id})",)
+        if not before:  # the window was the chain's first: it starts afresh again
+            return RunPlan("fresh", None, replaces=last, notes=note)
+        return RunPlan("rerun", before[-1], tuple(chain[:-1]), replaces=last, notes=note)
+    for r in chain:
+        if _overlap((since, until), (r.since, r.until)):
+            hint = (f"re-run exactly that window (--since {_fmt(r.since)} --until {_fmt(r.until)})"
+                    if r is last else "only the latest window can be re-run; audit it into another output path, "
+                    "or rebuild this one with --mode overwrite")
+            raise WindowConflict(f"window [{_fmt(since)}, {'open' if until is None else _fmt(until)}) overlaps "
+                                 f"run {r.run_id} (window {_window_text(r)}): {hint}")
+    if since is None or last.until is None or since < last.until:
+        raise WindowConflict(f"window [{_fmt(since)}, {'open' if until is None else _fmt(until)}) comes before "
+                             f"the latest run {last.run_id} (window {_window_text(last)}): runs go forward in "
+                             f"time; start at {_fmt(last.until)}, or rebuild with --mode overwrite")
+    notes: tuple[str, ...] = ()
+    if since > last.until:
+        notes = (f"window starts at {_fmt(since)} but run {last.run_id} ended at {_fmt(last.until)}: the records "
+                 f"in between are audited from where that run stopped when the input holds them; offsets it "
+                 f"does not hold are reported as history gaps",)
+    return RunPlan("resume", last, tuple(chain), notes=notes)
+
+
+def read_state(spark: SparkSession, location: str, base: ChainRun, *, is_table: bool) -> DataFrame:
+    """The base run's `group_state` rows."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import read_table
+
+    df = spark.table(location) if is_table else read_table(spark, location)
+    return df.where((F.col("run_window") == base.run_window) & (F.col("run_id") == base.run_id))
+
+
+def gaps(start_after: Mapping[int, int], ranges: Mapping[int, tuple[int, int, int]],
+         timestamp_ms: int) -> dict[int, HistoryGap]:
+    """Per partition, the offsets never read between the base's last offset and this run's first."""
+    out = {}
+    for p, last in start_after.items():
+        if p in ranges and ranges[p][0] > last + 1:
+            out[p] = HistoryGap(p, last, ranges[p][0], ranges[p][0] - last - 1, timestamp_ms)
+    return out
+
+
+def home_windows(chain: Sequence[ChainRun], spans: Mapping[int, tuple[int, int]]) -> tuple[str, ...] | None:
+    """The `run_window`s of the chain runs that read offsets in `spans` ({partition: (min, max)} of
+    the records the carried rows start at): the partitions a merge must look into. A run read the
+    offsets after the previous run's last one up to its own last one (the first run: everything up
+    to its last one). None when a partition is in no run's record (no restriction is safe then)."""
+    out: set[str] = set()
+    for p, (lo, hi) in spans.items():
+        previous: int | None = None
+        for r in chain:
+            end = r.end_offsets.get(p)
+            if end is None:
+                continue
+            if lo <= end and (previous is None or hi > previous):
+                out.add(r.run_window)
+            previous = end if previous is None else max(previous, end)
+        if previous is None:
+            return None
+    return tuple(sorted(out))
+
+
+def spans_of(df: DataFrame, partition_col: str, offset_col: str) -> dict[int, tuple[int, int]]:
+    """{partition: (min offset, max offset)} of a (small) DataFrame's rows."""
+    from pyspark.sql import functions as F
+
+    rows = df.groupBy(partition_col).agg(F.min(offset_col).alias("lo"), F.max(offset_col).alias("hi")).collect()
+    return {int(r[partition_col]): (int(r["lo"]), int(r["hi"])) for r in rows if r[partition_col] is not None}
+
+
+def describe(plan: RunPlan) -> str:
+    if plan.resume == "fresh":
+        return "no earlier run to continue: the audit starts from the input" + "".join(f"; {n}" for n in plan.notes)
+    if plan.resume == "warmup":
+        return "no earlier run: the state was rebuilt from the input's records before the window (warm-up)"
+    assert plan.base is not None or plan.resume == "rerun"
+    base = (f"run {plan.base.run_id} (window {_window_text(plan.base)})" if plan.base is not None
+            else "no earlier run")
+    return f"continues {base}" + "".join(f"; {n}" for n in plan.notes)
+

@@ -1,0 +1,364 @@
+"""Nightly runs that carry state (`jobs.nightly`): N consecutive windows written into one output give
+the same tables as one run over the whole log, whether each run's input holds the whole log or only
+its window; compaction gives `history_gap` causes that explain every difference; re-running the
+latest window replaces it; overlapping and earlier windows are refused; an empty window is a
+successful run that says so; a run killed while committing heals when re-run; warm-up rebuilds the
+state from the input's records before the window.
+
+The default run draws a fixed sample of cut points; `NIGHTLY_FULL=1` runs every combination."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from coordinator_core.sim.scale import ScaleConfig, generate
+from jobs import delta_io
+from jobs.audit import RunSummary, run_audit
+from jobs.config import load_config
+from jobs.delta_io import read_table
+from jobs.make_samples import to_table
+from jobs.nightly import WindowConflict
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "data" / "samples"
+COMPARED = ("generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine")
+RUN_COLUMNS = ("run_id", "run_window")
+FULL = os.environ.get("NIGHTLY_FULL") == "1"
+
+
+# ------------------------------------------------------------------------------------------------
+# inputs
+
+
+def _scale_log(path: Path, seed: int) -> Path:
+    """A random multi-group log from the simulator's scale mode: static and cooperative groups,
+    rebalance storms, several `__consumer_offsets` partitions."""
+    config = ScaleConfig(records=6000, groups=24, seed=seed, duration_ms=600_000, offsets_partitions=3,
+                         storm_fraction=0.3, max_members=6, static_fraction=0.3, cooperative_fraction=0.4)
+    tables = [to_table(b.partition, b.offset, b.timestamp_ms, b.key, b.value)
+              for b in generate(config, partitions=range(config.offsets_partitions), batch_rows=2000)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.concat_tables(tables), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("nightly-logs")
+    return {
+        "real_broker": SAMPLES / "real_broker_3_9_0.parquet",
+        "sim_samples": _write(pa.concat_tables([pq.read_table(p) for p in sorted(SAMPLES.glob("sim_*.parquet"))]),
+                              d / "sim_samples" / "log.parquet"),
+        "scale_7": _scale_log(d / "scale_7" / "log.parquet", 7),
+        "scale_11": _scale_log(d / "scale_11" / "log.parquet", 11),
+    }
+
+
+@pytest.fixture(scope="module")
+def single_runs(spark, logs, tmp_path_factory) -> Callable[[str], Path]:
+    """One run over the whole log, per log, made once."""
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            out = tmp_path_factory.mktemp(f"single-{name}")
+            _run(spark, logs[name], out)
+            made[name] = out
+        return made[name]
+
+    return get
+
+
+def _read_log(path: Path) -> pa.Table:
+    if path.is_dir():
+        return pa.concat_tables([pq.read_table(p) for p in sorted(path.glob("*.parquet"))])
+    return pq.read_table(path)
+
+
+def _run(spark, inp: Path, out: Path, since: datetime | None = None, until: datetime | None = None,
+         **overrides) -> RunSummary:
+    values = {"input.path": str(inp), "input.format": "parquet", "output.path": str(out), "job.shards": 2,
+              "window.since": since.isoformat() if since else None,
+              "window.until": until.isoformat() if until else None}
+    values.update(overrides)
+    return run_audit(spark, load_config(None, {k: v for k, v in values.items() if v is not None}))
+
+
+def _hashable(value):
+    return tuple(_hashable(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def _rows(spark, out: Path, table: str) -> Counter:
+    df = read_table(spark, str(out / table))
+    cols = [c for c in df.columns if c not in RUN_COLUMNS]
+    return Counter(_hashable(r) for r in df.select(*cols).collect())
+
+
+def _diff(a: Counter, b: Counter) -> str:
+    return f"only in one run: {sorted(a - b)[:3]} ...; only in the windows: {sorted(b - a)[:3]} ..."
+
+
+def _cuts(log: pa.Table, n: int, rng: random.Random) -> list[datetime]:
+    """n distinct whole-second cut times strictly inside the log's time span."""
+    ts = pc.min_max(log.column("timestamp")).as_py()
+    lo = ts["min"].replace(microsecond=0, tzinfo=UTC) + timedelta(seconds=1)
+    hi = ts["max"].replace(microsecond=0, tzinfo=UTC)
+    span = int((hi - lo).total_seconds())
+    return [lo + timedelta(seconds=s) for s in sorted(rng.sample(range(span), n))]
+
+
+def _filtered(log: pa.Table, since: datetime | None, until: datetime | None) -> pa.Table:
+    ts = log.column("timestamp")
+    mask = pa.array([True] * log.num_rows)
+    if since is not None:
+        mask = pc.and_(mask, pc.greater_equal(ts, pa.scalar(since, ts.type)))
+    if until is not None:
+        mask = pc.and_(mask, pc.less(ts, pa.scalar(until, ts.type)))
+    return log.filter(mask)
+
+
+def _compacted(log: pa.Table, before: datetime) -> pa.Table:
+    """Kafka's log compaction of the records before `before`: the latest record per key survives
+    (per `__consumer_offsets` partition, in offset order); later records are untouched."""
+    ts = log.column("timestamp").to_pylist()
+    keys, parts, offs = log.column("key").to_pylist(), log.column("partition").to_pylist(), log.column("offset").to_pylist()
+    cut = before.replace(tzinfo=None) if ts and ts[0] is not None and ts[0].tzinfo is None else before
+    latest: dict[tuple[int, bytes], int] = {}
+    for i in sorted(range(log.num_rows), key=lambda i: (parts[i], offs[i])):
+        latest[(parts[i], keys[i])] = i
+    keep = [i for i in range(log.num_rows) if ts[i] >= cut or latest[(parts[i], keys[i])] == i]
+    return log.take(pa.array(keep, pa.int64()))
+
+
+def _write(table: pa.Table, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+def _windows(cuts: list[datetime]) -> list[tuple[datetime | None, datetime | None]]:
+    return list(itertools.pairwise([None, *cuts, None]))
+
+
+def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, inputs: str) -> tuple[Path, list[RunSummary]]:
+    """Runs the windows in order into one output. `inputs`: "whole" (every run reads the whole log),
+    "window" (each run reads its window's records only), "compacted" (every run reads the log with
+    the records before its window compacted), "compacted-window" (each run reads its window's records
+    from a log compacted up to the window's end: the window itself has holes)."""
+    out = tmp_path / "windows"
+    log = _read_log(log_path)
+    summaries = []
+    for i, (since, until) in enumerate(_windows(cuts)):
+        if inputs == "whole":
+            inp = log_path
+        elif inputs == "window":
+            inp = _write(_filtered(log, since, until), tmp_path / f"in{i}" / "log.parquet")
+        elif inputs == "compacted":
+            inp = _write(_compacted(log, since) if since else log, tmp_path / f"in{i}" / "log.parquet")
+        else:
+            inp = _write(_filtered(_compacted(log, until) if until else log, since, until),
+                         tmp_path / f"in{i}" / "log.parquet")
+        summaries.append(_run(spark, inp, out, since, until))
+    return out, summaries
+
+
+CASES = [("real_broker", 1, "whole"), ("real_broker", 2, "window"), ("real_broker", 5, "whole"),
+         ("scale_7", 2, "window"), ("scale_7", 5, "whole"), ("sim_samples", 2, "whole")]
+if FULL:
+    CASES = [(log, n, inputs) for log in ("real_broker", "scale_7", "scale_11", "sim_samples")
+             for n in (1, 2, 5) for inputs in ("whole", "window")]
+
+
+@pytest.mark.parametrize(("log", "n_cuts", "inputs"), CASES, ids=[f"{a}-{b}cuts-{c}" for a, b, c in CASES])
+def test_windows_in_order_equal_one_run(spark, tmp_path, logs, single_runs, log, n_cuts, inputs) -> None:
+    cuts = _cuts(_read_log(logs[log]), n_cuts, random.Random(f"{log}-{n_cuts}-{inputs}"))
+    out, summaries = _chain(spark, tmp_path, logs[log], cuts, inputs=inputs)
+    single = single_runs(log)
+    for table in COMPARED:
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        assert a == b, f"{table}: {_diff(a, b)}"
+    assert [s.resume for s in summaries] == ["fresh"] + ["resume"] * n_cuts
+    # the chain carried something: later runs closed or continued rows earlier runs left open
+    assert any(s.rows_merged for s in summaries[1:])
+    runs = read_table(spark, str(out / "runs")).orderBy("finished_at").collect()
+    assert [r["base_run_id"] for r in runs] == [None] + [s.run_id for s in summaries[:-1]]
+    assert all(not r["missing_offsets"] for r in runs)  # nothing was missing: no gap invented
+
+
+def test_compaction_before_each_window_changes_nothing(spark, tmp_path, logs, single_runs) -> None:
+    """Exports taken after compaction of the already-audited part: each run continues where the
+    previous one stopped, so what compaction removed was read before."""
+    cuts = _cuts(_read_log(logs["scale_11"]), 2, random.Random(5))
+    out, _ = _chain(spark, tmp_path, logs["scale_11"], cuts, inputs="compacted")
+    single = single_runs("scale_11")
+    for table in COMPARED:
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        assert a == b, f"{table}: {_diff(a, b)}"
+
+
+def test_compacted_windows_report_history_gaps_that_explain_every_difference(spark, tmp_path, logs,
+                                                                             single_runs) -> None:
+    """Each window read from a log compacted up to its end (holes inside the windows and across runs):
+    every generation, ownership interval and cause that differs from one run over the uncompacted log
+    belongs to a group the audit reports a history gap for; nothing is invented elsewhere."""
+    cuts = _cuts(_read_log(logs["scale_11"]), 2, random.Random(9))
+    out, summaries = _chain(spark, tmp_path, logs["scale_11"], cuts, inputs="compacted-window")
+    single = single_runs("scale_11")
+    causes = read_table(spark, str(out / "rebalance_causes"))
+    gap_groups = {r["group_id"] for r in causes.where("cause = 'history_gap'").select("group_id").collect()}
+    assert gap_groups, "compaction removed records: gaps must be reported"
+    assert any(s.note and "never read" in s.note for s in summaries)
+    primaries = Counter((r["group_id"], r["generation_id"]) for r in causes.where("is_primary").collect())
+    assert all(n == 1 for n in primaries.values())
+    for table in ("generations", "assignments", "rebalance_causes", "violations"):
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        differing = {row[0] for row in (a - b) + (b - a)}  # group_id is every table's first column
+        unexplained = differing - gap_groups
+        assert not unexplained, f"{table}: differences without a history_gap for groups {sorted(unexplained)[:5]}"
+
+
+# ------------------------------------------------------------------------------------------------
+# windows that do not simply follow
+
+
+def test_rerunning_the_latest_window_replaces_it(spark, tmp_path, logs, single_runs) -> None:
+    log = logs["real_broker"]
+    cuts = _cuts(_read_log(log), 2, random.Random(3))
+    out, summaries = _chain(spark, tmp_path, log, cuts, inputs="whole")
+    again = _run(spark, log, out, cuts[-1], None)
+    assert again.resume == "rerun" and again.base_run_id == summaries[-2].run_id
+    single = single_runs("real_broker")
+    for table in COMPARED:
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        assert a == b, f"{table}: {_diff(a, b)}"
+
+
+def test_overlapping_and_earlier_windows_are_refused(spark, tmp_path, logs) -> None:
+    log = logs["real_broker"]
+    cuts = _cuts(_read_log(log), 2, random.Random(4))
+    out, summaries = _chain(spark, tmp_path, log, cuts[:1] + [cuts[1]], inputs="whole")
+    first, second, last = summaries
+    before = _rows(spark, out, "generations")
+    with pytest.raises(WindowConflict, match=f"overlaps run {second.run_id}"):
+        _run(spark, log, out, cuts[0] + timedelta(seconds=1), None)
+    with pytest.raises(WindowConflict, match=f"overlaps run {first.run_id}"):
+        _run(spark, log, out, None, cuts[0])  # an earlier window, not the latest
+    with pytest.raises(WindowConflict, match="same groups"):
+        _run(spark, log, out, cuts[1], None, **{"groups.include": ["sc*"]})
+    with pytest.raises(WindowConflict, match="--mode append would duplicate"):
+        _run(spark, log, out, cuts[1], None, **{"output.write_mode": "append"})
+    assert _rows(spark, out, "generations") == before  # nothing was written
+    assert read_table(spark, str(out / "runs")).count() == 3
+    assert last.run_window.endswith("--open")
+
+
+def test_an_empty_window_is_a_successful_run_that_says_so(spark, tmp_path, logs) -> None:
+    log = logs["real_broker"]
+    end = pc.max(_read_log(log).column("timestamp")).as_py().replace(microsecond=0, tzinfo=UTC)
+    out = tmp_path / "out"
+    first = _run(spark, log, out, None, end + timedelta(hours=1))
+    empty = _run(spark, log, out, end + timedelta(hours=1), end + timedelta(hours=2))
+    assert empty.counts["records_replayed"] == 0 and empty.resume == "resume"
+    assert empty.note and empty.note.startswith("empty window")
+    runs = {r["run_id"]: r for r in read_table(spark, str(out / "runs")).collect()}
+    assert runs[empty.run_id]["note"].startswith("empty window")
+    assert runs[empty.run_id]["end_offsets"] == runs[first.run_id]["end_offsets"]  # carried forward
+    state = read_table(spark, str(out / "group_state"))
+    assert state.where(f"run_id = '{empty.run_id}'").count() == state.where(f"run_id = '{first.run_id}'").count() > 0
+    assert not empty.rows_merged
+
+
+def test_a_skipped_export_is_a_history_gap(spark, tmp_path, logs) -> None:
+    """A night whose records never reached the input: the next run names the missing offsets and
+    labels the groups' next generations `history_gap` instead of inventing causes."""
+    log_path = logs["scale_7"]
+    log = _read_log(log_path)
+    a, b = _cuts(log, 2, random.Random(21))
+    out = tmp_path / "out"
+    _run(spark, _write(_filtered(log, None, a), tmp_path / "in0" / "log.parquet"), out, None, a)
+    after = _run(spark, _write(_filtered(log, b, None), tmp_path / "in1" / "log.parquet"), out, a, None)
+    assert after.note and "never read" in after.note
+    causes = read_table(spark, str(out / "rebalance_causes"))
+    gaps = causes.where("cause = 'history_gap'").collect()
+    assert gaps and all("never read" in r["detail"] for r in gaps)
+    primaries = Counter((r["group_id"], r["generation_id"]) for r in causes.where("is_primary").collect())
+    assert all(n == 1 for n in primaries.values())
+    runs = {r["run_id"]: r for r in read_table(spark, str(out / "runs")).collect()}
+    assert sum(runs[after.run_id]["missing_offsets"].values()) > 0
+
+
+# ------------------------------------------------------------------------------------------------
+# failures
+
+
+@pytest.mark.parametrize("fail_at", ["violations", "offset_commits-merge", "runs"])
+def test_a_run_killed_while_committing_heals_when_rerun(spark, tmp_path, logs, single_runs, monkeypatch,
+                                                         fail_at) -> None:
+    """The second window's run dies at a commit (compensation disabled: a killed process cannot
+    compensate): a re-run of that window gives the same tables as runs that never failed."""
+    log = logs["real_broker"]
+    cuts = _cuts(_read_log(log), 1, random.Random(8))
+    out = tmp_path / "windows"
+    _run(spark, log, out, None, cuts[0])
+    commit, merge = delta_io._commit_embedded, delta_io._merge_embedded
+
+    def failing_commit(st, *args, **kwargs):
+        if st.table == fail_at:
+            raise KeyboardInterrupt(f"killed at the commit of {st.table}")
+        return commit(st, *args, **kwargs)
+
+    def failing_merge(spark_, st, *args, **kwargs):
+        if f"{st.table}-merge" == fail_at:
+            raise KeyboardInterrupt(f"killed at the merge of {st.table}")
+        return merge(spark_, st, *args, **kwargs)
+
+    monkeypatch.setattr(delta_io, "_commit_embedded", failing_commit)
+    monkeypatch.setattr(delta_io, "_merge_embedded", failing_merge)
+    monkeypatch.setattr(delta_io, "_compensate_embedded", lambda *a, **k: None)
+    with pytest.raises(delta_io.DeltaWriteError):
+        _run(spark, log, out, cuts[0], None)
+    monkeypatch.undo()
+    assert delta_io.find_incomplete_runs(str(out))  # the kill left commits without a runs row
+    healed = _run(spark, log, out, cuts[0], None)
+    assert healed.resume == "resume"
+    single = single_runs("real_broker")
+    for table in COMPARED:
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        assert a == b, f"{table}: {_diff(a, b)}"
+
+
+# ------------------------------------------------------------------------------------------------
+# warm-up
+
+
+def test_warm_up_rebuilds_the_state_from_records_before_the_window(spark, tmp_path, logs, single_runs) -> None:
+    log_path = logs["real_broker"]
+    cut = _cuts(_read_log(log_path), 1, random.Random(2))[0]
+    out = tmp_path / "out"
+    summary = _run(spark, log_path, out, cut, None)
+    assert summary.resume == "warmup"
+    single = single_runs("real_broker")
+    cut_ms = int(cut.timestamp() * 1000)
+    for table in ("generations", "assignments", "rebalance_causes", "offset_commits", "violations"):
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        assert not b - a, f"{table}: rows the one run does not have: {sorted(b - a)[:3]}"
+    gens = read_table(spark, str(out / "generations"))
+    alive = read_table(spark, str(single / "generations")).where(
+        f"ended_at IS NULL OR ended_at >= {cut_ms}").count()
+    assert gens.count() == alive  # every generation alive at the cut or later, nothing before
+    causes = read_table(spark, str(out / "rebalance_causes"))
+    assert causes.where("cause = 'history_start'").count() == 0
+    assert causes.where(f"record_timestamp < {cut_ms}").count() == 0  # the warm-up's causes are not re-audited
