@@ -472,7 +472,7 @@ class GroupAuditor:
         else:
             base = prev if prev is not None else GroupSnapshot.initial()
             missing = max(snap.generation - base.generation - 1, 0)
-            if prev is None and snap.generation == 0 and snap.is_empty:
+            if prev is None and snap.generation == 0 and snap.is_empty and snap.protocol_type is None:
                 # GroupMetadataManager#classicGroupJoin persists a new group before answering its first join
                 self._flavour = "java"
                 causes = [Cause("group_created", detail="the Java coordinator's creation record (generation 0, "

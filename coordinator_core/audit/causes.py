@@ -50,12 +50,13 @@ Not generations of their own (never primary next to a generation's cause):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from coordinator_core.audit.snapshot import GroupSnapshot, MemberView
 
-__all__ = ["CAUSES", "CAUSE_PRIORITY", "Activity", "Cause", "new_generation_causes", "same_generation_changes"]
+__all__ = ["CAUSES", "CAUSE_PRIORITY", "Activity", "Cause", "new_generation_causes", "primary_problems",
+           "same_generation_changes"]
 
 CAUSE_PRIORITY: tuple[str, ...] = (
     "history_start",
@@ -367,3 +368,30 @@ def same_generation_changes(prev: GroupSnapshot, new: GroupSnapshot) -> tuple[li
     if other:
         causes.append(Cause("same_generation_rewrite", detail="; ".join(other)))
     return causes, replacements
+
+
+def primary_problems(causes: Iterable[Any], generations: Iterable[Any]) -> list[str]:
+    """Checks the `rebalance_causes` promise on rows of both tables (audit rows, or Spark rows read
+    back): every generation row has exactly one primary cause among the cause rows of its own record
+    (same group and source partition/offset), and every other primary row is a tombstone that starts
+    the audited history. Returns the problems found (empty: the invariant holds)."""
+    by_record: dict[tuple[str, int, int], list[Any]] = {}
+    for c in causes:
+        by_record.setdefault((c.group_id, c.source_partition, c.source_offset), []).append(c)
+    problems: list[str] = []
+    opened: set[tuple[str, int, int]] = set()
+    for g in generations:
+        key = (g.group_id, g.source_partition, g.source_offset)
+        opened.add(key)
+        n = sum(1 for c in by_record.get(key, ()) if c.is_primary)
+        if n != 1:
+            problems.append(f"group {g.group_id!r} generation {g.generation_id} (partition {key[1]} offset {key[2]}): "
+                            f"{n} primary causes")
+    for key, rows in by_record.items():
+        if key in opened:
+            continue
+        for c in rows:
+            if c.is_primary and c.cause != "group_deleted":
+                problems.append(f"group {c.group_id!r} partition {key[1]} offset {key[2]}: primary {c.cause} on a "
+                                f"record that opens no generation")
+    return problems
