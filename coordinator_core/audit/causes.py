@@ -229,7 +229,7 @@ def _first_rejoiner(prev: GroupSnapshot, new: GroupSnapshot, act: Activity) -> t
 
 
 def _leave_came_first(m: MemberView, act: Activity, first_rejoin: tuple[int, int] | None,
-                      alive_at: int) -> bool:
+                      alive_at: int, joined_at: int | None) -> bool:
     """Whether member `m`'s leave (or expiry) can have started the round, given the kept members'
     first rejoin commit. An explicit LeaveGroup follows the leaver's last commit at once (a closing
     consumer commits first, `ConsumerCoordinator#close`) and the others hear of it within a
@@ -237,7 +237,11 @@ def _leave_came_first(m: MemberView, act: Activity, first_rejoin: tuple[int, int
     session expiry comes a session timeout after the last sign of life: its last commit, or
     `alive_at`, the previous generation's join completion, where Kafka restarts every member's
     session timer (`GroupMetadataManager#completeClassicGroupJoin`). A member that had partitions
-    and left without a commit while the others committed did not close cleanly: it expired."""
+    and left without a commit while the others committed did not close cleanly: it expired. And a
+    join phase that ended (`joined_at`, the new record's currentStateTimestamp) a session timeout or
+    more after the leaver's last commit, or more than a heartbeat after the others' first rejoin
+    (after an expiry they all rejoin within a heartbeat), waited for it: it was removed at the end,
+    not at the start."""
     if first_rejoin is None:
         return True
     mine = act.get(m.member_id)
@@ -248,8 +252,11 @@ def _leave_came_first(m: MemberView, act: Activity, first_rejoin: tuple[int, int
     if mine[0] >= first_rejoin[0]:
         return False  # still committing when the others started rejoining
     gap = first_rejoin[0] - mine[0]
-    explicit = gap <= m.session_timeout // 3 + _EXPLICIT_LEAVE_SLACK_MS
-    expired = max(mine[0], alive_at) + m.session_timeout <= first_rejoin[0] + _EXPLICIT_LEAVE_SLACK_MS
+    heartbeat = m.session_timeout // 3 + _EXPLICIT_LEAVE_SLACK_MS
+    explicit = (gap <= heartbeat
+                and (joined_at is None or joined_at - mine[0] < m.session_timeout))
+    expired = (max(mine[0], alive_at) + m.session_timeout <= first_rejoin[0] + _EXPLICIT_LEAVE_SLACK_MS
+               and (joined_at is None or joined_at - first_rejoin[0] <= heartbeat))
     return explicit or expired
 
 
@@ -289,8 +296,16 @@ def _membership_changes(prev: GroupSnapshot, new: GroupSnapshot, known_instances
     leavers = [m for ident, m in before.items() if ident not in after]
     first_leaver: Cause | None = None
     alive_at = prev.state_timestamp if prev.state_timestamp is not None else 0
-    eligible = sorted((m for m in leavers if _leave_came_first(m, act, first_rejoin, alive_at)),
-                      key=lambda m: (m.member_id not in act, act.get(m.member_id, (0, 0))))
+    eligible = [m for m in leavers if _leave_came_first(m, act, first_rejoin, alive_at, new.state_timestamp)]
+    if not kept:
+        # the last member leaving ends a join phase at once with an Empty generation
+        # (`GroupMetadataManager#maybeCompleteJoinPhase`): with nobody staying, a leave can only have
+        # started the round if another leaver was still there, waited for until it expired; prefer
+        # the leavers whose leave looks explicit (the round ended within a session of their last commit)
+        explicit = [m for m in eligible if m.member_id in act and new.state_timestamp is not None
+                    and new.state_timestamp - act[m.member_id][0] < m.session_timeout]
+        eligible = (explicit or eligible) if len(leavers) > 1 else []
+    eligible.sort(key=lambda m: (m.member_id not in act, act.get(m.member_id, (0, 0))))
     for m in leavers:
         inside = m not in eligible
         c = Cause("member_left_or_expired", m.member_id, m.group_instance_id,
