@@ -223,7 +223,7 @@ def _first_rejoiner(prev: GroupSnapshot, new: GroupSnapshot, act: Activity) -> t
     after = new.by_identity()
     kept = [(m, after[m.identity]) for m in prev.members if m.identity in after and m.member_id in act]
     if kept:
-        old, now = min(kept, key=lambda pair: act[pair[0].member_id])
+        _, now = min(kept, key=lambda pair: act[pair[0].member_id])
         return now.member_id, now.group_instance_id
     return new.leader, _instance(new, new.leader)
 

@@ -54,9 +54,7 @@ def broker_members(text: str) -> dict[tuple[str, int], str | None]:
             first.setdefault(m[1], who[1] if who else None)
             if who and re.match(r"[Rr]emoving member", m[2]):
                 removed[m[1]] = who[1]
-        elif m := re.match(r"Member (\S+) in group (\S+) has failed", msg):
-            removed[m[2]] = m[1]
-        elif m := _LEFT.match(msg):
+        elif (m := re.match(r"Member (\S+) in group (\S+) has failed", msg)) or (m := _LEFT.match(msg)):
             removed[m[2]] = m[1]
         elif m := re.match(r"Stabilized group (\S+) generation (\d+)", msg):
             out[(m[1], int(m[2]))] = first.pop(m[1], None)
