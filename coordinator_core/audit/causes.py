@@ -1,15 +1,15 @@
 """Why a generation happened, read from two successive persisted group states and the commits between.
 
 The log keeps one GroupMetadata record per completed generation (written at the leader's SyncGroup,
-`GroupMetadataManager#completeClassicGroupSync`), an Empty record when a join phase ends with
+`GroupMetadataManager#classicGroupSync`), an Empty record when a join phase ends with
 nobody, a same-generation record for a static replacement (KIP-345), and a tombstone on deletion.
 The Java coordinator (Kafka 4.x, `GroupMetadataManager#classicGroupJoin`) also writes an Empty
 generation-0 record with protocol type "" when a JoinGroup creates the group; the Scala coordinator
 (<= 3.x) does not. Join and leave requests leave no trace of their own, so a cause is inferred
 from what changed between the previous record and this one, and its order from the commits in
-between: a consumer commits its partitions when it closes (`ConsumerCoordinator#onLeavePrepare`
-after `maybeAutoCommitOffsetsSync`) and before it rejoins (`ConsumerCoordinator#onJoinPrepare`),
-so the last commit of a member's partitions dates its leave or its rejoin.
+between: a consumer with auto-commit commits its partitions when it closes (`ConsumerCoordinator#close`,
+before its LeaveGroup) and before it rejoins (`ConsumerCoordinator#onJoinPrepare`), so the last
+commit of a member's partitions dates its leave or its rejoin.
 
 Every cause present is reported (one row each); exactly one is primary: the event the coordinator
 handled first, decided in this order (the README's decision table):
