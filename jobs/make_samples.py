@@ -3,7 +3,10 @@
     .venv/bin/python -m jobs.make_samples            # regenerate data/samples/sim_*.parquet + .truth.json
     .venv/bin/python -m jobs.make_samples --check    # exit 1 if regenerating would change any byte
 
-Each sample is one library scenario (coordinator_core/sim/scenarios/<name>.json). The Parquet schema is
+Each sample is one library scenario (coordinator_core/sim/scenarios/<name>.json), written as the Java
+coordinator (Kafka 4.x, the simulator's default) writes its log: `sim_<name>.*`; a few are also
+written as the Scala coordinator (<= 3.x) does, under their own group (`<group>-scala`):
+`sim_scala_<name>.*`. The Parquet schema is
 the Kafka source's: key binary, value binary, topic string, partition int, offset long, timestamp
 timestamp (UTC, ms). `write_scale` writes a scale-mode run (jobs/benchmark.py uses it).
 """
@@ -14,6 +17,7 @@ import argparse
 import io
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,6 +40,9 @@ KAFKA_SOURCE_SCHEMA = pa.schema([
 #: library scenarios written as samples: eager, cooperative, static, failover, partial history, violations
 SAMPLE_SCENARIOS = ("eager-rolling-bounce", "coop-scale-out", "static-rolling-bounce", "eager-coordinator-failover",
                     "partial-eager-scale-out", "bug-stale-claims-after-pause", "bug-duplicate-assignment")
+
+#: library scenarios also written as samples by the Scala coordinator (no creation record)
+SCALA_SAMPLE_SCENARIOS = ("eager-restart-leave-then-join", "eager-leader-rejoin-during-expiry")
 
 
 def to_table(partition: Sequence[int], offset: Sequence[int], timestamp_ms: Sequence[int],
@@ -61,13 +68,18 @@ def parquet_bytes(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
-def sample_files(names: Iterable[str] = SAMPLE_SCENARIOS) -> dict[str, bytes]:
+def sample_files(names: Iterable[str] = SAMPLE_SCENARIOS,
+                 scala_names: Iterable[str] = SCALA_SAMPLE_SCENARIOS) -> dict[str, bytes]:
     """file name -> bytes of every sample (Parquet and truth JSON), computed in memory."""
     out: dict[str, bytes] = {}
-    for name in names:
-        result = run_scenario(Scenario.load(LIBRARY / f"{name}.json"))
-        out[f"sim_{name}.parquet"] = parquet_bytes(records_table(result.records))
-        out[f"sim_{name}.truth.json"] = result.truth.to_json().encode()
+    runs = [(f"sim_{name}", Scenario.load(LIBRARY / f"{name}.json")) for name in names]
+    for name in scala_names:
+        scenario = Scenario.load(LIBRARY / f"{name}.json")
+        runs.append((f"sim_scala_{name}", replace(scenario, flavor="scala", group=f"{scenario.group}-scala")))
+    for stem, scenario in runs:
+        result = run_scenario(scenario)
+        out[f"{stem}.parquet"] = parquet_bytes(records_table(result.records))
+        out[f"{stem}.truth.json"] = result.truth.to_json().encode()
     return out
 
 

@@ -176,6 +176,8 @@ class GroupAuditor:
         self._replaced: set[str] = set()  # instances replaced (W3) during the current generation
         self._gap: HistoryGap | None = None  # records known to be missing before the next record
         self._missing: dict[int, int] = {}  # per partition: offsets never read up to the last record fed
+        self._activity: dict[str, tuple[int, int]] = {}  # member id -> last (commit ts, offset) this generation
+        self._flavour = "unknown"  # which coordinator wrote the log, as inferred (see GenerationRow)
         # the open offset window
         self._window: dict[tuple[str, int], list[Any]] = {}
         self._win_gen: int | None = None
@@ -342,6 +344,8 @@ class GroupAuditor:
             "valid_from": [[m, *v] for m, v in self._valid_from.items()],
             "instances": sorted(self._instances.items()),
             "replaced": sorted(self._replaced),
+            "activity": [[m, ts, o] for m, (ts, o) in sorted(self._activity.items())],
+            "coordinator_flavour": self._flavour,
             "window": {
                 "generation_id": self._win_gen, "state": self._win_state, "start_offset": self._win_start,
                 "start_partition": self._win_partition,
@@ -372,6 +376,8 @@ class GroupAuditor:
         self._valid_from = {m: (ts, p, o) for m, ts, p, o in data["valid_from"]}
         self._instances = dict(data["instances"])
         self._replaced = set(data["replaced"])
+        self._activity = {m: (ts, o) for m, ts, o in data.get("activity", ())}
+        self._flavour = data.get("coordinator_flavour", "unknown")
         w = data["window"]
         self._win_gen, self._win_state, self._win_start = w["generation_id"], w["state"], w["start_offset"]
         self._win_partition = w.get("start_partition")
@@ -496,16 +502,23 @@ class GroupAuditor:
         return rows
 
     def _observe_record(self, p: int, o: int, ts: int, snap: GroupSnapshot | None) -> list[AuditRow]:
+        self._note_activity()
         rows: list[AuditRow] = self._window_rows(end_offset=o)
         prev = self._snap
         if snap is None:
             rows.extend(self._close_generation(ts, o))
             gen = prev.generation if prev is not None else None
             detail = "tombstone: the group and its metadata are deleted"
-            rows.append(self._cause_row(Cause("group_deleted", detail=detail), gen, gen, True, p, o, ts,
+            if gen == 0:
+                self._flavour = "java"  # the Scala coordinator writes no tombstone for a generation-0 group
+                detail += " (a generation-0 group: only the Java coordinator deletes those with a tombstone)"
+            # a tombstone is not a generation: primary only when the audited history starts with it
+            primary = prev is None and self._phase == "none"
+            rows.append(self._cause_row(Cause("group_deleted", detail=detail), gen, gen, primary, p, o, ts,
                                         self._evidence(p, o)))
             self._snap, self._phase, self._valid_from, self._instances = None, "deleted", {}, {}
             self._replaced = set()
+            self._activity = {}
             self._open_window(None, "Dead", o, p)
             return rows
         if prev is not None and snap.generation == prev.generation:
@@ -515,6 +528,26 @@ class GroupAuditor:
         self._snap, self._phase = snap, "live"
         self._open_window(snap.generation, snap.state, o, p)
         return rows
+
+    def _note_activity(self) -> None:
+        """Credits the commits of the closing window to the members assigned their partitions (the
+        evidence of who left or rejoined first, `causes.Activity`)."""
+        snap = self._snap
+        if snap is None or not self._window or not snap.members:
+            return
+        owners = snap.owners()
+        act = self._activity
+        for tp, s in self._window.items():
+            if not s[COMMITS]:
+                continue
+            holders = owners.get(tp)
+            if not holders:
+                continue
+            at = (s[LAST_TS], s[LAST_COMMIT_SRC])
+            for m in holders:
+                mine = act.get(m.member_id)
+                if mine is None or at > mine:
+                    act[m.member_id] = at
 
     def _new_generation(self, prev: GroupSnapshot | None, snap: GroupSnapshot, p: int, o: int,
                         ts: int) -> list[AuditRow]:
@@ -535,10 +568,16 @@ class GroupAuditor:
         else:
             base = prev if prev is not None else GroupSnapshot.initial()
             missing = max(snap.generation - base.generation - 1, 0)
-            if snap.generation == 0 and snap.is_empty:
-                causes = []  # J's W5 record: a new group made durable, not a rebalance
+            if prev is None and snap.generation == 0 and snap.is_empty and snap.protocol_type is None:
+                # GroupMetadataManager#classicGroupJoin persists a new group before answering its first join
+                self._flavour = "java"
+                causes = [Cause("group_created", detail="the Java coordinator's creation record (generation 0, "
+                                                        "no protocol type): a JoinGroup created the group")]
             else:
-                causes = new_generation_causes(base, snap, missing=missing, known_instances=self._instances)
+                if prev is None and snap.generation == 1 and not self._window:
+                    self._flavour = "scala"  # created by a JoinGroup, yet no creation record before it
+                causes = new_generation_causes(base, snap, missing=missing, created=prev is None,
+                                               known_instances=self._instances, activity=self._activity)
             found = assignment_violations(snap)
             if prev is not None:
                 found += ownership_violations(prev, snap)
@@ -546,7 +585,8 @@ class GroupAuditor:
             prev_gen = prev.generation if prev is not None else None
         evidence = self._evidence(p, o)
         for i, c in enumerate(causes):
-            rows.append(self._cause_row(c, snap.generation, prev_gen, i == 0, p, o, ts, evidence))
+            rows.append(self._cause_row(c, snap.generation, prev_gen, i == 0, p, o, ts,
+                                        f"{evidence}; {c.evidence}" if c.evidence else evidence))
         rows.extend(self._violation_rows(found, snap.generation, p, o, ts))
         self._gen_row = {
             "group_id": self.group_id, "generation_id": snap.generation, "protocol_type": snap.protocol_type,
@@ -556,10 +596,12 @@ class GroupAuditor:
             "sync_latency_ms": ts - snap.state_timestamp if snap.state_timestamp is not None else None,
             "source_partition": p, "source_offset": o, "missing_generations": missing,
             "static_replacements": 0, "rebalance_protocol": snap.rebalance_protocol,
+            "coordinator_flavour": self._flavour,
         }
         self._valid_from = {m.member_id: (ts, p, o) for m in snap.members}
         self._remember_instances(snap)
         self._replaced = set()
+        self._activity = {}
         return rows
 
     def _remember_instances(self, snap: GroupSnapshot) -> None:
@@ -686,7 +728,7 @@ def _generation_row(g: dict[str, Any], ended_at: int | None, lifetime_ms: int | 
         g["group_id"], g["generation_id"], g["protocol_type"], g["protocol_name"], g["leader_id"], g["member_count"],
         g["static_member_count"], g["state"], g["state_timestamp"], g["record_timestamp"], g["sync_latency_ms"],
         ended_at, lifetime_ms, g["source_partition"], g["source_offset"], g["missing_generations"], ended_by_offset,
-        g["static_replacements"], g["rebalance_protocol"])
+        g["static_replacements"], g["rebalance_protocol"], g.get("coordinator_flavour", "unknown"))
 
 
 def audit_group(records: Iterable[RawRecord], *, group_id: str | None = None,

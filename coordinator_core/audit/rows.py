@@ -6,7 +6,7 @@ the Kafka records; the Spark layer may present them as timestamps.
 
 Columns beyond the issue's lists (all documented on the class): record_timestamp / source
 partition and offset on every table (so each row points at the log), `ended_by_offset`,
-`static_replacements` and `rebalance_protocol` on generations; `subscription_generation`,
+`static_replacements`, `rebalance_protocol` and `coordinator_flavour` on generations; `subscription_generation`,
 `valid_from`, `valid_to` on assignments (ownership intervals); `is_primary` on causes; the window
 columns and `tombstones` on offset_commits; `replayed` and `key_type` on quarantine.
 """
@@ -70,6 +70,11 @@ class GenerationRow:
     rebalance_protocol: str | None
     """"COOPERATIVE" when some member reported owned partitions at join, "EAGER" for an eager-only
     assignor (range, roundrobin, sticky), else None (cannot tell from the record)."""
+    coordinator_flavour: str
+    """Which coordinator wrote the group's log, as inferred from its records when this generation
+    opened: "java" (Kafka 4.x: a generation-0 creation record, or a generation-0 group's tombstone),
+    "scala" (<= 3.x: a generation 1 opens the group's life with no creation record before it),
+    "unknown" (no evidence yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +113,8 @@ class AssignmentRow:
 class RebalanceCauseRow:
     """One reason a generation (or a same-generation change) came about; a generation may have several.
 
-    Exactly one row per generation carries `is_primary` True: the most specific explanation (the
-    order is `CAUSE_PRIORITY` in `coordinator_core.audit.causes`).
+    Exactly one row per generation carries `is_primary` True: the event the coordinator handled
+    first (the decision table in `coordinator_core.audit.causes`).
     """
 
     group_id: str

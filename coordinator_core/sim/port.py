@@ -60,9 +60,12 @@ class CoordinatorPort:
     """One coordinator instance plus the calls the simulator makes on it."""
 
     def __init__(self, *, initial_rebalance_delay_ms: int, offsets_partitions: int, seed: int,
-                 member_ids: Callable[[str], str] | None = None) -> None:
+                 member_ids: Callable[[str], str] | None = None, flavor: str = "java") -> None:
+        if flavor not in ("java", "scala"):
+            raise ScenarioError(f"unknown coordinator flavor {flavor!r} (java, scala)")
         self.config = CoordinatorConfig(group_initial_rebalance_delay_ms=initial_rebalance_delay_ms,
-                                        offsets_topic_num_partitions=offsets_partitions)
+                                        offsets_topic_num_partitions=offsets_partitions,
+                                        flavor="java" if flavor == "java" else "scala")
         self.member_ids = member_ids or SeededMemberIds(seed)
         self.coord = GroupCoordinator(self.config, member_id_supplier=self.member_ids)
 

@@ -63,9 +63,11 @@ class Runner:
         self.partition = partition_for(scenario.group, scenario.offsets_partitions)
         self.log = LogWriter()
         self.port = CoordinatorPort(initial_rebalance_delay_ms=scenario.initial_rebalance_delay_ms,
-                                    offsets_partitions=scenario.offsets_partitions, seed=scenario.seed)
+                                    offsets_partitions=scenario.offsets_partitions, seed=scenario.seed,
+                                    flavor=scenario.flavor)
         self.truth = Truth(scenario=scenario.name, group=scenario.group, seed=scenario.seed,
-                           consumer_offsets_partition=self.partition, description=scenario.description)
+                           consumer_offsets_partition=self.partition, description=scenario.description,
+                           coordinator_flavour=scenario.flavor)
         self.tracker = TruthTracker(self.truth)
         self.procs: dict[str, _Process] = {}
         self.zombies: list[_Process] = []
@@ -402,7 +404,8 @@ def _apply_partial_history(truth: Truth, first_offset: int, dropped: int) -> Non
     first_gen = kept[0].generation_id
     from coordinator_core.sim.truth import CauseRow
 
-    truth.causes = [CauseRow(first_gen, None, "history_start", None, None, f"log starts at offset {first_offset}")] + [
+    truth.causes = [CauseRow(first_gen, None, "history_start", None, None, f"log starts at offset {first_offset}",
+                             True)] + [
         c for c in truth.causes if c.generation_id > first_gen]
     truth.violations = [v for v in truth.violations if all(o >= first_offset for o in v.source_offsets)
                         and v.generation_id >= first_gen]

@@ -55,6 +55,9 @@ ACTIONS: dict[str, dict[str, bool]] = {
     "delete_group": {},
 }
 
+#: Coordinator implementations the simulator can imitate (`CoordinatorConfig.flavor`).
+FLAVORS = ("java", "scala")
+
 #: Deliberate client bugs a consumer spec may carry under "misbehave".
 ASSIGNOR_BUGS = ("duplicate_assignment", "unsafe_cooperative_move", "outside_subscription",
                  "ignore_static_order")
@@ -133,6 +136,8 @@ class Scenario:
     offsets_partitions: int = 50
     drop_prefix: int = 0
     tags: tuple[str, ...] = ()
+    flavor: str = "java"
+    """The coordinator implementation whose log is written: "java" (Kafka 4.x, the default) or "scala" (<= 3.x)."""
 
     def consumer(self, name: str) -> ConsumerSpec:
         for spec in self.consumers:
@@ -152,6 +157,8 @@ class Scenario:
                 out[key] = value
         if self.tags:
             out["tags"] = list(self.tags)
+        if self.flavor != _SCENARIO_DEFAULTS["flavor"]:
+            out["flavor"] = self.flavor
         out["topics"] = dict(self.topics)
         out["consumers"] = [_consumer_to_dict(c) for c in self.consumers]
         out["timeline"] = [{"at": s.at, "do": s.do,
@@ -177,7 +184,7 @@ class Scenario:
 _SCENARIO_DEFAULTS = {f.name: f.default for f in fields(Scenario)}
 _CONSUMER_FIELDS = {f.name: f for f in fields(ConsumerSpec)}
 _SCENARIO_KEYS = {"name", "group", "description", "seed", "start_ms", "network_ms",
-                  "initial_rebalance_delay_ms", "offsets_partitions", "drop_prefix", "tags", "topics",
+                  "initial_rebalance_delay_ms", "offsets_partitions", "drop_prefix", "tags", "flavor", "topics",
                   "defaults", "consumers", "timeline", "end_ms"}
 
 
@@ -402,6 +409,10 @@ def _parse(data: Mapping[str, Any], source: str) -> Scenario:
             kwargs[key] = _int(f"{where}.{key}", data[key], minimum=1 if key == "offsets_partitions" else 0)
     if "tags" in data:
         kwargs["tags"] = _str_list(f"{where}.tags", data["tags"])
+    if "flavor" in data:
+        if data["flavor"] not in FLAVORS:
+            raise _fail(f"{where}.flavor", f"expected one of {', '.join(FLAVORS)}, got {data['flavor']!r}")
+        kwargs["flavor"] = data["flavor"]
     description = data.get("description", "")
     if not isinstance(description, str):
         raise _fail(f"{where}.description", "expected a string")

@@ -8,7 +8,15 @@ one; planted violations are confirmed against the record that carries them.
 Attribution window: a step's records reach the tracker before the step itself (`on_record`, then
 `on_step`). When a step writes a generation record (the LeaveGroup or session expiry that empties
 the group writes its Empty record at once), the step's triggers caused that record and belong to
-its window, not to the next generation's.
+its window, not to the next generation's. The Java coordinator's creation record (generation 0,
+written by the JoinGroup that creates the group) is a generation of its own, `group_created`, but
+does not close the window: that JoinGroup's member starts generation 1.
+
+Primary cause: the first step of the window that moved the group into PreparingRebalance (from
+Empty, Stable or CompletingRebalance) names the trigger (its member joined, left, expired or
+rejoined); the generation's primary cause is that trigger. An Empty generation's primary is
+`group_emptied`, naming the member whose removal emptied the group. A tombstone's
+`group_deleted` is not a generation's primary (it follows the generation it deletes).
 
 Assignor bugs: when a planted assignor bug is confirmed by a record, the truth lists every
 `duplicate_assignment` and `assignment_outside_subscription` of that record's assignment (the
@@ -83,6 +91,9 @@ class TruthTracker:
         self.commits: dict[tuple[str, int], tuple[int, int, str, int]] = {}  # tp -> (offset, gen, member, log off)
         self._committer: str | None = None
         self._window_closed = False  # a generation record (or tombstone) was written by the current step
+        self.trigger: _Pending | None = None  # the event that started the current window's round
+        self._step: list[_Pending] = []  # the triggers of the current step
+        self._emptied: int | None = None  # index in truth.causes of a group_emptied row awaiting its member
 
     # ----------------------------------------------------------------------------------------------
     # triggers
@@ -90,12 +101,27 @@ class TruthTracker:
     def on_step(self, before: GroupSnapshot | None, after: GroupSnapshot | None, *, member_id: str | None,
                 reason: str | None, topics: tuple[str, ...] | None, is_join: bool, is_leave: bool) -> None:
         closed, self._window_closed = self._window_closed, False
+        self._step = []
         self._triggers(before, after, member_id=member_id, reason=reason, topics=topics, is_join=is_join,
                        is_leave=is_leave)
+        entered = (after is not None and after.state == "PreparingRebalance"
+                   and (before is None or before.state != "PreparingRebalance"))
+        if entered and self.trigger is None and self._step and not closed:
+            self.trigger = self._step[0]
+        if self._emptied is not None:
+            left = [m for m in (before.members if before else {}) if m not in (after.members if after else {})]
+            row = self.truth.causes[self._emptied]
+            if left:
+                inst = before.members[left[-1]] if before else None
+                self.truth.causes[self._emptied] = CauseRow(row.generation_id, row.previous_generation_id,
+                                                            row.cause, left[-1], inst, "the last member to leave",
+                                                            row.is_primary)
+            self._emptied = None
         if closed:
             # this step wrote a generation record: its triggers were that record's causes (an Empty
             # record's cause is group_emptied), the next generation starts a fresh window
             self.pending.clear()
+            self.trigger = None
 
     def _triggers(self, before: GroupSnapshot | None, after: GroupSnapshot | None, *, member_id: str | None,
                   reason: str | None, topics: tuple[str, ...] | None, is_join: bool, is_leave: bool) -> None:
@@ -148,8 +174,11 @@ class TruthTracker:
     def _add(self, cause: str, member_id: str | None, instance_id: str | None, detail: str) -> None:
         for p in self.pending:
             if p.cause == cause and p.member_id == member_id:
+                self._step.append(p)
                 return
-        self.pending.append(_Pending(cause, member_id, instance_id, detail))
+        entry = _Pending(cause, member_id, instance_id, detail)
+        self.pending.append(entry)
+        self._step.append(entry)
 
     def plant(self, kind: str, detail: dict[str, Any], *, at_ms: int, consumer: str,
               confirm: bool = True) -> None:
@@ -173,9 +202,11 @@ class TruthTracker:
             last = self.recorded.generation_id if self.recorded else 0
             self.truth.generations.append(GenerationTruth(last, "Dead", None, None, [], logged.partition,
                                                           logged.offset, logged.timestamp_ms, "tombstone"))
-            self.truth.causes.append(CauseRow(last, last, "group_deleted", None, None, "tombstone"))
+            first = self.recorded is None and not self.truth.generations[:-1]
+            self.truth.causes.append(CauseRow(last, last, "group_deleted", None, None, "tombstone", first))
             self.recorded = None
             self.pending.clear()
+            self.trigger = None
             self.commits.clear()
             self._window_closed = True
             return
@@ -185,8 +216,14 @@ class TruthTracker:
         members = {m.member_id: member_facts(m) for m in v.members}
         gen = v.generation
         prev = self.recorded
-        if gen == 0 and not members:
-            return  # the Java coordinator's "group exists" record (W5): not a generation
+        if gen == 0 and not members and (prev is None or prev.generation_id != 0):
+            # the Java coordinator's creation record: a generation of its own, written by the JoinGroup
+            # that created the group, whose member goes on to start generation 1 (the window stays open)
+            self.truth.generations.append(GenerationTruth(0, "Empty", None, None, [], logged.partition, logged.offset,
+                                                          logged.timestamp_ms, "created"))
+            self.truth.causes.append(CauseRow(0, None, "group_created", None, None, "creation record", True))
+            self.recorded = _Recorded(0, None, {})
+            return
         if prev is not None and gen == prev.generation_id:
             kind = "static_replacement"
         elif members:
@@ -200,9 +237,12 @@ class TruthTracker:
         if kind != "static_replacement":
             prev_gen = prev.generation_id if prev else None
             rows = self._causes_for(gen, prev, v, members)
-            for cause, member, inst, detail in rows:
-                self.truth.causes.append(CauseRow(gen, prev_gen, cause, member, inst, detail))
+            for i, (cause, member, inst, detail) in enumerate(rows):
+                if cause == "group_emptied":
+                    self._emptied = len(self.truth.causes)
+                self.truth.causes.append(CauseRow(gen, prev_gen, cause, member, inst, detail, i == 0))
             self.pending.clear()
+            self.trigger = None
             self._window_closed = True
             self._violations(gen, prev, members, logged)
             self.commits.clear()
@@ -213,16 +253,23 @@ class TruthTracker:
 
     def _causes_for(self, gen: int, prev: _Recorded | None, v: GroupMetadataValue,
                     members: dict[str, dict[str, Any]]) -> list[tuple[str, str | None, str | None, str]]:
+        """The causes of generation `gen`, the primary first."""
         rows: list[tuple[str, str | None, str | None, str]] = []
         prev_gen = prev.generation_id if prev else 0
+        pending = list(self.pending)
+        if self.trigger is not None and self.trigger in pending:
+            pending.remove(self.trigger)
+            pending.insert(0, self.trigger)
         if not members:
             rows.append(("group_emptied", None, None, ""))
         elif prev is None and not any(p.cause == "static_member_rejoined_new_generation" for p in self.pending):
-            rows.append(("group_created", v.leader, None, f"{len(members)} members"))
-            rows += [(p.cause, p.member_id, p.instance_id, p.detail) for p in self.pending
+            first = next((p.member_id for p in pending if p.cause == "member_joined"), v.leader)
+            rows.append(("group_created", first, members.get(first or "", {}).get("group_instance_id"),
+                         f"{len(members)} members"))
+            rows += [(p.cause, p.member_id, p.instance_id, p.detail) for p in pending
                      if p.cause not in ("member_joined", "member_left_or_expired")]
         else:
-            rows += [(p.cause, p.member_id, p.instance_id, p.detail) for p in self.pending]
+            rows += [(p.cause, p.member_id, p.instance_id, p.detail) for p in pending]
             if (prev is not None and prev.protocol_name and v.protocol
                     and prev.protocol_name != v.protocol):
                 rows.append(("assignor_changed", None, None, f"{prev.protocol_name} -> {v.protocol}"))

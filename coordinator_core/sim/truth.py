@@ -31,6 +31,8 @@ class CauseRow:
     member_id: str | None = None
     group_instance_id: str | None = None
     detail: str = ""
+    is_primary: bool = False
+    """The event that started the generation's round (one per generation; see `TruthTracker`)."""
 
     def __post_init__(self) -> None:
         if self.cause not in CAUSES:
@@ -64,7 +66,8 @@ class GenerationTruth:
     source_partition: int
     source_offset: int
     record_timestamp: int
-    kind: str  # "rebalance", "static_replacement", "empty", "tombstone"
+    kind: str  # "created" (the Java coordinator's generation-0 record), "rebalance", "static_replacement",
+    # "empty", "tombstone"
 
 
 @dataclass(slots=True)
@@ -82,6 +85,11 @@ class Truth:
     events: list[dict[str, Any]] = field(default_factory=list)
     records: int = 0
     offset_commit_records: int = 0
+    coordinator_flavour: str = "java"
+
+    def primary_by_generation(self) -> dict[int, CauseRow]:
+        """generation id -> its primary cause row."""
+        return {c.generation_id: c for c in self.causes if c.is_primary}
 
     def causes_by_generation(self) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
@@ -108,7 +116,8 @@ class Truth:
         t = Truth(scenario=d["scenario"], group=d["group"], seed=d["seed"],
                   consumer_offsets_partition=d["consumer_offsets_partition"],
                   description=d.get("description", ""), dropped_prefix=d.get("dropped_prefix", 0),
-                  records=d.get("records", 0), offset_commit_records=d.get("offset_commit_records", 0))
+                  records=d.get("records", 0), offset_commit_records=d.get("offset_commit_records", 0),
+                  coordinator_flavour=d.get("coordinator_flavour", "java"))
         t.generations = [GenerationTruth(**g) for g in d.get("generations", [])]
         t.causes = [CauseRow(**c) for c in d.get("causes", [])]
         t.violations = [ViolationRow(**{**v, "member_ids": tuple(v["member_ids"]),

@@ -101,6 +101,28 @@ def test_primary_causes_match_the_broker_reasons(spark, sample_run, shared_dir) 
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
 
+def test_every_generation_has_exactly_one_primary_cause(spark, sample_run) -> None:
+    from coordinator_core.audit.causes import primary_problems
+
+    out, _ = sample_run
+    causes = _table(spark, out, "rebalance_causes").collect()
+    generations = _table(spark, out, "generations").collect()
+    assert len(generations) > 50
+    assert primary_problems(causes, generations) == []
+
+
+def test_coordinator_flavour_is_inferred_per_group(spark, sample_run) -> None:
+    out, _ = sample_run
+    got = {(r["group_id"], r["coordinator_flavour"]) for r in
+           _table(spark, out, "generations").select("group_id", "coordinator_flavour").distinct().collect()}
+    flavours = dict(got)
+    assert len(flavours) == len(got)  # one flavour per group
+    assert {flavours[g] for g in ("grp-s01", "grp-s02", "grp-s05", "grp-s07")} == {"scala"}  # Kafka 3.9.0
+    assert flavours["sim-eager-rolling-bounce"] == "java"
+    assert flavours["sim-eager-restart-leave-then-join-scala"] == "scala"
+    assert flavours["sim-partial-eager-scale-out"] == "unknown"  # the history starts mid-life
+
+
 def test_assignments_of_range_group_are_contiguous_ranges(spark, sample_run) -> None:
     out, _ = sample_run
     got = (_table(spark, out, "assignments").where("group_id = 'grp-s01' AND generation_id = 1")

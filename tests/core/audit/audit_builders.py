@@ -113,9 +113,14 @@ class LogBuilder:
 
 
 def rows_by_table(rows: Iterable[Any]) -> dict[str, list[Any]]:
+    """The rows by table; checks on the way that every generation has exactly one primary cause
+    (`causes.primary_problems`), so every audit the core tests run checks the invariant."""
     from coordinator_core.audit import TABLES, table_of
+    from coordinator_core.audit.causes import primary_problems
 
     out: dict[str, list[Any]] = {t: [] for t in TABLES}
     for r in rows:
         out[table_of(r)].append(r)
+    problems = primary_problems(out["rebalance_causes"], out["generations"])
+    assert not problems, problems
     return out

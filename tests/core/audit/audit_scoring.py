@@ -87,3 +87,55 @@ def score(rows: Iterable[Any], truth_causes: Mapping[int | None, Sequence[str]],
         s.per_kind.setdefault(k, Counter())["tp" if (g, k) in expected and (g, k) in found
                                             else "fn" if (g, k) in expected else "fp"] += 1
     return s
+
+
+@dataclass
+class PrimaryScore:
+    """Agreement on each generation's primary cause *and* the member it names."""
+
+    generations: int = 0
+    agree: int = 0
+    mismatches: list[tuple[str, Any, Any, Any]] = field(default_factory=list)
+
+    def add(self, other: PrimaryScore) -> None:
+        self.generations += other.generations
+        self.agree += other.agree
+        self.mismatches.extend(other.mismatches)
+
+    @property
+    def agreement(self) -> float:
+        return self.agree / self.generations if self.generations else 1.0
+
+    def report(self) -> str:
+        lines = [f"primary cause and member agreeing: {self.agree}/{self.generations} ({100 * self.agreement:.2f}%)"]
+        lines += [f"  {name} generation {g}: truth {t} audit {a}" for name, g, t, a in self.mismatches]
+        return "\n".join(lines)
+
+
+def _lives(rows: Iterable[Any]) -> dict[tuple[int, int | None], tuple[str, str | None]]:
+    """(life, generation) -> (cause, member) of the primary rows, in log order; a new life of the
+    group starts after each tombstone (generation ids start again)."""
+    out: dict[tuple[int, int | None], tuple[str, str | None]] = {}
+    life = 0
+    for r in rows:
+        if r.is_primary:
+            out[(life, r.generation_id)] = (r.cause, r.member_id)
+        if r.cause == "group_deleted":
+            life += 1
+    return out
+
+
+def score_primary(name: str, rows: Iterable[Any], truth_causes: Iterable[Any]) -> PrimaryScore:
+    """Scores the audit's primary rows (`is_primary`) against the truth's (`CauseRow.is_primary`),
+    generation by generation: both the cause and the member must be equal."""
+    audit = _lives(r for r in rows if isinstance(r, RebalanceCauseRow))
+    truth = _lives(truth_causes)
+    s = PrimaryScore()
+    for k in sorted(set(audit) | set(truth), key=lambda k: (k[0], k[1] is None, k[1] or 0)):
+        t, a = truth.get(k), audit.get(k)
+        s.generations += 1
+        if t == a:
+            s.agree += 1
+        else:
+            s.mismatches.append((name, k[1], t, a))
+    return s

@@ -6,7 +6,7 @@ from typing import Any
 
 from coordinator_core.audit import GroupAuditor
 
-from .audit_builders import LogBuilder, member, rows_by_table, tps
+from .audit_builders import T0, LogBuilder, member, rows_by_table, tps
 
 
 def audit(log: LogBuilder) -> dict[str, list[Any]]:
@@ -39,13 +39,40 @@ def test_group_created_from_first_generation() -> None:
     assert t["generations"][0].missing_generations == 0
 
 
-def test_java_w5_record_then_first_generation() -> None:
-    log = LogBuilder().group(0, [], protocol_type="").group(1, [member("a-1", ALL)])
+def test_java_creation_record_is_group_created_and_first_generation_is_a_join() -> None:
+    log = (LogBuilder().group(0, [], protocol_type="")
+           .group(1, [member("b-1", B), member("a-1", A)], leader="a-1"))
     t = audit(log)
-    assert causes(t, 0) == []
-    assert primary(t, 1) == "group_created"
+    assert causes(t, 0) == ["group_created"]
+    assert primary(t, 1) == "member_joined"
+    first = next(c for c in t["rebalance_causes"] if c.generation_id == 1 and c.is_primary)
+    # the leader is the first member Kafka added: its join started the round; the detail lists all
+    assert first.member_id == "a-1" and first.previous_generation_id == 0
+    assert "2 joined in this round" in first.detail and "b-1" in first.detail
     g0 = next(g for g in t["generations"] if g.generation_id == 0)
     assert g0.state == "Empty" and g0.protocol_type is None and g0.ended_by_offset == 1
+    assert {g.coordinator_flavour for g in t["generations"]} == {"java"}
+
+
+def test_scala_first_generation_without_creation_record() -> None:
+    t = audit(LogBuilder().group(1, [member("b-1", B), member("a-1", A)], leader="a-1"))
+    row = next(c for c in t["rebalance_causes"] if c.is_primary)
+    assert (row.cause, row.member_id) == ("group_created", "a-1")
+    assert t["generations"][0].coordinator_flavour == "scala"
+
+
+def test_flavour_unknown_when_commits_came_before_the_first_generation() -> None:
+    # a group created by an offset commit (no JoinGroup): neither coordinator writes a creation record
+    t = audit(LogBuilder().commit("t", 0, 5).group(1, [member("a-1", ALL)]))
+    assert primary(t, 1) == "group_created"
+    assert t["generations"][0].coordinator_flavour == "unknown"
+
+
+def test_java_generation_zero_tombstone() -> None:
+    t = audit(LogBuilder().group(0, [], protocol_type="").tombstone())
+    (row,) = [c for c in t["rebalance_causes"] if c.cause == "group_deleted"]
+    assert row.generation_id == 0 and not row.is_primary and "Java" in row.detail
+    assert primary(t, 0) == "group_created"
 
 
 def test_member_joined_and_left() -> None:
@@ -60,11 +87,81 @@ def test_member_joined_and_left() -> None:
     assert next(c for c in t["rebalance_causes"] if c.generation_id == 3).member_id == "a-1"
 
 
-def test_joined_and_left_together_primary_is_joined() -> None:
+def test_joined_and_left_together_without_commits_primary_is_the_leave() -> None:
     log = LogBuilder().group(1, [member("a-1", A), member("b-1", B)]).group(2, [member("a-1", A), member("c-1", B)])
     t = audit(log)
-    assert primary(t, 2) == "member_joined"
-    assert sorted(causes(t, 2)) == ["member_joined", "member_left_or_expired"]
+    assert primary(t, 2) == "member_left_or_expired"
+    assert causes(t, 2) == ["member_left_or_expired", "member_joined"]
+
+
+def _rows_of(t: dict[str, list[Any]], gen: int) -> list[Any]:
+    return [c for c in t["rebalance_causes"] if c.generation_id == gen]
+
+
+def test_rolling_restart_leave_then_join_names_the_leaver() -> None:
+    # b closes (its close commit, then LeaveGroup); a hears of it within a heartbeat and commits
+    # before rejoining; b's restarted process joins the same round
+    log = (LogBuilder().group(1, [member("a-1", A), member("b-1", B, client_id="b")], state_ts=T0)
+           .commit("t", 3, 10, at=T0 + 20_000).commit("t", 0, 10, at=T0 + 22_000)
+           .group(2, [member("a-1", A), member("b-2", B, client_id="b")], at=T0 + 25_000))
+    t = audit(log)
+    first = next(c for c in _rows_of(t, 2) if c.is_primary)
+    assert (first.cause, first.member_id) == ("member_left_or_expired", "b-1")
+    assert "offset 1" in first.evidence  # the leaver's close commit
+    assert causes(t, 2) == ["member_left_or_expired", "member_joined"]
+
+
+def test_leader_rejoin_while_a_member_expires_inside_the_join_phase() -> None:
+    # a (leader) rejoins at +21 s (its commit before rejoining); b died after its commit at +19 s and
+    # its session (10 s) can only expire at +29 s: the join phase waited for it
+    log = (LogBuilder().group(1, [member("a-1", A), member("b-1", B)], state_ts=T0)
+           .commit("t", 3, 10, at=T0 + 19_000).commit("t", 0, 10, at=T0 + 25_000)
+           .group(2, [member("a-1", ALL)], at=T0 + 30_000))
+    t = audit(log)
+    first = next(c for c in _rows_of(t, 2) if c.is_primary)
+    assert (first.cause, first.member_id) == ("metadata_or_leader_rejoin", "a-1")
+    left = next(c for c in _rows_of(t, 2) if c.cause == "member_left_or_expired")
+    assert left.member_id == "b-1" and not left.is_primary and "inside the join phase" in left.detail
+
+
+def test_expired_member_first_when_its_session_ran_out_before_the_others_rejoined() -> None:
+    log = (LogBuilder().group(1, [member("a-1", A), member("b-1", B)], state_ts=T0)
+           .commit("t", 3, 10, at=T0 + 5_000).commit("t", 0, 10, at=T0 + 16_000)
+           .group(2, [member("a-1", ALL)], at=T0 + 17_000))
+    t = audit(log)
+    first = next(c for c in _rows_of(t, 2) if c.is_primary)
+    assert (first.cause, first.member_id) == ("member_left_or_expired", "b-1")
+
+
+def test_two_leavers_name_the_first() -> None:
+    log = (LogBuilder().group(1, [member("a-1", A), member("b-1", tps("t", 3)), member("c-1", tps("t", 4, 5))],
+                              state_ts=T0)
+           .commit("t", 4, 10, at=T0 + 20_000).commit("t", 3, 10, at=T0 + 20_500).commit("t", 0, 10, at=T0 + 21_000)
+           .group(2, [member("a-1", ALL)], at=T0 + 22_000))
+    t = audit(log)
+    first = next(c for c in _rows_of(t, 2) if c.is_primary)
+    assert (first.cause, first.member_id) == ("member_left_or_expired", "c-1")
+
+
+def test_group_emptied_names_the_last_to_leave() -> None:
+    log = (LogBuilder().group(1, [member("a-1", A), member("b-1", B)])
+           .commit("t", 3, 10).commit("t", 0, 10).group(2, []))
+    t = audit(log)
+    (row,) = _rows_of(t, 2)
+    assert (row.cause, row.member_id, row.is_primary) == ("group_emptied", "a-1", True)
+
+
+def test_two_joiners_a_restarted_process_joins_after_its_predecessor() -> None:
+    # a-1 rejoined (commit at +21 s) while c-1 still committed (+22 s): the round began before c
+    # left. c-2 is c's restart (same client id and host): it cannot have joined before c-1's last
+    # commit; d-1 is a new process and could have joined any time after generation 1
+    log = (LogBuilder().group(1, [member("a-1", A), member("c-1", B, client_id="c")], state_ts=T0)
+           .commit("t", 0, 10, at=T0 + 21_000).commit("t", 3, 10, at=T0 + 22_000)
+           .group(2, [member("c-2", tps("t", 3), client_id="c"), member("a-1", A), member("d-1", tps("t", 4, 5))],
+                  at=T0 + 40_000))
+    t = audit(log)
+    first = next(c for c in _rows_of(t, 2) if c.is_primary and c.cause == "member_joined")
+    assert first.member_id == "d-1" and "c-2" in first.detail and "d-1" in first.detail
 
 
 def test_static_member_replaced_in_same_generation() -> None:
@@ -143,7 +240,9 @@ def test_group_emptied_then_members_join_again() -> None:
            .group(3, [member("a-2", A), member("b-2", B)]))
     t = audit(log)
     assert causes(t, 2) == ["group_emptied"]
+    assert t["rebalance_causes"][1].member_id == "a-1"  # the only member: the last to leave
     assert causes(t, 3) == ["member_joined", "member_joined"]
+    assert t["rebalance_causes"][2].member_id == "a-2"  # the leader: the first member added
     g2 = next(g for g in t["generations"] if g.generation_id == 2)
     assert g2.state == "Empty" and g2.member_count == 0 and g2.protocol_name is None
 
@@ -152,7 +251,9 @@ def test_group_deleted_then_recreated() -> None:
     log = LogBuilder().group(1, [member("a-1", ALL)]).group(2, []).tombstone().group(1, [member("a-2", ALL)])
     t = audit(log)
     deleted = [c for c in t["rebalance_causes"] if c.cause == "group_deleted"]
-    assert len(deleted) == 1 and deleted[0].generation_id == 2 and deleted[0].is_primary
+    # the deletion follows generation 2, whose primary cause stays group_emptied
+    assert len(deleted) == 1 and deleted[0].generation_id == 2 and not deleted[0].is_primary
+    assert primary(t, 2) == "group_emptied"
     created = [c for c in t["rebalance_causes"] if c.cause == "group_created"]
     assert [c.source_offset for c in created] == [0, 3]
     gens = sorted(t["generations"], key=lambda g: g.source_offset)
@@ -218,3 +319,9 @@ def test_non_consumer_protocol_metadata_change() -> None:
     t = audit(log)
     assert causes(t, 2) == ["subscription_changed"]
     assert t["assignments"] == [] and t["quarantine"] == []
+
+
+def test_tombstone_at_history_start_is_primary() -> None:
+    t = audit(LogBuilder().tombstone())
+    (row,) = t["rebalance_causes"]
+    assert (row.cause, row.generation_id, row.is_primary) == ("group_deleted", None, True)

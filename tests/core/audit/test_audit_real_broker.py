@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -31,6 +32,43 @@ def _groups() -> dict[str, list[tuple[int, int, int, bytes, bytes | None]]]:
 
 
 TRUTH = json.loads((SAMPLES / "real_broker_3_9_0.truth.json").read_text())
+SERVER_LOG = (SAMPLES / "real_broker_3_9_0.server_log.txt").read_text()
+_LINE = re.compile(r"^\[(?P<ts>[^\]]+)\] INFO \[GroupCoordinator 1\]: (?P<msg>.*)$", re.MULTILINE)
+_LEFT = re.compile(r"Member MemberMetadata\(memberId=([^,]+),.* has left group (\S+) ")
+
+
+def broker_members(text: str) -> dict[tuple[str, int], str | None]:
+    """(group, generation) -> the member the broker's own log names for it: for a generation that
+    stabilized, the member in the reason of the first "Preparing to rebalance" line since the
+    previous generation (the join, leave, expiry or rejoin that started the round); for an Empty
+    generation, the member whose removal emptied the group (the last removal logged before "is now
+    empty", or the LeaveGroup logged right after it in the same second)."""
+    out: dict[tuple[str, int], str | None] = {}
+    first: dict[str, str | None] = {}
+    removed: dict[str, str] = {}
+    lines = list(_LINE.finditer(text))
+    for i, line in enumerate(lines):
+        msg = line["msg"]
+        if m := re.match(r"Preparing to rebalance group (\S+) .*?\(reason: (.*)", msg):
+            who = re.search(r"(?:Adding new member|[Rr]emoving member|Leader|Updating metadata for member) (\S+)", m[2])
+            first.setdefault(m[1], who[1] if who else None)
+            if who and re.match(r"[Rr]emoving member", m[2]):
+                removed[m[1]] = who[1]
+        elif (m := re.match(r"Member (\S+) in group (\S+) has failed", msg)) or (m := _LEFT.match(msg)):
+            removed[m[2]] = m[1]
+        elif m := re.match(r"Stabilized group (\S+) generation (\d+)", msg):
+            out[(m[1], int(m[2]))] = first.pop(m[1], None)
+        elif m := re.match(r"Group (\S+) with generation (\d+) is now empty", msg):
+            who = removed.get(m[1])
+            nxt = lines[i + 1] if i + 1 < len(lines) else None
+            if nxt is not None and nxt["ts"][:19] == line["ts"][:19] and (after := _LEFT.match(nxt["msg"])):
+                who = after[1] if after[2] == m[1] else who
+            out[(m[1], int(m[2]))] = who
+            first.pop(m[1], None)
+    return out
+
+
+BROKER_MEMBERS = broker_members(SERVER_LOG)
 GROUPS = {g["group"]: g for g in TRUTH["groups"]}
 
 
@@ -57,6 +95,24 @@ def test_causes_agree_with_broker_reasons(audited, group: str) -> None:
     extra = [m for m in result.mismatches if set(m[2]) - {"static_member_replaced"} != set(m[1])]
     assert result.agree == result.generations == len(truth), result.report()
     assert not extra, result.report()
+
+
+def test_broker_log_names_a_member_for_every_generation() -> None:
+    expected = {(g["group"], t["generation"]) for g in TRUTH["groups"] for t in g["observed_causes_by_generation"]}
+    assert set(BROKER_MEMBERS) == expected
+    assert all(BROKER_MEMBERS.values())
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_primary_cause_and_member_match_the_broker_log(audited, group: str) -> None:
+    """The primary cause of every generation and the member it names are the broker's own: the
+    member in the reason that started the round, the last member to leave an emptied group."""
+    tables, _ = audited[group]
+    got = {c.generation_id: (c.cause, c.member_id) for c in tables["rebalance_causes"] if c.is_primary}
+    want = {t["generation"]: (t["cause"], BROKER_MEMBERS[(group, t["generation"])])
+            for t in GROUPS[group]["observed_causes_by_generation"]}
+    assert got == want
+    assert {g.coordinator_flavour for g in tables["generations"]} == {"scala"}  # a 3.9 broker: no creation record
 
 
 def test_overall_agreement_report(audited, capsys) -> None:

@@ -22,7 +22,7 @@ CASES = [
     (make_cause_row, RebalanceCauseRow,
      ("g", 3, 2, "member_joined", "m-1", "i-1", "new member", "partition 5 offset 42", True, 1_000, 5, 42)),
     (make_generation_row, GenerationRow,
-     ("g", 3, "consumer", "range", "m-1", 2, 1, "Stable", 950, 1_000, 50, 2_000, 1_000, 5, 42, 0, 43, 0, "EAGER")),
+     ("g", 3, "consumer", "range", "m-1", 2, 1, "Stable", 950, 1_000, 50, 2_000, 1_000, 5, 42, 0, 43, 0, "EAGER", "java")),
 ]
 
 

@@ -3,6 +3,7 @@ the audit's vocabulary, determinism, and a log that decodes and replays to the s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,11 @@ EXPECTED = {
     "coop-scale-in": ({"member_left_or_expired"}, set()),
     "coop-scale-out": ({"member_joined", "cooperative_follow_up"}, set()),
     "coop-subscription-change": ({"subscription_changed", "cooperative_follow_up"}, set()),
+    "coop-emptied-then-deleted": ({"group_created", "member_joined", "group_emptied", "group_deleted"}, set()),
     "eager-coordinator-failover": ({"member_left_or_expired"}, set()),
+    "eager-leader-rejoin-during-expiry": ({"metadata_or_leader_rejoin", "member_left_or_expired"}, set()),
+    "eager-restart-leave-then-join": ({"member_left_or_expired", "member_joined"}, set()),
+    "eager-two-join-one-round": ({"member_joined", "member_left_or_expired"}, set()),
     "eager-crash": ({"member_left_or_expired"}, set()),
     "eager-empty-and-return": ({"group_emptied", "member_joined"}, set()),
     "eager-failover-mid-rebalance": ({"member_joined"}, set()),
@@ -98,7 +103,14 @@ def test_leave_that_empties_the_group_belongs_to_the_empty_generation():
     # the last LeaveGroup writes the Empty record in the same step: generation 3 (everyone back)
     # is not caused by that leave
     truth = run("eager-empty-and-return").truth
-    assert truth.causes_by_generation() == {1: ["group_created"], 2: ["group_emptied"], 3: ["member_joined"]}
+    # generation 0: the Java coordinator's creation record; 1: its creator's join started the round
+    assert truth.causes_by_generation() == {0: ["group_created"], 1: ["member_joined"], 2: ["group_emptied"],
+                                            3: ["member_joined"]}
+    emptied = next(c for c in truth.causes if c.cause == "group_emptied")
+    assert emptied.is_primary and emptied.member_id is not None  # the member whose leave emptied it
+    scala = run_scenario(replace(Scenario.load(LIBRARY / "eager-empty-and-return.json"), flavor="scala")).truth
+    assert scala.causes_by_generation() == {1: ["group_created"], 2: ["group_emptied"], 3: ["member_joined"]}
+    assert scala.coordinator_flavour == "scala"
 
 
 def test_assignor_bug_truth_lists_every_broken_rule_of_the_produced_assignment():
