@@ -18,8 +18,8 @@ from pyspark.sql.types import (
 )
 
 from coordinator_core.errors import ConfigError
-from jobs.config import load_config, parse_timestamp
-from jobs.spark_session import is_local_master, load_spark_conf
+from jobs.config import SPEC, load_config, parse_timestamp
+from jobs.spark_session import LOCAL_DEFAULTS, is_local_master, load_spark_conf
 from udfs.schemas import TABLE_SCHEMAS, stored_schema, struct_type_from_dataclass
 
 
@@ -128,3 +128,26 @@ def test_spark_local_conf(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"spark\.shuffle .*start with 'spark\.'"):
         load_spark_conf(bad)
     assert is_local_master("local[2]") and not is_local_master("yarn")
+
+
+def test_conf_files_document_the_built_in_defaults() -> None:
+    """conf/*.toml are documentation and templates: the job runs without them (a wheel or a
+    --py-files zip has none), so they must hold exactly the built-in values."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    documented = tomllib.loads((root / "conf" / "audit.toml").read_text())
+    assert {s: set(keys) for s, keys in documented.items()} == {s: set(keys) for s, keys in SPEC.items()}
+    for section, keys in SPEC.items():
+        for key, spec in keys.items():
+            assert documented[section][key] == spec.default, f"{section}.{key}"
+    assert load_spark_conf(root / "conf" / "spark-local.toml") == LOCAL_DEFAULTS
+    defaults = load_config(None, {"input.path": "x"})
+    assert defaults.source == "defaults + overrides" and defaults.output_path == "output/delta"
+    assert load_config(root / "conf" / "audit.toml", {"input.path": "x"}).to_dict() | {"source": ""} == (
+        defaults.to_dict() | {"source": ""})
+
+
+def test_a_config_file_overrides_only_its_keys(tmp_path: Path) -> None:
+    cfg = load_config(_write(tmp_path, "[job]\nshards = 3\n"), {"input.path": "x"})
+    assert cfg.shards == 3 and cfg.output_path == "output/delta" and cfg.scan_chunk_rows == 500_000
