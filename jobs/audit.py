@@ -210,10 +210,16 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
                         shards=cfg.shards, log=_log)
         st.rows = scan.counts["records_in"]
     sc = scan.counts
+    rejected = data.rejected()
+    if rejected:
+        _log(f"input: {rejected:,} lines or records cannot be read as records (not JSON, not {data.text_encoding or 'decodable'}, "
+             f"no offset, ...): quarantined with their file and line")
     _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
          f"commits and {sc['tombstones']:,} tombstones summarised, {sc['side_records']:,} records for the replay")
 
     tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage)
+    if data.rejects is not None:
+        tables["quarantine"] = tables["quarantine"].unionByName(data.rejects)
     if not cfg.quarantine:
         tables["quarantine"] = tables["quarantine"].limit(0)
 
@@ -224,12 +230,12 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         table_rows = {name: int(df.count()) for name, df in tables.items()}
 
     run_counts = {
-        "records_in": sc["records_in"],
+        "records_in": sc["records_in"] + rejected,
         "duplicates_dropped": sc["duplicates"] + counts["duplicates"],
         "filtered_by_window": sc["filtered_by_window"],
         "filtered_by_group": sc["filtered_by_group"] + sc["side_records"] - counts["records_in"],
         "records_replayed": counts["replayed"] + sc["commits"] + sc["tombstones"],
-        "quarantined": counts["quarantined"],
+        "quarantined": counts["quarantined"] + rejected,
         "skipped_other_type": counts["skipped_other_type"],
     }
     accounted = sum(v for k, v in run_counts.items() if k != "records_in")
