@@ -1,7 +1,8 @@
 """The coordinator-audit job: `__consumer_offsets` records in, the audit's Delta tables out.
 
-    spark-submit jobs/audit.py --input <path> --output <base path> [options]
+    coordinator-audit --input <path> --output <base path> [options]      (the installed command)
     python -m jobs.audit --input <path> --output <base path> [options]
+    spark-submit --py-files coordinator_audit.zip jobs/audit.py --input <path> --output <base path> [options]
 
 Pipeline (one Spark application, one pass over the input's bytes):
 
@@ -33,7 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from coordinator_core import __version__
-from coordinator_core.errors import CoordinatorAuditError
+from coordinator_core.errors import ConfigError, CoordinatorAuditError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from jobs.config import AuditConfig
     from jobs.offsets_path import Scan
 
-__all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "main", "parse_args", "run_audit"]
+__all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "cli", "main", "parse_args", "run_audit"]
 
 AUDIT_OUTPUT_TABLES: tuple[str, ...] = (
     "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine",
@@ -59,11 +60,12 @@ def _log(line: str) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="jobs.audit",
+        prog="coordinator-audit",
         description="Audit Kafka classic consumer groups from __consumer_offsets records: generations, "
                     "assignments, rebalance causes, protocol violations, offset-commit summaries and "
                     "quarantined records, written as Delta tables.",
-        epilog="Values not given on the command line come from the config file (default conf/audit.toml).",
+        epilog="Values not given on the command line come from --config, else the built-in defaults "
+               "(documented in conf/audit.toml).",
     )
     src = p.add_argument_group("input")
     src.add_argument("--input", metavar="PATH", help="records to audit: a file or directory (parquet, delta, json)")
@@ -85,7 +87,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     out.add_argument("--writer", choices=["auto", "native", "embedded"],
                      help="auto (default): Delta Spark when on the classpath, else Spark Parquet + deltalake commit")
     job = p.add_argument_group("job")
-    job.add_argument("--config", metavar="FILE", help="job configuration (TOML; default conf/audit.toml)")
+    job.add_argument("--config", metavar="FILE",
+                     help="job configuration overriding the built-in defaults (TOML; see conf/audit.toml)")
     job.add_argument("--shards", type=int, metavar="N", help="Spark partitions of the per-group replay")
     job.add_argument("--no-quarantine", action="store_true",
                      help="count undecodable records but do not write them to the quarantine table")
@@ -93,6 +96,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     job.add_argument("--run-id", metavar="ID", help="identifier of this run (default: time-based)")
     job.add_argument("--no-summary", action="store_true",
                      help="skip reading the tables back for the per-table summary lines")
+    job.add_argument("--verbose", action="store_true",
+                     help="keep Spark's own log level (default: errors only) and print full traces on failure")
     return p.parse_args(argv)
 
 
@@ -313,23 +318,68 @@ def print_summary(summary: RunSummary, *, out: Any = None, highlights: dict[str,
             print(f"  {'':<{width}}  {highlights[table]}", file=out)
 
 
+QUIET_SPARK_LOG_LEVEL = "ERROR"
+"""Spark's log level during a run unless `--verbose`: its INFO and WARN lines would bury the job's
+own progress lines and summary (printed to stderr and stdout, not through log4j)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    """The message of an exception on one line: a Spark/py4j error's first meaningful line."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:  # a Python worker's error ends with "<Type>: <message>" after its traceback
+        if ln.startswith(("pyspark.errors", "org.apache", "java.", "py4j")) or ln.startswith(("File ", "at ")):
+            continue
+        if ln.startswith("Traceback"):
+            break
+        return ln[:500]
+    tail = [ln for ln in lines if ": " in ln and not ln.startswith(("File ", "at "))]
+    return (tail[-1] if tail else (lines[0] if lines else type(exc).__name__))[:500]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: one clear line on stderr for any failure (exit 2 for configuration and
+    input errors found before Spark runs a job, 1 otherwise); the full trace only with --verbose."""
+    import traceback
+
     from jobs.spark_session import build_session
 
     args = parse_args(argv)
+    prog = "coordinator-audit"
+    hint = "" if args.verbose else " (--verbose shows the full trace)"
     try:
         cfg = config_from_args(args)
     except CoordinatorAuditError as exc:
-        print(f"jobs.audit: configuration error: {exc}", file=sys.stderr)
+        print(f"{prog}: configuration error: {exc}", file=sys.stderr)
         return 2
-    spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf)
     try:
+        spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf)
+        if not args.verbose:
+            spark.sparkContext.setLogLevel(QUIET_SPARK_LOG_LEVEL)
         summary = run_audit(spark, cfg, run_id=args.run_id)
+        highlights = None if args.no_summary else table_highlights(spark, summary)
+    except ConfigError as exc:  # the input cannot be read as records (InputError), a bad setting
+        if args.verbose:
+            traceback.print_exc()
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     except CoordinatorAuditError as exc:
-        print(f"jobs.audit: {exc}", file=sys.stderr)
+        if args.verbose:
+            traceback.print_exc()
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 1
-    print_summary(summary, highlights=None if args.no_summary else table_highlights(spark, summary))
+    except Exception as exc:  # Spark, py4j and worker errors: one line, the trace only when asked
+        if args.verbose:
+            traceback.print_exc()
+        print(f"{prog}: the run failed: {type(exc).__name__}: {_first_line(exc)}{hint}", file=sys.stderr)
+        return 1
+    print_summary(summary, highlights=highlights)
     return 0
+
+
+def cli() -> None:
+    """The `coordinator-audit` console command (installed with the package)."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -286,14 +286,15 @@ def _read_json(spark: SparkSession, path: str, encoding: TextEncoding) -> tuple[
 
     uris = _json_files(path)
     files = spark.createDataFrame(spark.sparkContext.parallelize([(u,) for u in uris], len(uris)), "uri string")
-    enc: Literal["hex", "base64"]
-    if encoding == "auto":
-        fit = files.mapInArrow(make_fit_fn(), from_arrow_schema(FIT_SCHEMA)).agg(
-            *[F.sum(c).alias(c) for c in FIT_SCHEMA.names]).first()
-        enc = choose_text_encoding(int(fit["texts"] or 0), int(fit["hex"] or 0), int(fit["base64"] or 0),
-                                   source=path)
-    else:
-        enc = encoding
+    row = files.mapInArrow(make_fit_fn(), from_arrow_schema(FIT_SCHEMA)).agg(
+        *[F.sum(c).alias(c) for c in FIT_SCHEMA.names]).first()
+    fit = {c: int(row[c] or 0) for c in FIT_SCHEMA.names}
+    if fit["lines"] and not fit["positioned"]:
+        raise InputError(f"input {path}: no JSON line with 'partition' and 'offset' fields in {len(uris)} file(s); "
+                         f"a text dump needs the fields key, value (hex or base64), topic, partition, offset, "
+                         f"timestamp")
+    enc: Literal["hex", "base64"] = encoding if encoding != "auto" else choose_text_encoding(
+        fit["texts"], fit["hex"], fit["base64"], source=path)
     rows = files.mapInArrow(make_json_read_fn(enc), from_arrow_schema(JSON_READ_SCHEMA))
     records = rows.where(F.col("error").isNull()).select("key", "value", "topic", "partition", "offset", "timestamp")
     rejects = _quarantine_rows(rows.where(F.col("error").isNotNull()))

@@ -70,9 +70,11 @@ JSON_READ_SCHEMA = pa.schema([
 set, input_text the line; the fields that could be read are set)."""
 
 FIT_SCHEMA = pa.schema([
-    pa.field("texts", pa.int64()), pa.field("hex", pa.int64()), pa.field("base64", pa.int64()),
+    pa.field("lines", pa.int64()), pa.field("positioned", pa.int64()), pa.field("texts", pa.int64()),
+    pa.field("hex", pa.int64()), pa.field("base64", pa.int64()),
 ])
-"""Per file: lines with a key or value text, and how many of those are all valid hex / base64."""
+"""Per file (`encoding_fit`): non-blank lines, JSON objects with partition and offset fields, those
+with a key or value text, and how many of those are all valid hex / base64."""
 
 
 class ParsedLine(NamedTuple):
@@ -97,24 +99,27 @@ def _is_base64(text: str) -> bool:
     return _B64.fullmatch(text) is not None
 
 
-def encoding_fit(lines: Iterator[tuple[int, bytes]]) -> tuple[int, int, int]:
-    """(lines with a key or value text, those whose texts are all hex, those all base64); lines that
-    are not JSON objects are left out (the read rejects them whatever the encoding)."""
-    texts = hex_ok = b64_ok = 0
+def encoding_fit(lines: Iterator[tuple[int, bytes]]) -> tuple[int, int, int, int, int]:
+    """(non-blank lines, JSON objects among them with partition and offset fields, those with a key
+    or value text, those whose texts are all hex, those all base64); lines that are not JSON objects
+    count only as lines (the read rejects them whatever the encoding)."""
+    n = positioned = texts = hex_ok = b64_ok = 0
     for _, raw in lines:
+        n += 1
         try:
             obj = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             continue
         if not isinstance(obj, dict):
             continue
+        positioned += "partition" in obj and "offset" in obj
         found = [v for v in (obj.get("key"), obj.get("value")) if isinstance(v, str) and v]
         if not found:
             continue
         texts += 1
         hex_ok += all(_is_hex(v) for v in found)
         b64_ok += all(_is_base64(v) for v in found)
-    return texts, hex_ok, b64_ok
+    return n, positioned, texts, hex_ok, b64_ok
 
 
 def _show(text: str, limit: int = 40) -> str:
@@ -261,13 +266,13 @@ def make_fit_fn() -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatc
 
     def fit(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for uri in _uris(batches):
-            texts = hex_ok = b64_ok = 0
+            fit = (0, 0, 0, 0, 0)
             try:
                 with open_file(uri) as stream:
-                    texts, hex_ok, b64_ok = encoding_fit(iter_lines(stream))
+                    fit = encoding_fit(iter_lines(stream))
             except (OSError, pa.ArrowException, EOFError):
                 pass
-            yield pa.RecordBatch.from_pylist([{"texts": texts, "hex": hex_ok, "base64": b64_ok}], schema=FIT_SCHEMA)
+            yield pa.RecordBatch.from_pylist([dict(zip(FIT_SCHEMA.names, fit, strict=True))], schema=FIT_SCHEMA)
 
     return fit
 
