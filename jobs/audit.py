@@ -196,7 +196,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     from jobs.inputs import read_input
     from jobs.offsets_path import scan_log
     from jobs.spark_session import stage
-    from udfs.schemas import RUNS_SCHEMA
+    from udfs.schemas import RUNS_SCHEMA, with_time_columns
 
     started = datetime.now(UTC)
     t0 = time.perf_counter()
@@ -259,7 +259,8 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         "code_version": __version__, "spark_version": spark.version, "writer": writer,
         "config_json": json.dumps(cfg.to_dict(), sort_keys=True),
     }
-    tables_with_runs = {**tables, "runs": spark.createDataFrame([runs_row], RUNS_SCHEMA)}
+    tables_with_runs = {**{name: with_time_columns(df, name) for name, df in tables.items()},
+                        "runs": spark.createDataFrame([runs_row], RUNS_SCHEMA)}
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,

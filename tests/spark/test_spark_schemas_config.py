@@ -20,7 +20,15 @@ from pyspark.sql.types import (
 from coordinator_core.errors import ConfigError
 from jobs.config import SPEC, load_config, parse_timestamp
 from jobs.spark_session import LOCAL_DEFAULTS, is_local_master, load_spark_conf
-from udfs.schemas import TABLE_SCHEMAS, stored_schema, struct_type_from_dataclass
+from udfs.schemas import (
+    MILLIS_COLUMNS,
+    TABLE_SCHEMAS,
+    TIME_COMPANIONS,
+    stored_schema,
+    struct_type_from_dataclass,
+    time_column_name,
+    with_time_columns,
+)
 
 
 @dataclass(frozen=True)
@@ -151,3 +159,29 @@ def test_conf_files_document_the_built_in_defaults() -> None:
 def test_a_config_file_overrides_only_its_keys(tmp_path: Path) -> None:
     cfg = load_config(_write(tmp_path, "[job]\nshards = 3\n"), {"input.path": "x"})
     assert cfg.shards == 3 and cfg.output_path == "output/delta" and cfg.scan_chunk_rows == 500_000
+
+
+def test_every_millisecond_time_column_has_a_timestamp_companion() -> None:
+    """A time in epoch ms is a long named *_timestamp, timestamp, *_at or valid_*; each is declared
+    in MILLIS_COLUMNS, and its companion is stored right after the content columns."""
+    from pyspark.sql.types import TimestampType
+
+    for table, schema in TABLE_SCHEMAS.items():
+        times = tuple(f.name for f in schema.fields if isinstance(f.dataType, LongType) and (
+            f.name == "timestamp" or f.name.endswith(("_timestamp", "_at")) or f.name.startswith("valid_")))
+        assert times == MILLIS_COLUMNS.get(table, ()), table
+        stored = stored_schema(table)
+        for ms, ts in TIME_COMPANIONS.get(table, ()):
+            assert stored[ts].dataType == TimestampType() and stored[ts].nullable == schema[ms].nullable
+    assert [time_column_name(c) for c in ("record_timestamp", "timestamp", "valid_from", "ended_at")] == [
+        "record_time", "time", "valid_from_time", "ended_at_time"]
+
+
+def test_with_time_columns_converts_milliseconds(spark) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame([(1795219200123, None)], "valid_from long, valid_to long")
+    row = with_time_columns(df, "assignments").select(
+        F.date_format("valid_from_time", "yyyy-MM-dd HH:mm:ss.SSS").alias("text"),
+        F.unix_millis("valid_from_time").alias("ms"), "valid_to_time").first()
+    assert (row["text"], row["ms"], row["valid_to_time"]) == ("2026-11-21 00:00:00.123", 1795219200123, None)
