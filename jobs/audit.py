@@ -325,17 +325,38 @@ own progress lines and summary (printed to stderr and stdout, not through log4j)
 
 
 def _first_line(exc: BaseException) -> str:
-    """The message of an exception on one line: a Spark/py4j error's first meaningful line."""
-    text = str(exc).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:  # a Python worker's error ends with "<Type>: <message>" after its traceback
-        if ln.startswith(("pyspark.errors", "org.apache", "java.", "py4j")) or ln.startswith(("File ", "at ")):
-            continue
-        if ln.startswith("Traceback"):
-            break
-        return ln[:500]
-    tail = [ln for ln in lines if ": " in ln and not ln.startswith(("File ", "at "))]
-    return (tail[-1] if tail else (lines[0] if lines else type(exc).__name__))[:500]
+    """The message of an exception on one line: for an error of a Python worker, its last line
+    (``TypeError: ...``); for a JVM error, its first line that is not a stack frame."""
+    import re
+
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if any(ln.startswith("Traceback") for ln in lines):
+        python_error = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b: ", ln)
+                        and not ln.startswith(("pyspark.", "py4j.", "org.apache.", "java."))]
+        if python_error:
+            return python_error[-1][:500]
+    for ln in lines:
+        if not ln.startswith(("at ", "File ", "Traceback", "An exception was thrown")):
+            return ln[:500]
+    return type(exc).__name__
+
+
+def _quiet_jvm_start() -> None:
+    """When this process is about to start Spark's JVM itself (python -m, the console command), let
+    it log errors only from its first line (`jobs/log4j2-quiet.properties`), unless the environment
+    already names a log4j configuration. Under spark-submit the JVM runs already (see
+    scripts/spark-submit.sh)."""
+    import os
+    from pathlib import Path
+
+    from pyspark import SparkContext
+
+    conf = Path(__file__).resolve().with_name("log4j2-quiet.properties")
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    running = "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._active_spark_context is not None
+    if running or "log4j" in opts or not conf.is_file():
+        return
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} -Dlog4j2.configurationFile=file:{conf}".strip()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -353,6 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CoordinatorAuditError as exc:
         print(f"{prog}: configuration error: {exc}", file=sys.stderr)
         return 2
+    if not args.verbose:
+        _quiet_jvm_start()
     try:
         spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf)
         if not args.verbose:

@@ -353,30 +353,41 @@ def _may_have_null_positions(df: DataFrame) -> bool:
 
     import pyarrow.parquet as pq
 
+    from udfs.scan import footer_null_positions
+
     try:
         uris = df.inputFiles()
-    except Exception:
+    except Exception:  # not a file-based source
         return True
-    if not uris:
-        return True
-    for uri in uris:
+    for uri in uris or [""]:
         parsed = urlparse(uri)
-        if parsed.scheme not in ("", "file") or not uri.endswith(".parquet"):
+        if not uri or parsed.scheme not in ("", "file") or not uri.endswith(".parquet"):
             return True
         try:
-            meta = pq.read_metadata(unquote(parsed.path))
+            if footer_null_positions(pq.read_metadata(unquote(parsed.path))):
+                return True
         except Exception:
             return True
-        names = [meta.schema.column(i).path for i in range(meta.num_columns)]
-        for col in ("partition", "offset", "timestamp"):
-            if col not in names:
-                return True
-            i = names.index(col)
-            for g in range(meta.num_row_groups):
-                stats = meta.row_group(g).column(i).statistics
-                if stats is None or not stats.has_null_count or stats.null_count:
-                    return True
     return False
+
+
+def _check_parquet_files(source: str) -> None:
+    """InputError naming the first local Parquet file of `source` whose footer does not read (a
+    truncated or corrupt file), before Spark meets it."""
+    import pyarrow.parquet as pq
+
+    if "://" in source and not source.startswith("file://"):
+        return
+    root = Path(source.removeprefix("file://"))
+    files = [root] if root.is_file() else sorted(
+        f for f in root.rglob("*.parquet") if f.is_file()
+        and not any(part.startswith(("_", ".")) for part in f.relative_to(root).parts))
+    for f in files:
+        try:
+            pq.read_metadata(f)
+        except Exception as exc:
+            raise InputError(f"input {f}: not a readable Parquet file ({str(exc).splitlines()[0]}); "
+                             f"a truncated or corrupt file?") from None
 
 
 def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_table: bool = False,
@@ -408,6 +419,7 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
                 df = _read_delta(spark, source)
                 df = normalize_schema(df, source=source)
             elif fmt == "parquet":
+                _check_parquet_files(source)
                 reader = spark.read
                 if "://" not in source and Path(source).is_dir():
                     # a directory may hold other files beside the data (e.g. data/samples/*.truth.json)

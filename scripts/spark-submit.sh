@@ -4,7 +4,7 @@
 # The venv's own bin/spark-submit fails outside an activated venv ("Could not find valid
 # SPARK_HOME": it looks for pyspark with the system python3). This sets SPARK_HOME to the venv's
 # pyspark and the driver's and workers' Python to the venv's (both kept when already set), and
-# quiets Spark's startup INFO lines (conf/log4j2-quiet.properties: errors only) unless the job is
+# quiets Spark's startup INFO lines (jobs/log4j2-quiet.properties: errors only) unless the job is
 # given --verbose or SPARK_SUBMIT_OPTS already names a log4j configuration.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +20,6 @@ fi
 quiet=1
 for arg in "$@"; do [ "$arg" = "--verbose" ] && quiet=0; done
 if [ "$quiet" = 1 ] && [[ "${SPARK_SUBMIT_OPTS:-}" != *log4j* ]]; then
-    export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:-} -Dlog4j2.configurationFile=file:$root/conf/log4j2-quiet.properties"
+    export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:-} -Dlog4j2.configurationFile=file:$root/jobs/log4j2-quiet.properties"
 fi
 exec "$SPARK_HOME/bin/spark-submit" "$@"
