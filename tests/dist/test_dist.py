@@ -12,6 +12,7 @@ no coordinator-audit at all)."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -94,8 +95,12 @@ def test_spark_submit_with_the_zip_as_the_readme_says(dist: Path, tmp_path: Path
     coordinator-audit, so the code comes from dist/coordinator_audit.zip alone."""
     python = _venv_with_project_deps(tmp_path / "venv")
     assert _run([str(python), "-c", "import jobs"], cwd=tmp_path).returncode != 0
+    documented = [line for line in (ROOT / "README.md").read_text().splitlines()
+                  if line.startswith("bash scripts/spark-submit.sh ")]
+    assert len(documented) == 1, "the README shows one scripts/spark-submit.sh command"
+    cmd = shlex.split(documented[0])
+    assert cmd[cmd.index("--py-files") + 1] == "dist/coordinator_audit.zip"
     out = tmp_path / "audit"
-    result = _run(["bash", "scripts/spark-submit.sh", "--master", "local[2]", "--py-files",
-                   "dist/coordinator_audit.zip", "jobs/audit.py", "--input", "data/samples", "--output", str(out)],
-                  cwd=ROOT, env=_env(PYSPARK_PYTHON=str(python)))
+    cmd[cmd.index("--output") + 1] = str(out)  # the one change: write under tmp_path, not out/
+    result = _run(cmd, cwd=ROOT, env=_env(PYSPARK_PYTHON=str(python)))
     _assert_clean_run(out, result, out)
