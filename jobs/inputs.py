@@ -37,7 +37,6 @@ to fix.
 from __future__ import annotations
 
 import fnmatch
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -158,6 +157,8 @@ def detect_format(path: str) -> Literal["parquet", "delta", "json"]:
 def _looks_like_dump(file: Path) -> bool:
     """Whether a JSON file's first non-blank line is a record of a dump (an object with partition
     and offset), as opposed to a JSON document such as a pretty-printed truth file."""
+    import json
+
     from udfs.json_lines import iter_lines, open_file
 
     try:
