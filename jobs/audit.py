@@ -217,8 +217,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     sc = scan.counts
     rejected = data.rejected()
     if rejected:
-        _log(f"input: {rejected:,} lines or records cannot be read as records (not JSON, not {data.text_encoding or 'decodable'}, "
-             f"no offset, ...): quarantined with their file and line")
+        _log(f"input: {rejected:,} lines or records are no readable record (see quarantine.error): quarantined")
     _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
          f"commits and {sc['tombstones']:,} tombstones summarised, {sc['side_records']:,} records for the replay")
 
