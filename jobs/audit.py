@@ -1,7 +1,8 @@
 """The coordinator-audit job: `__consumer_offsets` records in, the audit's Delta tables out.
 
-    spark-submit jobs/audit.py --input <path> --output <base path> [options]
+    coordinator-audit --input <path> --output <base path> [options]      (the installed command)
     python -m jobs.audit --input <path> --output <base path> [options]
+    spark-submit --py-files coordinator_audit.zip jobs/audit.py --input <path> --output <base path> [options]
 
 Pipeline (one Spark application, one pass over the input's bytes):
 
@@ -33,7 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from coordinator_core import __version__
-from coordinator_core.errors import CoordinatorAuditError
+from coordinator_core.errors import ConfigError, CoordinatorAuditError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from jobs.config import AuditConfig
     from jobs.offsets_path import Scan
 
-__all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "main", "parse_args", "run_audit"]
+__all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "cli", "main", "parse_args", "run_audit"]
 
 AUDIT_OUTPUT_TABLES: tuple[str, ...] = (
     "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine", "group_state",
@@ -59,11 +60,12 @@ def _log(line: str) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="jobs.audit",
+        prog="coordinator-audit",
         description="Audit Kafka classic consumer groups from __consumer_offsets records: generations, "
                     "assignments, rebalance causes, protocol violations, offset-commit summaries and "
                     "quarantined records, written as Delta tables.",
-        epilog="Values not given on the command line come from the config file (default conf/audit.toml).",
+        epilog="Values not given on the command line come from --config, else the built-in defaults "
+               "(documented in conf/audit.toml).",
     )
     src = p.add_argument_group("input")
     src.add_argument("--input", metavar="PATH", help="records to audit: a file or directory (parquet, delta, json)")
@@ -85,7 +87,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     out.add_argument("--writer", choices=["auto", "native", "embedded"],
                      help="auto (default): Delta Spark when on the classpath, else Spark Parquet + deltalake commit")
     job = p.add_argument_group("job")
-    job.add_argument("--config", metavar="FILE", help="job configuration (TOML; default conf/audit.toml)")
+    job.add_argument("--config", metavar="FILE",
+                     help="job configuration overriding the built-in defaults (TOML; see conf/audit.toml)")
     job.add_argument("--shards", type=int, metavar="N", help="Spark partitions of the per-group replay")
     job.add_argument("--no-quarantine", action="store_true",
                      help="count undecodable records but do not write them to the quarantine table")
@@ -93,6 +96,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     job.add_argument("--run-id", metavar="ID", help="identifier of this run (default: time-based)")
     job.add_argument("--no-summary", action="store_true",
                      help="skip reading the tables back for the per-table summary lines")
+    job.add_argument("--verbose", action="store_true",
+                     help="keep Spark's own log level (default: errors only) and print full traces on failure")
     return p.parse_args(argv)
 
 
@@ -305,7 +310,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     from jobs import delta_io, nightly
     from jobs.inputs import read_input
     from jobs.spark_session import stage
-    from udfs.schemas import RUNS_SCHEMA
+    from udfs.schemas import RUNS_SCHEMA, with_time_columns
 
     started = datetime.now(UTC)
     t0 = time.perf_counter()
@@ -353,6 +358,11 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
                        base_missing=base_missing, resume=resume, gap_time=cfg.since)
     tables = main.tables
+    rejected = data.rejected()
+    if rejected:
+        _log(f"input: {rejected:,} lines or records are no readable record (see quarantine.error): quarantined")
+    if data.rejects is not None:
+        tables["quarantine"] = tables["quarantine"].unionByName(data.rejects)
     if not cfg.quarantine:
         tables["quarantine"] = tables["quarantine"].limit(0)
 
@@ -364,7 +374,9 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         table_rows = {name: int(df.count()) for name, df in tables.items()}
         merged_rows = {name: int(df.count()) for name, df in carried.items()}
 
-    run_counts = main.counts
+    run_counts = dict(main.counts)
+    run_counts["records_in"] += rejected
+    run_counts["quarantined"] += rejected
     accounted = sum(v for k, v in run_counts.items() if k != "records_in")
     if accounted != run_counts["records_in"]:
         raise CoordinatorAuditError(
@@ -390,7 +402,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         if merged_rows.get(name):
             keys, null_safe, (pcol, ocol) = MERGE_KEYS[name]
             homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
-            merges[name] = delta_io.Merge(df, keys, null_safe, homes)
+            merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes)
 
     finished = datetime.now(UTC)
     writer = delta_io.resolve_writer(spark, cfg.writer)
@@ -404,7 +416,8 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         "base_run_id": plan.base.run_id if plan.base is not None else None, "end_offsets": end_offsets,
         "missing_offsets": missing, "note": note,
     }
-    tables_with_runs = {**tables, "runs": spark.createDataFrame([runs_row], RUNS_SCHEMA)}
+    tables_with_runs = {**{name: with_time_columns(df, name) for name, df in tables.items()},
+                        "runs": spark.createDataFrame([runs_row], RUNS_SCHEMA)}
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,
@@ -471,23 +484,91 @@ def print_summary(summary: RunSummary, *, out: Any = None, highlights: dict[str,
             print(f"  {'':<{width}}  {highlights[table]}", file=out)
 
 
+QUIET_SPARK_LOG_LEVEL = "ERROR"
+"""Spark's log level during a run unless `--verbose`: its INFO and WARN lines would bury the job's
+own progress lines and summary (printed to stderr and stdout, not through log4j)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    """The message of an exception on one line: for an error of a Python worker, its last line
+    (``TypeError: ...``); for a JVM error, its first line that is not a stack frame."""
+    import re
+
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if any(ln.startswith("Traceback") for ln in lines):
+        python_error = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b: ", ln)
+                        and not ln.startswith(("pyspark.", "py4j.", "org.apache.", "java."))]
+        if python_error:
+            return python_error[-1][:500]
+    for ln in lines:
+        if not ln.startswith(("at ", "File ", "Traceback", "An exception was thrown")):
+            return ln[:500]
+    return type(exc).__name__
+
+
+def _quiet_jvm_start() -> None:
+    """When this process is about to start Spark's JVM itself (python -m, the console command), let
+    it log errors only from its first line (`jobs/log4j2-quiet.properties`), unless the environment
+    already names a log4j configuration. Under spark-submit the JVM runs already (see
+    scripts/spark-submit.sh)."""
+    import os
+    from pathlib import Path
+
+    from pyspark import SparkContext
+
+    conf = Path(__file__).resolve().with_name("log4j2-quiet.properties")
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    running = "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._active_spark_context is not None
+    if running or "log4j" in opts or not conf.is_file():
+        return
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} -Dlog4j2.configurationFile=file:{conf}".strip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: one clear line on stderr for any failure (exit 2 for configuration and
+    input errors found before Spark runs a job, 1 otherwise); the full trace only with --verbose."""
+    import traceback
+
     from jobs.spark_session import build_session
 
     args = parse_args(argv)
+    prog = "coordinator-audit"
+    hint = "" if args.verbose else " (--verbose shows the full trace)"
     try:
         cfg = config_from_args(args)
     except CoordinatorAuditError as exc:
-        print(f"jobs.audit: configuration error: {exc}", file=sys.stderr)
+        print(f"{prog}: configuration error: {exc}", file=sys.stderr)
         return 2
-    spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf)
+    if not args.verbose:
+        _quiet_jvm_start()
     try:
+        spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf)
+        if not args.verbose:
+            spark.sparkContext.setLogLevel(QUIET_SPARK_LOG_LEVEL)
         summary = run_audit(spark, cfg, run_id=args.run_id)
+        highlights = None if args.no_summary else table_highlights(spark, summary)
+    except ConfigError as exc:  # the input cannot be read as records (InputError), a bad setting
+        if args.verbose:
+            traceback.print_exc()
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     except CoordinatorAuditError as exc:
-        print(f"jobs.audit: {exc}", file=sys.stderr)
+        if args.verbose:
+            traceback.print_exc()
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 1
-    print_summary(summary, highlights=None if args.no_summary else table_highlights(spark, summary))
+    except Exception as exc:  # Spark, py4j and worker errors: one line, the trace only when asked
+        if args.verbose:
+            traceback.print_exc()
+        print(f"{prog}: the run failed: {type(exc).__name__}: {_first_line(exc)}{hint}", file=sys.stderr)
+        return 1
+    print_summary(summary, highlights=highlights)
     return 0
+
+
+def cli() -> None:
+    """The `coordinator-audit` console command (installed with the package)."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
-"""The audit job's configuration: `conf/audit.toml` (or another TOML file) overlaid with CLI flags.
+"""The audit job's configuration: built-in defaults, overlaid by an optional TOML file, overlaid by CLI flags.
 
-`load_config(path, overrides)` reads the file with `tomllib`, applies the overrides (dotted keys
-such as ``"input.path"``; ``None`` values are ignored, so argparse defaults can be passed as they
-are), validates everything and returns a frozen `AuditConfig`. Every problem raises
+`load_config(path, overrides)` starts from the defaults declared in `SPEC` (they travel with the
+code: a wheel, a `--py-files` zip or a notebook needs no file), reads `path` with `tomllib` when
+one is given (its keys override the defaults), applies the overrides (dotted keys such as
+``"input.path"``; ``None`` values are ignored, so argparse defaults can be passed as they are),
+validates everything and returns a frozen `AuditConfig`. Every problem raises
 `coordinator_core.errors.ConfigError` naming the key (``input.format``), the file, and what is
 allowed. Unknown sections and keys are errors too (a typo must not be silently ignored).
 
-The keys, their types and defaults are declared once, in `SPEC`; `conf/audit.toml` documents them.
+The keys, their types and defaults are declared once, in `SPEC`; `conf/audit.toml` documents them
+with the same values (a test holds the file to `SPEC`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from typing import Any, Literal, get_args
 from coordinator_core.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH",
     "SPEC",
     "AuditConfig",
     "InputFormat",
@@ -39,9 +41,6 @@ TextEncoding = Literal["auto", "hex", "base64"]
 WriteMode = Literal["replace_window", "overwrite", "append"]
 Writer = Literal["auto", "native", "embedded"]
 ScanReader = Literal["auto", "arrow", "spark"]
-
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[1] / "conf" / "audit.toml"
-
 
 @dataclass(frozen=True, slots=True)
 class _Key:
@@ -79,7 +78,7 @@ SPEC: dict[str, dict[str, _Key]] = {
     "spark": {
         "master": _Key(str, "", "Spark master ('' keeps spark-submit's)"),
         "app_name": _Key(str, "coordinator-audit", "Spark application name"),
-        "local_conf": _Key(str, "conf/spark-local.toml", "Spark settings used with a local master"),
+        "local_conf": _Key(str, "", "a TOML file of Spark settings overriding the built-in local ones"),
     },
 }
 
@@ -107,7 +106,7 @@ class AuditConfig:
     app_name: str
     spark_local_conf: str
     source: str
-    """Where the values came from (the file path, plus "+ overrides" when any applied)."""
+    """Where the values came from: "defaults", the file path, plus "+ overrides" when any applied."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (for the runs table's config_json)."""
@@ -165,16 +164,21 @@ def _check(name: str, spec: _Key, value: Any, where: str) -> Any:
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> AuditConfig:
-    """Reads `path` (default `conf/audit.toml`), applies `overrides` ({"section.key": value}; None
-    values skipped) and validates. Raises ConfigError naming the key for anything wrong."""
-    file = Path(path) if path is not None else DEFAULT_CONFIG_PATH
-    where = str(file)
-    if not file.is_file():
-        raise ConfigError(f"config file {where} not found (pass an existing TOML file, e.g. {DEFAULT_CONFIG_PATH})")
-    try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {where} is not valid TOML: {exc}") from None
+    """The built-in defaults, overridden by the TOML file `path` (when given) and by `overrides`
+    ({"section.key": value}; None values skipped), validated. Raises ConfigError naming the key for
+    anything wrong."""
+    raw: dict[str, Any] = {}
+    where = "defaults"
+    if path is not None:
+        file = Path(path)
+        where = str(file)
+        if not file.is_file():
+            raise ConfigError(f"config file {where} not found (pass an existing TOML file, or no --config for "
+                              f"the built-in defaults)")
+        try:
+            raw = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {where} is not valid TOML: {exc}") from None
 
     values: dict[str, Any] = {}
     for section, keys in raw.items():

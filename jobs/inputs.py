@@ -11,14 +11,24 @@ Accepted inputs:
   timestamp` (Spark's Kafka source, Kafka Connect sinks, the simulator). Compatible types are cast
   (partition long/short -> int, offset int -> long, timestamp as epoch-ms long or timestamp_ntz ->
   timestamp); a missing `topic` is filled with `__consumer_offsets`; extra columns are dropped;
-* JSON lines dumps with the same field names whose key and value are hex or base64 strings
-  (`text_encoding="auto"` looks at the keys: all hex digits of even length => hex, else base64),
-  timestamps as ISO-8601 strings or epoch milliseconds.
+* JSON lines dumps with the same field names whose key and value are hex or base64 strings,
+  timestamps as ISO-8601 strings or epoch milliseconds, read line by line in the Python workers
+  (`udfs.json_lines`). `text_encoding="auto"` counts, over every line, the records whose key and
+  value texts are valid hex and valid base64 (`choose_text_encoding`): the encoding every record
+  fits wins (hex first), else the one most records fit, provided at least half do; otherwise the
+  run stops and asks for `--text-encoding`. A record whose key or value does not decode in the
+  chosen encoding, a line that is not JSON, not UTF-8 or lacks a field, and the unreadable rest
+  of a truncated file are *rejected*: `InputData.rejects` holds them as quarantine rows naming the
+  file, the line number, the line and what is wrong, and the job quarantines them.
+
+Records of any format with a null partition, offset or timestamp cannot be placed in the log:
+they are rejected too.
 
 Then the `--since/--until` window is applied to the record timestamps (since inclusive, until
 exclusive) and duplicates of the same (partition, offset) are dropped (re-reads of a topic overlap).
 `InputData.counts()` gives the runs table's figures: records_in = duplicates_dropped +
-filtered_by_window + records (the rows of `InputData.df`).
+filtered_by_window + records (the rows of `InputData.df`); rejected records are not in `raw` and
+are counted apart (`InputData.rejected()`).
 
 A missing path, an undecidable format or a wrong schema raises `InputError` at once, saying what
 to fix.
@@ -42,8 +52,8 @@ __all__ = [
     "InputCounts",
     "InputData",
     "InputError",
+    "choose_text_encoding",
     "detect_format",
-    "detect_text_encoding",
     "filter_groups",
     "normalize_schema",
     "read_input",
@@ -86,6 +96,13 @@ class InputData:
     text_encoding: str | None
     window: Column
     """The window condition on `raw` (true inside since <= timestamp < until)."""
+    rejects: DataFrame | None = None
+    """Lines and records that cannot be read (module docstring), as rows of the quarantine table;
+    None when the input cannot have any."""
+
+    def rejected(self) -> int:
+        """How many lines and records were rejected (a Spark job; 0 without one when none can be)."""
+        return 0 if self.rejects is None else int(self.rejects.count())
 
     def counts(self) -> InputCounts:
         """Counts the input in one Spark job (a scan of the input plus a shuffle of (partition,
@@ -109,8 +126,8 @@ def detect_format(path: str) -> Literal["parquet", "delta", "json"]:
                          f"pass --format parquet|delta|json")
     p = Path(path.removeprefix("file://"))
     if not p.exists():
-        raise InputError(f"input {path}: no such file or directory (check the path, or use --table for a "
-                         f"catalog table)")
+        raise InputError(f"input {path}: no such file or directory (check the path, or use --input-table for "
+                         f"a catalog table)")
     name = p.name.lower()
     if p.is_file():
         if name.endswith(".parquet"):
@@ -131,29 +148,48 @@ def detect_format(path: str) -> Literal["parquet", "delta", "json"]:
         return "json"
     if not data:
         raise InputError(f"input {path}: the directory holds no data files")
+    if kinds == {"parquet", "json"} and not any(
+            _looks_like_dump(f) for f in data if f.name.lower().endswith(_JSON_SUFFIXES)):
+        return "parquet"  # JSON documents beside the Parquet data (e.g. data/samples/*.truth.json)
     raise InputError(f"input {path}: the directory mixes file kinds ({', '.join(sorted(kinds))}); "
                      f"pass --format parquet|delta|json")
 
 
-def detect_text_encoding(df: DataFrame, *, column: str = "key", sample: int = 1000) -> Literal["hex", "base64"]:
-    """hex if every sampled non-empty `column` value is hex digits of even length, else base64."""
-    from pyspark.sql import functions as F
+def _looks_like_dump(file: Path) -> bool:
+    """Whether a JSON file's first non-blank line is a record of a dump (an object with partition
+    and offset), as opposed to a JSON document such as a pretty-printed truth file."""
+    import json
 
-    col = F.regexp_replace(F.col(column), r"^0[xX]", "")
-    rows = (df.select(col.alias("s")).where(F.col("s").isNotNull() & (F.length("s") > 0)).limit(sample)
-            .agg(F.count(F.lit(1)).alias("n"),
-                 F.count_if(~F.col("s").rlike("^([0-9a-fA-F]{2})+$")).alias("not_hex")).first())
-    if rows is None or rows["n"] == 0:
+    from udfs.json_lines import iter_lines, open_file
+
+    try:
+        with open_file(str(file)) as stream:
+            for _, raw in iter_lines(stream):
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    return False
+                return isinstance(obj, dict) and "partition" in obj and "offset" in obj
+    except (OSError, EOFError):
+        return True  # unreadable: let the JSON reader say so
+    return False
+
+
+def choose_text_encoding(texts: int, hex_fit: int, base64_fit: int, *, source: str) -> Literal["hex", "base64"]:
+    """The key/value encoding of a dump from the counts of its records with key or value texts
+    (`texts`) and of those whose texts are all valid hex / base64: the one every record fits (hex
+    first), else the one most fit if at least half do (the others are rejected, record by record);
+    else InputError."""
+    if texts == 0 or hex_fit == texts:
         return "hex"
-    return "hex" if rows["not_hex"] == 0 else "base64"
-
-
-def _decode_text(col: Column, encoding: str) -> Column:
-    from pyspark.sql import functions as F
-
-    if encoding == "hex":
-        return F.unhex(F.regexp_replace(col, r"^0[xX]", ""))
-    return F.unbase64(col)
+    if base64_fit == texts:
+        return "base64"
+    best: Literal["hex", "base64"] = "hex" if hex_fit >= base64_fit else "base64"
+    if 2 * max(hex_fit, base64_fit) < texts:
+        raise InputError(f"input {source}: cannot tell how keys and values are encoded: of {texts} records, "
+                         f"{hex_fit} are valid hex and {base64_fit} valid base64; pass --text-encoding hex|base64 "
+                         f"(records that do not decode are then quarantined)")
+    return best
 
 
 def normalize_schema(df: DataFrame, *, source: str) -> DataFrame:
@@ -214,31 +250,146 @@ def normalize_schema(df: DataFrame, *, source: str) -> DataFrame:
     return df.select(*cols)
 
 
-def _read_json(spark: SparkSession, path: str, encoding: TextEncoding) -> tuple[DataFrame, str]:
+def _json_files(path: str) -> list[str]:
+    """The data files of a JSON-lines input: the file itself, or a directory's files (hidden and
+    `_`-prefixed ones aside) with JSON names, or all of them when none has one."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    if "://" in path and not path.startswith("file://"):
+        try:
+            fs, root = pafs.FileSystem.from_uri(path)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise InputError(f"input {path}: cannot open it to read JSON lines ({exc}); use a local or mounted "
+                             f"path (e.g. /dbfs/...)") from None
+        scheme = path.split("://", 1)[0] + "://"
+    else:
+        fs, root, scheme = pafs.LocalFileSystem(), str(Path(path.removeprefix("file://")).resolve()), ""
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.NotFound:
+        raise InputError(f"input {path}: no such file or directory")
+    if info.type == pafs.FileType.File:
+        return [scheme + root]
+    found = [f for f in fs.get_file_info(pafs.FileSelector(root, recursive=True)) if f.type == pafs.FileType.File
+             and not any(part.startswith(("_", ".")) for part in f.path[len(root):].strip("/").split("/"))]
+    named = [f for f in found if f.base_name.lower().endswith(_JSON_SUFFIXES)]
+    files = sorted(scheme + f.path for f in (named or found))
+    if not files:
+        raise InputError(f"input {path}: the directory holds no data files")
+    return files
+
+
+def _read_json(spark: SparkSession, path: str, encoding: TextEncoding) -> tuple[DataFrame, DataFrame, str]:
+    """(records, rejected lines as quarantine rows, the encoding) of a JSON-lines input."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from udfs.json_lines import FIT_SCHEMA, JSON_READ_SCHEMA, make_fit_fn, make_json_read_fn
+
+    uris = _json_files(path)
+    files = spark.createDataFrame(spark.sparkContext.parallelize([(u,) for u in uris], len(uris)), "uri string")
+    row = files.mapInArrow(make_fit_fn(), from_arrow_schema(FIT_SCHEMA)).agg(
+        *[F.sum(c).alias(c) for c in FIT_SCHEMA.names]).first()
+    fit = {c: int(row[c] or 0) for c in FIT_SCHEMA.names}
+    if fit["lines"] and not fit["positioned"]:
+        raise InputError(f"input {path}: no JSON line with 'partition' and 'offset' fields in {len(uris)} file(s); "
+                         f"a text dump needs the fields key, value (hex or base64), topic, partition, offset, "
+                         f"timestamp")
+    enc: Literal["hex", "base64"] = encoding if encoding != "auto" else choose_text_encoding(
+        fit["texts"], fit["hex"], fit["base64"], source=path)
+    rows = files.mapInArrow(make_json_read_fn(enc), from_arrow_schema(JSON_READ_SCHEMA))
+    records = rows.where(F.col("error").isNull()).select("key", "value", "topic", "partition", "offset", "timestamp")
+    rejects = _quarantine_rows(rows.where(F.col("error").isNotNull()))
+    return records, rejects, enc
+
+
+def _quarantine_rows(df: DataFrame) -> DataFrame:
+    """Rejected input rows as rows of the quarantine table (its content schema): `df` has the
+    Kafka-source columns (those it lacks are null), `error`, and optionally `input_file`,
+    `input_line`, `input_text`."""
     from pyspark.sql import functions as F
 
-    text_schema = "key string, value string, topic string, partition string, offset string, timestamp string"
-    raw = spark.read.schema(text_schema + ", _corrupt_record string").option(
-        "columnNameOfCorruptRecord", "_corrupt_record").json(path)
-    sample = raw.where(F.col("_corrupt_record").isNull()).limit(1000).cache()
-    if sample.where(F.col("partition").isNotNull() & F.col("offset").isNotNull()).limit(1).count() == 0:
-        sample.unpersist()
-        raise InputError(f"input {path}: no JSON line with 'partition' and 'offset' fields; a text dump needs "
-                         f"the fields key, value (hex or base64), topic, partition, offset, timestamp")
-    enc = encoding if encoding != "auto" else detect_text_encoding(sample)
-    sample.unpersist()
-    ts = F.col("timestamp")
-    timestamp = F.when(ts.rlike(r"^-?[0-9]+$"), F.timestamp_millis(ts.cast("long"))).otherwise(
-        F.to_timestamp(ts))
-    df = raw.select(
-        _decode_text(F.col("key"), enc).alias("key"),
-        _decode_text(F.col("value"), enc).alias("value"),
-        F.coalesce(F.col("topic"), F.lit(DEFAULT_TOPIC)).alias("topic"),
-        F.col("partition").cast("int").alias("partition"),
-        F.col("offset").cast("long").alias("offset"),
-        timestamp.alias("timestamp"),
-    )
-    return df, enc
+    from udfs.schemas import TABLE_SCHEMAS
+
+    cols = set(df.columns)
+    key = F.col("key") if "key" in cols else F.lit(None).cast("binary")
+    values = {
+        "group_id": F.lit(None),
+        "partition": F.col("partition"), "offset": F.col("offset"),
+        "timestamp": F.unix_millis(F.col("timestamp")),
+        "key": key, "value": F.col("value"), "error": F.col("error"), "replayed": F.lit(False),
+        "key_type": F.when(F.length(key) >= 2, F.conv(F.hex(F.substring(key, 1, 2)), 16, 10)),
+    }
+    for name in ("input_file", "input_line", "input_text"):
+        values[name] = F.col(name) if name in cols else F.lit(None)
+    schema = TABLE_SCHEMAS["quarantine"]
+    return df.select(*[values[f.name].cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def _null_positions(df: DataFrame) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col("partition").isNull() | F.col("offset").isNull() | F.col("timestamp").isNull()
+
+
+def _position_rejects(df: DataFrame, *, source: str) -> tuple[DataFrame, DataFrame | None]:
+    """(records with partition, offset and timestamp, rejected records without one as quarantine
+    rows); (df, None) when Parquet footers show no nulls in those columns."""
+    from pyspark.sql import functions as F
+
+    if not _may_have_null_positions(df):
+        return df, None
+    missing = F.concat_ws(", ", *[F.when(F.col(c).isNull(), F.lit(c)) for c in ("partition", "offset", "timestamp")])
+    file = F.input_file_name()
+    rejects = df.where(_null_positions(df)).select(
+        "*", F.concat(F.lit("the record has no "), missing, F.lit(" (null in the input): it cannot be placed in "
+                                                                   "the log")).alias("error"),
+        F.when(file != "", file).alias("input_file"))
+    return df.where(~_null_positions(df)), _quarantine_rows(rejects)
+
+
+def _may_have_null_positions(df: DataFrame) -> bool:
+    """False when every input file is a local Parquet file whose footer statistics count no null
+    partition, offset or timestamp (no Spark job); True otherwise."""
+    from urllib.parse import unquote, urlparse
+
+    import pyarrow.parquet as pq
+
+    from udfs.scan import footer_null_positions
+
+    try:
+        uris = df.inputFiles()
+    except Exception:  # not a file-based source
+        return True
+    for uri in uris or [""]:
+        parsed = urlparse(uri)
+        if not uri or parsed.scheme not in ("", "file") or not uri.endswith(".parquet"):
+            return True
+        try:
+            if footer_null_positions(pq.read_metadata(unquote(parsed.path))):
+                return True
+        except Exception:
+            return True
+    return False
+
+
+def _check_parquet_files(source: str) -> None:
+    """InputError naming the first local Parquet file of `source` whose footer does not read (a
+    truncated or corrupt file), before Spark meets it."""
+    import pyarrow.parquet as pq
+
+    if "://" in source and not source.startswith("file://"):
+        return
+    root = Path(source.removeprefix("file://"))
+    files = [root] if root.is_file() else sorted(
+        f for f in root.rglob("*.parquet") if f.is_file()
+        and not any(part.startswith(("_", ".")) for part in f.relative_to(root).parts))
+    for f in files:
+        try:
+            pq.read_metadata(f)
+        except Exception as exc:
+            raise InputError(f"input {f}: not a readable Parquet file ({str(exc).splitlines()[0]}); "
+                             f"a truncated or corrupt file?") from None
 
 
 def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_table: bool = False,
@@ -250,6 +401,7 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
     from pyspark.sql.utils import AnalysisException
 
     encoding: str | None = None
+    rejects: DataFrame | None = None
     if is_table:
         try:
             df = spark.table(source)
@@ -264,11 +416,12 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
             raise InputError(f"input {source}: no such file or directory")
         try:
             if fmt == "json":
-                df, encoding = _read_json(spark, source, text_encoding)
+                df, rejects, encoding = _read_json(spark, source, text_encoding)
             elif fmt == "delta":
                 df = _read_delta(spark, source)
                 df = normalize_schema(df, source=source)
             elif fmt == "parquet":
+                _check_parquet_files(source)
                 reader = spark.read
                 if "://" not in source and Path(source).is_dir():
                     # a directory may hold other files beside the data (e.g. data/samples/*.truth.json)
@@ -279,12 +432,14 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
         except AnalysisException as exc:
             raise InputError(f"input {source}: cannot be read as {fmt} ({str(exc).splitlines()[0]})") from None
 
+    if fmt != "json":
+        df, rejects = _position_rejects(df, source=source)
     bounded = window_condition(since, until)
     cond = bounded if bounded is not None else F.lit(True)
     windowed = df.where(cond) if bounded is not None else df
     clean = windowed.dropDuplicates(["partition", "offset"]) if deduplicate else windowed
     return InputData(df=clean, raw=df, windowed=windowed, format=fmt, source=source, text_encoding=encoding,
-                     window=F.coalesce(cond, F.lit(False)))
+                     window=F.coalesce(cond, F.lit(False)), rejects=rejects)
 
 
 def window_condition(since: datetime | None, until: datetime | None,

@@ -2,8 +2,9 @@
 
 `build_session` is the only place a session is made for the job:
 
-* local masters (`local`, `local[N]`, `local[*]`) get `conf/spark-local.toml` (2 shuffle
-  partitions, Arrow on, UI off, ...); on a cluster the cluster's settings stand;
+* local masters (`local`, `local[N]`, `local[*]`) get `LOCAL_DEFAULTS` (2 shuffle partitions,
+  Arrow on, UI off, ...; documented in `conf/spark-local.toml`), overridden by the file named by
+  `spark.local_conf` when one is given; on a cluster the cluster's settings stand;
 * everywhere: UTC session time zone, Arrow for pandas conversions, Parquet timestamps written as
   TIMESTAMP_MICROS (what Delta expects, not Spark's legacy INT96), and Python workers running this
   interpreter (`PYSPARK_PYTHON` = `sys.executable`, unless the environment already names one);
@@ -32,9 +33,24 @@ from coordinator_core.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ROOT", "Stage", "build_session", "cache_dir", "is_local_master", "load_spark_conf", "stage"]
+__all__ = ["LOCAL_DEFAULTS", "ROOT", "Stage", "build_session", "cache_dir", "is_local_master", "load_spark_conf",
+           "stage"]
 
 ROOT = Path(__file__).resolve().parents[1]
+
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.master": "local[2]",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "2g",
+    "spark.ui.showConsoleProgress": "false",
+}
+"""Spark settings of a local master (a laptop or CI), built in so that they travel with the code;
+`conf/spark-local.toml` lists the same values (a test holds them equal) and is a template for a
+`spark.local_conf` file overriding them."""
 
 ALWAYS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
@@ -83,19 +99,20 @@ def load_spark_conf(path: str | Path) -> dict[str, str]:
 
 
 def build_session(*, master: str | None = None, app_name: str = "coordinator-audit",
-                  local_conf: str | Path = "conf/spark-local.toml",
+                  local_conf: str | Path | None = None,
                   conf: Mapping[str, str] | None = None) -> SparkSession:
     """Builds (or returns the active) SparkSession with the project's settings (module docstring).
 
-    `master` None keeps what spark-submit set (or `local[2]` from the local conf when nothing did).
-    `conf` entries win over everything else."""
+    `master` None keeps what spark-submit set (or `local[2]` from the local defaults when nothing
+    did). `local_conf` (a TOML file with a `[spark]` table; None or "": none) overrides
+    `LOCAL_DEFAULTS`. `conf` entries win over everything else."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     settings: dict[str, str] = {}
     effective_master = master or os.environ.get("MASTER") or _submitted_master()
-    local_settings = load_spark_conf(local_conf)
+    local_settings = {**LOCAL_DEFAULTS, **(load_spark_conf(local_conf) if local_conf else {})}
     if effective_master is None or is_local_master(effective_master):
         settings.update(local_settings)
     if effective_master is not None:

@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m jobs.audit --input data/samples --format parquet --output out/delta --master 'local[2]' "$@"
+exec .venv/bin/python -m jobs.audit --input data/samples --output out/delta --master 'local[2]' "$@"

@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/python -m ruff check coordinator_core jobs udfs tests scripts benchmarks
+.venv/bin/python -m ruff check coordinator_core jobs udfs tests scripts benchmarks notebooks
 .venv/bin/python -m mypy
 exec .venv/bin/python -m pytest "$@"

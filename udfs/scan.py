@@ -49,9 +49,11 @@ __all__ = [
     "KIND_RANGE",
     "KIND_REGRESSION",
     "KIND_SIDE",
+    "POSITION_COLUMNS",
     "SCAN_FIELDS",
     "SCAN_SCHEMA",
     "ParquetFooter",
+    "footer_null_positions",
     "group_matcher",
     "make_file_scan_fn",
     "make_scan_fn",
@@ -543,6 +545,27 @@ class ParquetFooter(NamedTuple):
     schema: pa.Schema
     row_groups: tuple[int, ...]
     """Rows of each row group."""
+    null_positions: bool = False
+    """partition, offset or timestamp may hold nulls (the statistics count some, or have no count):
+    such records cannot be placed in the log, and `jobs.inputs` rejects them through Spark."""
+
+
+POSITION_COLUMNS: tuple[str, ...] = ("partition", "offset", "timestamp")
+
+
+def footer_null_positions(meta: Any) -> bool:
+    """Whether a Parquet file's metadata admits a null partition, offset or timestamp (a missing
+    column or statistics without a null count count as yes)."""
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    for col in POSITION_COLUMNS:
+        if col not in names:
+            return True
+        i = names.index(col)
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(i).statistics
+            if stats is None or not stats.has_null_count or stats.null_count:
+                return True
+    return False
 
 
 def read_footer(path: str) -> ParquetFooter:
@@ -551,7 +574,8 @@ def read_footer(path: str) -> ParquetFooter:
     with pq.ParquetFile(path) as pf:
         meta = pf.metadata
         return ParquetFooter(path, pf.schema_arrow, tuple(meta.row_group(i).num_rows
-                                                          for i in range(meta.num_row_groups)))
+                                                          for i in range(meta.num_row_groups)),
+                             footer_null_positions(meta))
 
 
 def parquet_units(footers: Sequence[ParquetFooter], *, unit_rows: int) -> list[tuple[str, list[int]]]:
@@ -584,6 +608,8 @@ def parquet_input_problem(footer: ParquetFooter) -> str | None:
         t = schema.field(col).type
         if not (ok(t) or (col in ("key", "value") and pa.types.is_large_binary(t))):
             return f"{footer.path}: column {col} is {t}"
+    if footer.null_positions:
+        return f"{footer.path}: partition, offset or timestamp may be null"
     return None
 
 

@@ -15,6 +15,12 @@ Type rule of `struct_type_from_dataclass` (annotation -> Spark type):
 * `X | None` -> the type of X, nullable; every other field is non-nullable.
 * `tuple[X, ...]` / `list[X]` -> `ArrayType(X, containsNull=False)`.
 
+Times are epoch milliseconds as Kafka writes them. Each such column (`MILLIS_COLUMNS`) gets a Spark
+`TIMESTAMP` companion, added in one place just before writing (`with_time_columns`) and named by
+one rule (`time_column_name`): a trailing `_timestamp` becomes `_time` (`record_timestamp` ->
+`record_time`), `timestamp` becomes `time`, any other name gains `_time` (`valid_from` ->
+`valid_from_time`, `ended_at` -> `ended_at_time`). Companions follow the content columns.
+
 Stored tables carry two more columns, appended by `jobs.delta_io` (`stored_schema`): `run_id`
 (the run that wrote the row) and `run_window` (the partition column; see `jobs.delta_io`).
 """
@@ -57,6 +63,7 @@ __all__ = [
     "GROUP_STATE_SCHEMA",
     "INT32_NAME_SUFFIXES",
     "KAFKA_SOURCE_SCHEMA",
+    "MILLIS_COLUMNS",
     "OFFSET_COMMIT_STRUCT",
     "OFFSET_WINDOW_STRUCT",
     "RECORD_STRUCT",
@@ -64,9 +71,12 @@ __all__ = [
     "RUN_COLUMNS",
     "SUBSCRIPTION_STRUCT",
     "TABLE_SCHEMAS",
+    "TIME_COMPANIONS",
     "spark_type_for_field",
     "stored_schema",
     "struct_type_from_dataclass",
+    "time_column_name",
+    "with_time_columns",
 ]
 
 # ------------------------------------------------------------------------------------------------
@@ -190,6 +200,44 @@ TABLE_SCHEMAS: dict[str, StructType] = {
 }
 """Content schema of every output table (without the run columns)."""
 
+MILLIS_COLUMNS: dict[str, tuple[str, ...]] = {
+    "generations": ("state_timestamp", "record_timestamp", "ended_at"),
+    "assignments": ("valid_from", "valid_to"),
+    "rebalance_causes": ("record_timestamp",),
+    "violations": ("record_timestamp",),
+    "offset_commits": ("first_commit_timestamp", "last_commit_timestamp"),
+    "quarantine": ("timestamp",),
+}
+"""Per table, the columns holding a time as epoch milliseconds (durations such as `lifetime_ms` are
+not times). `runs` holds Spark timestamps already."""
+
+
+def time_column_name(millis_column: str) -> str:
+    """The name of the TIMESTAMP companion of an epoch-milliseconds column (module docstring rule)."""
+    if millis_column == "timestamp":
+        return "time"
+    if millis_column.endswith("_timestamp"):
+        return millis_column.removesuffix("_timestamp") + "_time"
+    return millis_column + "_time"
+
+
+TIME_COMPANIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    table: tuple((c, time_column_name(c)) for c in columns) for table, columns in MILLIS_COLUMNS.items()
+}
+"""Per table, (milliseconds column, its TIMESTAMP companion)."""
+
+
+def with_time_columns(df: Any, table: str) -> Any:
+    """`df` (a table's content columns) with the TIMESTAMP companion of each of its epoch-ms columns
+    appended (`TIME_COMPANIONS`); tables without any are returned as they are."""
+    from pyspark.sql import functions as F
+
+    pairs = TIME_COMPANIONS.get(table, ())
+    if not pairs:
+        return df
+    return df.select("*", *[F.timestamp_millis(F.col(ms)).alias(ts) for ms, ts in pairs])
+
+
 RUN_COLUMNS = StructType([
     StructField("run_id", StringType(), False),
     StructField("run_window", StringType(), False),
@@ -199,13 +247,15 @@ run_window only)."""
 
 
 def stored_schema(table: str) -> StructType:
-    """The schema of a table as stored in Delta: content columns, then run_id (not for runs) and run_window."""
+    """The schema of a table as stored in Delta: content columns, their TIMESTAMP companions, then
+    run_id (not for runs) and run_window."""
     try:
         content = TABLE_SCHEMAS[table]
     except KeyError:
         raise KeyError(f"unknown table {table!r}; known: {sorted(TABLE_SCHEMAS)}") from None
+    times = [StructField(ts, TimestampType(), content[ms].nullable) for ms, ts in TIME_COMPANIONS.get(table, ())]
     extra = [f for f in RUN_COLUMNS.fields if f.name not in content.fieldNames()]
-    return StructType([*content.fields, *extra])
+    return StructType([*content.fields, *times, *extra])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -187,17 +187,25 @@ class QuarantineRow:
     `replayed` is False for records that were set aside (counted as quarantined), True for records
     that were replayed but had an embedded part (a member's subscription or assignment bytes) that
     did not decode; the error text names which.
+
+    Lines of the input that are no readable record (a JSON line that does not parse, a key that is
+    not valid hex, a record without an offset; rejected by the job's reader, never replayed) are
+    quarantined too: the fields that could be read are set, and `input_file`, `input_line` (from 1)
+    and `input_text` (the line) say where and what; they are None for the audit's own rows.
     """
 
     group_id: str | None
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes
+    partition: int | None
+    offset: int | None
+    timestamp: int | None
+    key: bytes | None
     value: bytes | None
     error: str
     replayed: bool
     key_type: int | None
+    input_file: str | None = None
+    input_line: int | None = None
+    input_text: str | None = None
 
 
 AuditRow = GenerationRow | AssignmentRow | RebalanceCauseRow | ViolationRow | OffsetCommitRow | QuarantineRow

@@ -18,9 +18,17 @@ from pyspark.sql.types import (
 )
 
 from coordinator_core.errors import ConfigError
-from jobs.config import load_config, parse_timestamp
-from jobs.spark_session import is_local_master, load_spark_conf
-from udfs.schemas import TABLE_SCHEMAS, stored_schema, struct_type_from_dataclass
+from jobs.config import SPEC, load_config, parse_timestamp
+from jobs.spark_session import LOCAL_DEFAULTS, is_local_master, load_spark_conf
+from udfs.schemas import (
+    MILLIS_COLUMNS,
+    TABLE_SCHEMAS,
+    TIME_COMPANIONS,
+    stored_schema,
+    struct_type_from_dataclass,
+    time_column_name,
+    with_time_columns,
+)
 
 
 @dataclass(frozen=True)
@@ -128,3 +136,52 @@ def test_spark_local_conf(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"spark\.shuffle .*start with 'spark\.'"):
         load_spark_conf(bad)
     assert is_local_master("local[2]") and not is_local_master("yarn")
+
+
+def test_conf_files_document_the_built_in_defaults() -> None:
+    """conf/*.toml are documentation and templates: the job runs without them (a wheel or a
+    --py-files zip has none), so they must hold exactly the built-in values."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    documented = tomllib.loads((root / "conf" / "audit.toml").read_text())
+    assert {s: set(keys) for s, keys in documented.items()} == {s: set(keys) for s, keys in SPEC.items()}
+    for section, keys in SPEC.items():
+        for key, spec in keys.items():
+            assert documented[section][key] == spec.default, f"{section}.{key}"
+    assert load_spark_conf(root / "conf" / "spark-local.toml") == LOCAL_DEFAULTS
+    defaults = load_config(None, {"input.path": "x"})
+    assert defaults.source == "defaults + overrides" and defaults.output_path == "output/delta"
+    assert load_config(root / "conf" / "audit.toml", {"input.path": "x"}).to_dict() | {"source": ""} == (
+        defaults.to_dict() | {"source": ""})
+
+
+def test_a_config_file_overrides_only_its_keys(tmp_path: Path) -> None:
+    cfg = load_config(_write(tmp_path, "[job]\nshards = 3\n"), {"input.path": "x"})
+    assert cfg.shards == 3 and cfg.output_path == "output/delta" and cfg.scan_chunk_rows == 500_000
+
+
+def test_every_millisecond_time_column_has_a_timestamp_companion() -> None:
+    """A time in epoch ms is a long named *_timestamp, timestamp, *_at or valid_*; each is declared
+    in MILLIS_COLUMNS, and its companion is stored right after the content columns."""
+    from pyspark.sql.types import TimestampType
+
+    for table, schema in TABLE_SCHEMAS.items():
+        times = tuple(f.name for f in schema.fields if isinstance(f.dataType, LongType) and (
+            f.name == "timestamp" or f.name.endswith(("_timestamp", "_at")) or f.name.startswith("valid_")))
+        assert times == MILLIS_COLUMNS.get(table, ()), table
+        stored = stored_schema(table)
+        for ms, ts in TIME_COMPANIONS.get(table, ()):
+            assert stored[ts].dataType == TimestampType() and stored[ts].nullable == schema[ms].nullable
+    assert [time_column_name(c) for c in ("record_timestamp", "timestamp", "valid_from", "ended_at")] == [
+        "record_time", "time", "valid_from_time", "ended_at_time"]
+
+
+def test_with_time_columns_converts_milliseconds(spark) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame([(1795219200123, None)], "valid_from long, valid_to long")
+    row = with_time_columns(df, "assignments").select(
+        F.date_format("valid_from_time", "yyyy-MM-dd HH:mm:ss.SSS").alias("text"),
+        F.unix_millis("valid_from_time").alias("ms"), "valid_to_time").first()
+    assert (row["text"], row["ms"], row["valid_to_time"]) == ("2026-11-21 00:00:00.123", 1795219200123, None)

@@ -46,3 +46,12 @@ def test_runs_columns_are_documented() -> None:
     text = README.split("**`runs`**", 1)[1].split("###", 1)[0]
     for name in RUNS_SCHEMA.fieldNames():
         assert name in text, f"README: column runs.{name} is not described"
+
+
+def test_time_companions_and_input_columns_are_documented() -> None:
+    from udfs.schemas import TIME_COMPANIONS  # pyspark types only; no session
+
+    for table, pairs in TIME_COMPANIONS.items():
+        text = README.split(f"**`{table}`**", 1)[1].split("**`", 1)[0]
+        for _, companion in pairs:
+            assert re.search(rf"`?\b{companion}\b", text), f"README: column {table}.{companion} is not described"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# pyspark's spark-submit, run with the project's .venv without activating it:
+#   bash scripts/spark-submit.sh --py-files dist/coordinator_audit.zip jobs/audit.py --input ... --output ...
+# The venv's own bin/spark-submit fails outside an activated venv ("Could not find valid
+# SPARK_HOME": it looks for pyspark with the system python3). This sets SPARK_HOME to the venv's
+# pyspark and the driver's and workers' Python to the venv's (both kept when already set), and
+# quiets Spark's startup INFO lines (jobs/log4j2-quiet.properties: errors only) unless the job is
+# given --verbose or SPARK_SUBMIT_OPTS already names a log4j configuration.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${PYSPARK_PYTHON:-}" ]; then
+    [ -x "$root/.venv/bin/python" ] || bash "$root/scripts/setup.sh" >&2
+    export PYSPARK_PYTHON="$root/.venv/bin/python"
+fi
+export PYSPARK_DRIVER_PYTHON=${PYSPARK_DRIVER_PYTHON:-$PYSPARK_PYTHON}
+if [ -z "${SPARK_HOME:-}" ]; then
+    SPARK_HOME=$("$PYSPARK_PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
+    export SPARK_HOME
+fi
+quiet=1
+for arg in "$@"; do [ "$arg" = "--verbose" ] && quiet=0; done
+if [ "$quiet" = 1 ] && [[ "${SPARK_SUBMIT_OPTS:-}" != *log4j* ]]; then
+    export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:-} -Dlog4j2.configurationFile=file:$root/jobs/log4j2-quiet.properties"
+fi
+exec "$SPARK_HOME/bin/spark-submit" "$@"
