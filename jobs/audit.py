@@ -6,20 +6,25 @@
 
 Pipeline (one Spark application, one pass over the input's bytes):
 
+0. plan     which earlier run of the output this one continues, and its `group_state` rows; with
+            none, the input's records before the window rebuild the state (warm-up)  `jobs.nightly`
 1. read     the input (parquet / delta / json dumps / a catalog table)                `jobs.inputs`
-2. scan     every record once, where it was read (`mapInArrow`, no shuffle): the run's time window
-            and repeated (partition, offset) rows are dropped, offset commits are decoded and
-            summarised per chunk with numpy, every other record is kept  `udfs.scan`, `jobs.offsets_path`
+2. scan     every record once, where it was read (`mapInArrow`, no shuffle): the run's window (after
+            the base run's last offset per partition, else the time bounds) and repeated
+            (partition, offset) rows are dropped, offset commits are decoded and summarised per
+            chunk with numpy, every other record is kept        `udfs.scan`, `jobs.offsets_path`
 3. replay   the kept records (GroupMetadata, malformed commits, other types; a few percent of a
-            log): repartition by group, sort within partitions by (group, partition, offset), and
-            stream each partition group by group through `coordinator_core.audit` with
-            `mapInArrow` (`udfs.replay`); one pass emits generations, assignments, rebalance
-            causes, violations and quarantine rows
-4. offsets  the chunks' partial summaries take their generation windows (from the replayed
-            GroupMetadata records) and are stitched in log order: `offset_commits` and the
-            `offset_regression` violations, with the same definitions as the pure path
+            log) and each carried group's saved state: repartition by group, sort within
+            partitions by (group, partition, offset), and stream each partition group by group
+            through `coordinator_core.audit` with `mapInArrow` (`udfs.replay`); one pass emits
+            generations, assignments, rebalance causes, violations, quarantine rows and the
+            groups' new state, and marks the rows that close or change rows an earlier run wrote
+4. offsets  the chunks' partial summaries (and the carried open windows) take their generation
+            windows (from the replayed GroupMetadata records and the carried ones) and are
+            stitched in log order: `offset_commits` and the `offset_regression` violations, with
+            the same definitions as the pure path
 5. write    every table in one run (`jobs.delta_io`): staged files, then one Delta commit per
-            table with `runs` last
+            table (and a MERGE of the carried rows) with `runs` last
 """
 
 from __future__ import annotations
