@@ -76,6 +76,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     src.add_argument("--until", metavar="TIME", help="keep records with timestamp < TIME (ISO 8601)")
     src.add_argument("--group", action="append", metavar="GLOB",
                      help="audit only groups matching this glob (repeatable; default: every group)")
+    src.add_argument("--kafka-bootstrap", metavar="HOST:PORT",
+                     help="read __consumer_offsets from this Kafka cluster (batch, Spark's Kafka source) "
+                          "instead of --input")
+    src.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
+                     help="a Kafka client setting for --kafka-bootstrap, e.g. security.protocol=SASL_SSL "
+                          "(repeatable; secret values are redacted in logs and runs.config_json)")
+    src.add_argument("--kafka-starting-offsets", metavar="JSON",
+                     help='next offset to read per partition, e.g. \'{"0": 1234, "1": 987}\' (default: earliest)')
+    src.add_argument("--server-log", metavar="PATH",
+                     help="the broker's server.log (file or directory): adds Kafka's own reason and timing "
+                          "of each rebalance to generations")
     out = p.add_argument_group("output")
     out.add_argument("--output", metavar="PATH", help="base path of the Delta tables (one directory per table)")
     out.add_argument("--catalog-schema", metavar="SCHEMA",
@@ -105,7 +116,12 @@ def config_from_args(args: argparse.Namespace) -> AuditConfig:
         "groups.include": args.group, "output.path": args.output, "output.catalog_schema": args.catalog_schema,
         "output.write_mode": args.mode, "output.writer": args.writer, "job.shards": args.shards,
         "job.quarantine": False if args.no_quarantine else None, "spark.master": args.master,
+        "input.kafka_bootstrap": args.kafka_bootstrap, "input.kafka_options": args.kafka_option,
+        "input.server_log": args.server_log,
     }
+    if args.kafka_bootstrap:
+        overrides["input.path"] = overrides["input.path"] or ""
+        overrides["input.table"] = overrides["input.table"] or ""
     if args.input_table and not args.input:
         overrides["input.path"] = ""
     if args.input and not args.input_table:
@@ -130,6 +146,8 @@ class RunSummary:
     locations: dict[str, str]
     writer: str
     duration_s: float
+    kafka_offsets: dict[int, tuple[int, int]] | None = None
+    """Kafka input: {partition: (start, end)} read, end exclusive (the next run's start)."""
 
 
 def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str] = (),
@@ -183,8 +201,12 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     return tables, counts, wide
 
 
-def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = None) -> RunSummary:
-    """Runs the whole job on an existing session (notebooks call this directly)."""
+def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = None,
+              kafka_starting_offsets: dict[int, int] | None = None) -> RunSummary:
+    """Runs the whole job on an existing session (notebooks call this directly).
+
+    With `cfg.kafka_bootstrap` the records come from the cluster (`jobs.kafka_source.read_kafka`,
+    from `kafka_starting_offsets`, default earliest, to the end offsets at the start of the run)."""
     from pyspark import StorageLevel
 
     from jobs import delta_io
@@ -197,16 +219,26 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     t0 = time.perf_counter()
     run_id = run_id or delta_io.new_run_id(started)
     run_window = delta_io.window_label(cfg.since, cfg.until)
-    source = cfg.input_path or cfg.input_table
-    assert source is not None
+    source = cfg.input_path or cfg.input_table or f"kafka://{cfg.kafka_bootstrap}/__consumer_offsets"
     _log(f"run {run_id}: input {source}, window {run_window}, output "
          f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}")
 
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
-        data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
-                          text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
-        scan = scan_log(data.raw, since=cfg.since, until=cfg.until, groups=cfg.groups,
-                        chunk_rows=cfg.scan_chunk_rows, reader=cfg.scan_reader if data.format == "parquet" else "spark",
+        kafka = None
+        if cfg.kafka_bootstrap:
+            from jobs.kafka_source import parse_kafka_options, read_kafka
+
+            kafka = read_kafka(spark, cfg.kafka_bootstrap, options=parse_kafka_options(cfg.kafka_options),
+                               starting_offsets=kafka_starting_offsets)
+            raw, input_format = kafka.df, "kafka"
+            _log(f"kafka {cfg.kafka_bootstrap}: options {kafka.options}; offsets per partition "
+                 f"{ {p: (kafka.start_offsets[p], e) for p, e in kafka.end_offsets.items()} } (start, end)")
+        else:
+            data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
+                              text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
+            raw, input_format = data.raw, data.format
+        scan = scan_log(raw, since=cfg.since, until=cfg.until, groups=cfg.groups,
+                        chunk_rows=cfg.scan_chunk_rows, reader=cfg.scan_reader if input_format == "parquet" else "spark",
                         shards=cfg.shards, log=_log)
         st.rows = scan.counts["records_in"]
     sc = scan.counts
@@ -216,6 +248,10 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage)
     if not cfg.quarantine:
         tables["quarantine"] = tables["quarantine"].limit(0)
+    from udfs.broker_log import attach_broker_account, broker_account_frame
+
+    account = broker_account_frame(spark, cfg.server_log) if cfg.server_log else None
+    tables["generations"] = attach_broker_account(tables["generations"], account)
 
     # The tables are small next to the input (summaries and per-generation rows): persisting them
     # makes the counts and the write share one computation instead of running every plan twice.
@@ -243,7 +279,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     runs_row = {
         "run_id": run_id, "status": "succeeded", "started_at": started, "finished_at": finished,
         "duration_ms": int((finished - started).total_seconds() * 1000), "input": source,
-        "input_format": data.format, "since": cfg.since, "until": cfg.until,
+        "input_format": input_format, "since": cfg.since, "until": cfg.until,
         "group_filter": ",".join(cfg.groups) or None, **run_counts, "table_rows": table_rows,
         "code_version": __version__, "spark_version": spark.version, "writer": writer,
         "config_json": json.dumps(cfg.to_dict(), sort_keys=True),
@@ -258,8 +294,10 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     for df in tables.values():
         df.unpersist()
     locations = {name: r.location for name, r in results.items()}
+    kafka_offsets = None if kafka is None else {
+        p: (kafka.start_offsets[p], end) for p, end in sorted(kafka.end_offsets.items())}
     return RunSummary(run_id, run_window, run_counts, table_rows, locations, writer,
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, kafka_offsets)
 
 
 def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]:
@@ -299,6 +337,10 @@ def print_summary(summary: RunSummary, *, out: Any = None, highlights: dict[str,
           f"{c['quarantined']:,} + duplicates {c['duplicates_dropped']:,} + outside window "
           f"{c['filtered_by_window']:,} + other groups {c['filtered_by_group']:,} + other record types "
           f"{c['skipped_other_type']:,}", file=out)
+    if summary.kafka_offsets is not None:
+        read = sum(end - start for start, end in summary.kafka_offsets.values())
+        print(f"  kafka offsets read (partition: start-end): " + ", ".join(
+            f"{p}: {start}-{end}" for p, (start, end) in summary.kafka_offsets.items()) + f" ({read:,} offsets)", file=out)
     width = max(len(t) for t in summary.locations)
     for table, location in summary.locations.items():
         rows = summary.table_rows.get(table, 1 if table == "runs" else 0)
@@ -316,9 +358,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CoordinatorAuditError as exc:
         print(f"jobs.audit: configuration error: {exc}", file=sys.stderr)
         return 2
+    starting: dict[int, int] | None = None
+    try:
+        if args.kafka_starting_offsets:
+            from jobs.kafka_source import parse_offsets_json
+
+            starting = parse_offsets_json(args.kafka_starting_offsets, what="--kafka-starting-offsets")
+    except CoordinatorAuditError as exc:
+        print(f"jobs.audit: configuration error: {exc}", file=sys.stderr)
+        return 2
     spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf)
     try:
-        summary = run_audit(spark, cfg, run_id=args.run_id)
+        summary = run_audit(spark, cfg, run_id=args.run_id, kafka_starting_offsets=starting)
     except CoordinatorAuditError as exc:
         print(f"jobs.audit: {exc}", file=sys.stderr)
         return 1

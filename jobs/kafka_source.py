@@ -19,6 +19,9 @@
   a nightly run passes it to the next one as `starting_offsets`.
 * The rows have the Kafka-source schema of the file inputs (`key binary, value binary, topic
   string, partition int, offset long, timestamp timestamp`).
+* Spark's Admin-based offset fetching skips internal topics, so `read_kafka` turns on
+  `spark.sql.streaming.kafka.useDeprecatedOffsetFetching` (the consumer-based fetching) for the
+  session, and assigns the partitions explicitly.
 * `__consumer_offsets` is compacted: offsets have gaps, and a starting offset may since have been
   compacted away, so the source runs with `failOnDataLoss=false` unless the options say otherwise.
 
@@ -191,9 +194,14 @@ def read_kafka(spark: SparkSession, bootstrap: str, *, options: Mapping[str, str
             raise KafkaInputError(f"kafka {bootstrap}: starting offset {s} of {topic}-{p} is past its ending "
                                   f"offset {end[p]}")
         start[p] = max(s, earliest[p])
+    # Spark's Admin-based offset reader (KafkaOffsetReaderAdmin) drops internal topics (ConsumerStrategy
+    # #retrieveAllPartitions filters TopicDescription#isInternal), so __consumer_offsets reads as no
+    # partitions at all; the consumer-based reader assigns the partitions as given. The setting is read
+    # when the scan is planned, so it stays on in this session.
+    spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
     reader = (spark.read.format("kafka")
               .option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic)
+              .option("assign", json.dumps({topic: sorted(start)}))
               .option("startingOffsets", json.dumps({topic: {str(p): o for p, o in start.items()}}))
               .option("endingOffsets", json.dumps({topic: {str(p): o for p, o in end.items()}}))
               .option("failOnDataLoss", "false"))

@@ -21,13 +21,16 @@ dep() {  # groupId artifactId version
 }
 
 delta_jar_version() {  # the newest delta-spark_2.13 in Maven Central with the pip package's major.minor, <= it
-    local want=$1 mm=${1%.*} patch=${1##*.} p
+    local want=$1 mm=${1%.*} patch=${1##*.} p memo="$ROOT/.cache/jars/delta-for-pip-$1"
+    if [ -f "$memo" ]; then cat "$memo"; return; fi
+    mkdir -p "$ROOT/.cache/jars"
     for ((p = patch; p >= 0; p--)); do
-        if [ -f "$ROOT/.cache/m2/io/delta/delta-spark_2.13/$mm.$p/delta-spark_2.13-$mm.$p.pom" ] \
+        if [ -f "$ROOT/.cache/m2/io/delta/delta-spark_2.13/$mm.$p/delta-spark_2.13-$mm.$p.jar" ] \
                 || mvn -B -q -Dmaven.repo.local="$ROOT/.cache/m2" \
                     org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get \
-                    -Dartifact="io.delta:delta-spark_2.13:$mm.$p:pom" -Dtransitive=false >/dev/null 2>&1; then
-            echo "$mm.$p"; return
+                    -Dartifact="io.delta:delta-spark_2.13:$mm.$p" -Dtransitive=false >/dev/null 2>&1; then
+            [ "$mm.$p" = "$want" ] || echo "[jars] io.delta:delta-spark_2.13:$want is not in Maven Central; using $mm.$p" >&2
+            echo "$mm.$p" | tee "$memo"; return
         fi
     done
     echo "$want"

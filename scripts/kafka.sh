@@ -78,7 +78,10 @@ group.min.session.timeout.ms=1000
 PROPS
 java_opts=(-Xms128m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Duser.timezone=UTC
            -Dkafka.logs.dir="$dir/logs" "${logging[@]}")
-cluster_id=$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+# a random cluster id in Kafka's Uuid form (URL-safe base64 of 16 bytes), not starting with '-' (Uuid#randomUuid)
+cluster_id=$(python3 -c 'import base64, uuid
+while (u := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"): pass
+print(u)')
 if ! java "${java_opts[@]}" -cp "$lib/*" kafka.tools.StorageTool format -t "$cluster_id" \
         -c "$dir/server.properties" >"$dir/logs/format.log" 2>&1; then
     echo "[kafka] formatting KRaft storage failed:" >&2; tail -20 "$dir/logs/format.log" >&2; exit 1
