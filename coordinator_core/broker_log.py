@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from coordinator_core.errors import CoordinatorAuditError
@@ -141,7 +141,7 @@ def classify_reason(reason: str | None, client_reason: str | None = None) -> str
     return "other"
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _epoch_ms(text: str, tz: timezone) -> int:

@@ -339,7 +339,7 @@ def print_summary(summary: RunSummary, *, out: Any = None, highlights: dict[str,
           f"{c['skipped_other_type']:,}", file=out)
     if summary.kafka_offsets is not None:
         read = sum(end - start for start, end in summary.kafka_offsets.values())
-        print(f"  kafka offsets read (partition: start-end): " + ", ".join(
+        print("  kafka offsets read (partition: start-end): " + ", ".join(
             f"{p}: {start}-{end}" for p, (start, end) in summary.kafka_offsets.items()) + f" ({read:,} offsets)", file=out)
     width = max(len(t) for t in summary.locations)
     for table, location in summary.locations.items():

@@ -8,6 +8,7 @@ event per line); `Member.events` is that ground truth.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -187,10 +188,8 @@ class Member:
         if self.proc is None or self.proc.poll() is not None:
             return
         if self.java_pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.java_pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.proc.kill()
         self.proc.wait(timeout=30)
 

@@ -88,7 +88,7 @@ def test_kafka_source_errors_name_what_is_wrong(spark, live) -> None:
         read_kafka(spark, broker.bootstrap, starting_offsets={0: 10**12})
     with pytest.raises(KafkaInputError, match="HOST:PORT"):
         read_kafka(spark, "no-port-here")
-    with pytest.raises(KafkaInputError, match="does not exist|cannot list"):
+    with pytest.raises(KafkaInputError, match=r"does not exist|cannot list"):
         read_kafka(spark, broker.bootstrap, topic="no-such-topic", timeout_ms=5000)
 
 
