@@ -37,7 +37,8 @@ delta_jar_version() {  # the newest delta-spark_2.13 in Maven Central with the p
 }
 
 resolve() {  # name, then dependency lines on stdin
-    local name=$1 dir="$ROOT/.cache/jars/$1"
+    local name=$1 dir="$ROOT/.cache/jars/$1" deps
+    deps=$(cat)  # read all of stdin first: a writer left with a closed pipe would fail the pipeline (pipefail)
     if [ -f "$dir/.complete" ]; then echo "$dir/lib"; return; fi
     command -v mvn >/dev/null || { echo "[jars] mvn (Maven) is required to resolve $name" >&2; exit 1; }
     rm -rf "$dir" && mkdir -p "$dir"
@@ -45,7 +46,7 @@ resolve() {  # name, then dependency lines on stdin
         echo '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
         echo "  <groupId>local.coordinator-audit</groupId><artifactId>jars-$name</artifactId><version>0</version>"
         echo '  <packaging>pom</packaging><dependencies>'
-        cat
+        echo "$deps"
         echo '  </dependencies></project>'
     } > "$dir/pom.xml"
     echo "[jars] resolving $name from Maven Central into .cache/" >&2
