@@ -31,7 +31,7 @@ def test_the_readme_packages_are_the_ones_the_tier_resolves() -> None:
     packages = args[args.index("--packages") + 1].split(",")
     lib = next((ROOT / ".cache" / "jars").glob("spark-*-delta-*/lib"))
     for coordinate in packages:
-        group, artifact, version = coordinate.split(":")
+        _group, artifact, version = coordinate.split(":")
         assert (lib / f"{artifact}-{version}.jar").exists(), f"README's {coordinate} is not what scripts/jars.sh resolved"
 
 

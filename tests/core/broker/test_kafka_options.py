@@ -25,7 +25,7 @@ def test_secret_looking_options_are_redacted_and_the_rest_kept() -> None:
 
 
 def test_a_malformed_option_is_named_without_its_value() -> None:
-    with pytest.raises(KafkaInputError, match="'security.protocol'"):
+    with pytest.raises(KafkaInputError, match=r"'security\.protocol'"):
         parse_kafka_options(["security.protocol"])
 
 
@@ -38,7 +38,7 @@ def test_config_json_never_holds_a_secret() -> None:
 
 
 def test_kafka_input_excludes_a_path_and_options_must_be_pairs() -> None:
-    with pytest.raises(ConfigError, match="excludes input.path"):
+    with pytest.raises(ConfigError, match=r"excludes input\.path"):
         load_config(None, {"input.path": "data/samples", "input.kafka_bootstrap": "127.0.0.1:9092"})
     with pytest.raises(ConfigError, match="not KEY=VALUE"):
         load_config(None, {"input.path": "", "input.kafka_bootstrap": "h:1", "input.kafka_options": ["nope"]})
