@@ -231,6 +231,9 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
             kafka = read_kafka(spark, cfg.kafka_bootstrap, options=parse_kafka_options(cfg.kafka_options),
                                starting_offsets=kafka_starting_offsets)
             raw, input_format = kafka.df, "kafka"
+            for partition, (asked, earliest) in kafka.gone.items():
+                _log(f"kafka: __consumer_offsets-{partition} offsets {asked}..{earliest - 1} are no longer in the "
+                     f"log (retention or deletion): they cannot be audited")
             _log(f"kafka {cfg.kafka_bootstrap}: options {kafka.options}; offsets per partition "
                  f"{ {p: (kafka.start_offsets[p], e) for p, e in kafka.end_offsets.items()} } (start, end)")
         else:

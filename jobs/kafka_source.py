@@ -72,6 +72,9 @@ class KafkaRead:
     end_offsets: dict[int, int]
     options: dict[str, str]
     """The options as they may be logged (`redact_options`)."""
+    gone: dict[int, tuple[int, int]]
+    """{partition: (asked start, earliest offset still in the log)} where retention or deletion
+    removed records a starting offset asked for: they cannot be audited (the job logs them)."""
 
 
 def is_secret(key: str) -> bool:
@@ -185,6 +188,7 @@ def read_kafka(spark: SparkSession, bootstrap: str, *, options: Mapping[str, str
             raise KafkaInputError(f"kafka {bootstrap}: ending offsets lack partition(s) {missing} of {topic}")
         end = {int(p): int(o) for p, o in ending_offsets.items() if p in latest}
     start: dict[int, int] = {}
+    gone: dict[int, tuple[int, int]] = {}
     for p in sorted(latest):
         s = int((starting_offsets or {}).get(p, earliest[p]))
         if s > latest[p]:
@@ -193,6 +197,8 @@ def read_kafka(spark: SparkSession, bootstrap: str, *, options: Mapping[str, str
         if s > end[p]:
             raise KafkaInputError(f"kafka {bootstrap}: starting offset {s} of {topic}-{p} is past its ending "
                                   f"offset {end[p]}")
+        if s < earliest[p] and starting_offsets and p in starting_offsets:
+            gone[p] = (s, earliest[p])
         start[p] = max(s, earliest[p])
     # Spark's Admin-based offset reader (KafkaOffsetReaderAdmin) drops internal topics (ConsumerStrategy
     # #retrieveAllPartitions filters TopicDescription#isInternal), so __consumer_offsets reads as no
@@ -210,7 +216,7 @@ def read_kafka(spark: SparkSession, bootstrap: str, *, options: Mapping[str, str
     df = reader.load().select(
         F.col("key"), F.col("value"), F.col("topic"), F.col("partition").cast("int").alias("partition"),
         F.col("offset").cast("long").alias("offset"), F.col("timestamp"))
-    return KafkaRead(df, start, end, redact_options(opts))
+    return KafkaRead(df, start, end, redact_options(opts), gone)
 
 
 def offsets_json(offsets: Mapping[int, int]) -> str:

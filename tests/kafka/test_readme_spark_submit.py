@@ -45,13 +45,18 @@ def test_the_readme_spark_submit_line_runs_the_job_with_native_delta(spark, tmp_
         shutil.copytree(ROOT / package, staging / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.make_archive(str(zip_path.with_suffix("")), "zip", staging)
     head = [a if a != "coordinator_audit.zip" else str(zip_path) for a in args[1:job]]
+    tail = dict(zip(args[job + 1::2], args[job + 2::2], strict=True))  # the job's --flag value pairs
     out = tmp_path / "audit"
+    tail.update({"--input": str(ROOT / "data" / "samples" / "real_broker_3_9_0.parquet"), "--format": "parquet",
+                 "--output": str(out)})
+    for bound in ("--since", "--until"):  # the sample is from another day
+        tail.pop(bound, None)
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
            "--conf", f"spark.jars.ivy={ROOT / '.cache' / 'ivy'}", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.databricks.delta.snapshotPartitions=2", *head, str(ROOT / "jobs" / "audit.py"),
-           "--input", str(ROOT / "data" / "samples" / "real_broker_3_9_0.parquet"), "--format", "parquet",
-           "--output", str(out), "--no-summary"]
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+           "--conf", "spark.databricks.delta.snapshotPartitions=2", *head, "jobs/audit.py",
+           *[x for pair in tail.items() for x in pair], "--no-summary"]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT, env=env, check=False)
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert re.search(r"writer native", proc.stdout), proc.stdout

@@ -20,6 +20,14 @@ def seen_generations(truth: dict[str, Any]) -> dict[int, dict[str, set[tuple[str
     return out
 
 
+def holders(truth: dict[str, Any], member_ids: Any) -> set[str]:
+    """The members behind `member_ids`: a static member replaced within a generation (KIP-345) shows
+    up under its old and its new member id, and counts once (by group.instance.id)."""
+    instance = {e["member_id"]: m["instance_id"] for m in truth["members"] if m["instance_id"]
+                for e in m["events"] if "member_id" in e}
+    return {instance.get(m, m) for m in member_ids}
+
+
 def tables_at(spark: Any, locations: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
     """Every table's rows (as dicts, without run_id/run_window) read back from Delta."""
     out = {}
@@ -40,15 +48,12 @@ def assert_tables_match_truth(tables: dict[str, list[dict[str, Any]]], truths: d
         assigned.setdefault((r["group_id"], r["generation_id"], r["member_id"]), set()).add((r["topic"], r["partition"]))
     primary = {(r["group_id"], r["generation_id"]): r["cause"] for r in tables["rebalance_causes"] if r["is_primary"]}
     for group, truth in truths.items():
-        instance = {e["member_id"]: m["instance_id"] for m in truth["members"] if m["instance_id"]
-                    for e in m["events"] if "member_id" in e}
         for gen, members in seen_generations(truth).items():
             row = gens.get((group, gen))
             assert row is not None, f"{group}: generation {gen} seen by {sorted(members)} is not in generations"
             assert row["state"] == "Stable", (group, gen, row)
             # a static member replaced in the generation (KIP-345) shows up under both member ids
-            holders = {instance.get(m, m) for m in members}
-            assert row["member_count"] == len(holders), (group, gen, row["member_count"], sorted(members))
+            assert row["member_count"] == len(holders(truth, members)), (group, gen, row["member_count"], sorted(members))
             for member_id, parts in members.items():
                 assert assigned.get((group, gen, member_id), set()) == parts, (
                     f"{group} generation {gen} member {member_id}: table {assigned.get((group, gen, member_id))} "
