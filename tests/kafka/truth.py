@@ -71,7 +71,9 @@ def assert_tables_match_truth(tables: dict[str, list[dict[str, Any]]], truths: d
                         and r["group_instance_id"] == step["member"]]
                 assert rows, f"{where}: no {step['audit_row']} cause row for {step['member']}"
             if "audit" in step:
-                assert primary.get((group, gen)) == step["audit"], f"{where}: primary cause {primary.get((group, gen))}"
+                assert primary.get((group, gen)) == step["audit"], (
+                    f"{where}: primary cause {primary.get((group, gen))}; broker: "
+                    f"{[(k[1], r['broker_cause'], r['broker_reason']) for k, r in sorted(gens.items()) if k[0] == group]}")
             if broker_account and "broker" in step:
                 row = gens[(group, gen)]
                 assert row["broker_cause"] == step["broker"], f"{where}: broker {row['broker_cause']} {row['broker_reason']!r}"
