@@ -34,7 +34,7 @@ def broker_account_frame(spark: SparkSession, path: str, *, utc_offset_minutes: 
     for g in broker_account(read_server_log(path, utc_offset_minutes=utc_offset_minutes)):
         rows[(g.group_id, g.generation_id)] = (
             g.group_id, g.generation_id, g.broker_reason, g.broker_cause, g.broker_client_reason,
-            g.rebalance_started_at, g.stabilized_at, g.rebalance_duration_ms)
+            g.rebalance_started_at, g.stabilized_at, g.rebalance_duration_ms, g.broker_member_count)
     return spark.createDataFrame(list(rows.values()), ACCOUNT_SCHEMA)
 
 

@@ -185,6 +185,7 @@ BROKER_ACCOUNT_COLUMNS = StructType([
     StructField("rebalance_started_at", LongType(), True),
     StructField("stabilized_at", LongType(), True),
     StructField("rebalance_duration_ms", LongType(), True),
+    StructField("broker_member_count", IntegerType(), True),
 ])
 """The broker's own account of a generation (`coordinator_core.broker_log.BrokerGeneration`), appended
 to `generations` by the job (`udfs.broker_log.attach_broker_account`); null without a server log."""

@@ -39,7 +39,8 @@ def tables_at(spark: Any, locations: dict[str, str]) -> dict[str, list[dict[str,
 
 def assert_tables_match_truth(tables: dict[str, list[dict[str, Any]]], truths: dict[str, dict[str, Any]], *,
                               broker_account: bool) -> None:
-    """Every generation a consumer saw is a Stable generation with that many members; every
+    """Every generation a consumer saw is a Stable generation with at least that many members (exactly
+    the broker's count, when `broker_account`); every
     member's assignment in it is the table's; each scripted step's cause is the audit's primary
     cause (and the broker's own, from its server.log, when `broker_account`)."""
     gens = {(r["group_id"], r["generation_id"]): r for r in tables["generations"]}
@@ -53,7 +54,11 @@ def assert_tables_match_truth(tables: dict[str, list[dict[str, Any]]], truths: d
             assert row is not None, f"{group}: generation {gen} seen by {sorted(members)} is not in generations"
             assert row["state"] == "Stable", (group, gen, row)
             # a static member replaced in the generation (KIP-345) shows up under both member ids
-            assert row["member_count"] == len(holders(truth, members)), (group, gen, row["member_count"], sorted(members))
+            # a member can be in a generation and never see it: its SyncGroup answered REBALANCE_IN_PROGRESS
+            # because the next round had begun (cooperative follow-ups are quick); the broker counts it
+            assert row["member_count"] >= len(holders(truth, members)), (group, gen, row["member_count"], sorted(members))
+            if broker_account:
+                assert row["member_count"] == row["broker_member_count"], (group, gen, row)
             for member_id, parts in members.items():
                 assert assigned.get((group, gen, member_id), set()) == parts, (
                     f"{group} generation {gen} member {member_id}: table {assigned.get((group, gen, member_id))} "
