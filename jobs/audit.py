@@ -83,6 +83,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     src.add_argument("--until", metavar="TIME", help="keep records with timestamp < TIME (ISO 8601)")
     src.add_argument("--group", action="append", metavar="GLOB",
                      help="audit only groups matching this glob (repeatable; default: every group)")
+    src.add_argument("--kafka-bootstrap", metavar="HOST:PORT",
+                     help="read __consumer_offsets from this Kafka cluster (batch, Spark's Kafka source) "
+                          "instead of --input")
+    src.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
+                     help="a Kafka client setting for --kafka-bootstrap, e.g. security.protocol=SASL_SSL "
+                          "(repeatable; secret values are redacted in logs and runs.config_json)")
+    src.add_argument("--kafka-starting-offsets", metavar="JSON",
+                     help='next offset to read per partition, e.g. \'{"0": 1234, "1": 987}\' (default: earliest)')
+    src.add_argument("--server-log", metavar="PATH",
+                     help="the broker's server.log (file or directory): adds Kafka's own reason and timing "
+                          "of each rebalance to generations")
     out = p.add_argument_group("output")
     out.add_argument("--output", metavar="PATH", help="base path of the Delta tables (one directory per table)")
     out.add_argument("--catalog-schema", metavar="SCHEMA",
@@ -115,7 +126,12 @@ def config_from_args(args: argparse.Namespace) -> AuditConfig:
         "groups.include": args.group, "output.path": args.output, "output.catalog_schema": args.catalog_schema,
         "output.write_mode": args.mode, "output.writer": args.writer, "job.shards": args.shards,
         "job.quarantine": False if args.no_quarantine else None, "spark.master": args.master,
+        "input.kafka_bootstrap": args.kafka_bootstrap, "input.kafka_options": args.kafka_option,
+        "input.server_log": args.server_log,
     }
+    if args.kafka_bootstrap:
+        overrides["input.path"] = overrides["input.path"] or ""
+        overrides["input.table"] = overrides["input.table"] or ""
     if args.input_table and not args.input:
         overrides["input.path"] = ""
     if args.input and not args.input_table:
@@ -144,6 +160,8 @@ class RunSummary:
     base_run_id: str | None = None
     rows_merged: dict[str, int] = field(default_factory=dict)
     note: str | None = None
+    kafka_offsets: dict[int, tuple[int, int]] | None = None
+    """Kafka input: {partition: (start, end)} read, end exclusive (the next run's start)."""
 
 
 MERGE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str]]] = {
@@ -308,21 +326,38 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [wide, scan])
 
 
-def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = None) -> RunSummary:
-    """Runs the whole job on an existing session (notebooks call this directly)."""
+@dataclass(frozen=True, slots=True)
+class _KafkaInput:
+    """Records read from a cluster (`jobs.kafka_source.read_kafka`), shaped as `jobs.inputs.InputData`
+    where the pipeline reads it."""
+
+    raw: DataFrame
+    rejects: DataFrame | None = None
+    format: str = "kafka"
+
+    def rejected(self) -> int:
+        return 0
+
+
+def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = None,
+              kafka_starting_offsets: dict[int, int] | None = None) -> RunSummary:
+    """Runs the whole job on an existing session (notebooks call this directly).
+
+    With `cfg.kafka_bootstrap` the records come from the cluster (`jobs.kafka_source.read_kafka`,
+    to the end offsets at the start of the run) from `kafka_starting_offsets`, else from just after
+    the base run's end offsets (`runs.end_offsets`), else from the earliest."""
     from pyspark import StorageLevel
 
     from jobs import delta_io, nightly
     from jobs.inputs import read_input
     from jobs.spark_session import stage
-    from udfs.schemas import RUNS_SCHEMA, with_time_columns
+    from udfs.schemas import BROKER_ACCOUNT_COLUMNS, RUNS_SCHEMA, with_time_columns
 
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     run_id = run_id or delta_io.new_run_id(started)
     run_window = delta_io.window_label(cfg.since, cfg.until)
-    source = cfg.input_path or cfg.input_table
-    assert source is not None
+    source = cfg.input_path or cfg.input_table or f"kafka://{cfg.kafka_bootstrap}/__consumer_offsets"
     is_table = bool(cfg.catalog_schema)
 
     def loc(table: str) -> str:
@@ -334,8 +369,25 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     _log(f"run {run_id}: input {source}, window {run_window}, output "
          f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}; {nightly.describe(plan)}")
 
-    data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
-                      text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
+    kafka = None
+    data: Any
+    if cfg.kafka_bootstrap:
+        from jobs.kafka_source import parse_kafka_options, read_kafka
+
+        starting = kafka_starting_offsets
+        if starting is None and plan.start_after:  # continue where the base run stopped
+            starting = {p: end + 1 for p, end in plan.start_after.items()}
+        kafka = read_kafka(spark, cfg.kafka_bootstrap, options=parse_kafka_options(cfg.kafka_options),
+                           starting_offsets=starting)
+        data = _KafkaInput(kafka.df)
+        for partition, (asked, earliest) in kafka.gone.items():
+            _log(f"kafka: __consumer_offsets-{partition} offsets {asked}..{earliest - 1} are no longer in the "
+                 f"log (retention or deletion): they cannot be audited")
+        _log(f"kafka {cfg.kafka_bootstrap}: options {kafka.options}; offsets per partition "
+             f"{ {p: (kafka.start_offsets[p], e) for p, e in kafka.end_offsets.items()} } (start, end)")
+    else:
+        data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
+                          text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
     state = None
     start_after = plan.start_after
     base_missing = dict(plan.base.missing_offsets) if plan.base is not None else {}
@@ -370,6 +422,12 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         tables["quarantine"] = tables["quarantine"].unionByName(data.rejects)
     if not cfg.quarantine:
         tables["quarantine"] = tables["quarantine"].limit(0)
+    from udfs.broker_log import attach_broker_account, broker_account_frame
+
+    account = broker_account_frame(spark, cfg.server_log) if cfg.server_log else None
+    tables["generations"] = attach_broker_account(tables["generations"], account)
+    if "generations" in main.carried:
+        main.carried["generations"] = attach_broker_account(main.carried["generations"], account)
 
     # The tables are small next to the input (summaries and per-generation rows): persisting them
     # makes the counts and the write share one computation instead of running every plan twice.
@@ -407,7 +465,8 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         if merged_rows.get(name):
             keys, null_safe, (pcol, ocol) = MERGE_KEYS[name]
             homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
-            merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes)
+            keep = tuple(BROKER_ACCOUNT_COLUMNS.fieldNames()) if name == "generations" else ()
+            merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep)
 
     finished = datetime.now(UTC)
     writer = delta_io.resolve_writer(spark, cfg.writer)
@@ -434,9 +493,11 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     if state is not None:
         state.unpersist()
     locations = {name: r.location for name, r in results.items()}
+    kafka_offsets = None if kafka is None else {
+        p: (kafka.start_offsets[p], end) for p, end in sorted(kafka.end_offsets.items())}
     return RunSummary(run_id, run_window, run_counts, table_rows, locations, writer,
                       time.perf_counter() - t0, resume, plan.base.run_id if plan.base is not None else None,
-                      {name: r.rows_merged for name, r in results.items() if r.rows_merged}, note)
+                      {name: r.rows_merged for name, r in results.items() if r.rows_merged}, note, kafka_offsets)
 
 
 def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]:
@@ -481,6 +542,10 @@ def print_summary(summary: RunSummary, *, out: Any = None, highlights: dict[str,
         f"{t} {n:,}" for t, n in summary.rows_merged.items()) if summary.rows_merged else ""), file=out)
     if summary.note:
         print(f"  note: {summary.note}", file=out)
+    if summary.kafka_offsets is not None:
+        read = sum(end - start for start, end in summary.kafka_offsets.values())
+        print("  kafka offsets read (partition: start-end): " + ", ".join(
+            f"{p}: {start}-{end}" for p, (start, end) in summary.kafka_offsets.items()) + f" ({read:,} offsets)", file=out)
     width = max(len(t) for t in summary.locations)
     for table, location in summary.locations.items():
         rows = summary.table_rows.get(table, 1 if table == "runs" else 0)
@@ -539,8 +604,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     prog = "coordinator-audit"
     hint = "" if args.verbose else " (--verbose shows the full trace)"
+    starting: dict[int, int] | None = None
     try:
         cfg = config_from_args(args)
+        if args.kafka_starting_offsets:
+            from jobs.kafka_source import parse_offsets_json
+
+            starting = parse_offsets_json(args.kafka_starting_offsets, what="--kafka-starting-offsets")
     except CoordinatorAuditError as exc:
         print(f"{prog}: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -550,7 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf)
         if not args.verbose:
             spark.sparkContext.setLogLevel(QUIET_SPARK_LOG_LEVEL)
-        summary = run_audit(spark, cfg, run_id=args.run_id)
+        summary = run_audit(spark, cfg, run_id=args.run_id, kafka_starting_offsets=starting)
         highlights = None if args.no_summary else table_highlights(spark, summary)
     except ConfigError as exc:  # the input cannot be read as records (InputError), a bad setting
         if args.verbose:

@@ -55,6 +55,9 @@ SPEC: dict[str, dict[str, _Key]] = {
         "table": _Key(str, "", "input catalog table"),
         "format": _Key(InputFormat, "auto", "input format"),
         "text_encoding": _Key(TextEncoding, "auto", "key/value encoding of JSON-lines dumps"),
+        "kafka_bootstrap": _Key(str, "", "read __consumer_offsets from this Kafka cluster (HOST:PORT[,...])"),
+        "kafka_options": _Key(list, [], "Kafka client settings KEY=VALUE for kafka_bootstrap (secrets redacted)"),
+        "server_log": _Key(str, "", "the broker's server.log (file or directory): Kafka's own rebalance account"),
     },
     "window": {
         "since": _Key(datetime, "", "inclusive lower bound on record timestamps"),
@@ -107,14 +110,23 @@ class AuditConfig:
     spark_local_conf: str
     source: str
     """Where the values came from: "defaults", the file path, plus "+ overrides" when any applied."""
+    kafka_bootstrap: str | None = None
+    kafka_options: tuple[str, ...] = ()
+    """KEY=VALUE Kafka client settings; may hold secrets (to_dict redacts them)."""
+    server_log: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (for the runs table's config_json)."""
+        """JSON-able form (for the runs table's config_json); secret Kafka options redacted."""
+        from jobs.kafka_source import REDACTED, is_secret
+
         out = dataclasses.asdict(self)
         for k in ("since", "until"):
             if out[k] is not None:
                 out[k] = out[k].isoformat()
         out["groups"] = list(out["groups"])
+        out["kafka_options"] = [
+            f"{key}={REDACTED}" if is_secret(key.strip().removeprefix("kafka.")) else f"{key}={value}"
+            for key, _, value in (o.partition("=") for o in self.kafka_options)]
         return out
 
 
@@ -215,12 +227,20 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         return v.strip() or None
 
     input_path, input_table = text("input.path"), text("input.table")
+    kafka_bootstrap = text("input.kafka_bootstrap")
+    if kafka_bootstrap and (input_path or input_table):
+        raise ConfigError(f"input.kafka_bootstrap ({where}): reading from Kafka excludes input.path and "
+                          f"input.table (path {input_path!r}, table {input_table!r})")
     if input_path and input_table:
         raise ConfigError(f"input.path / input.table ({where}): set one of them, not both "
                           f"(path {input_path!r}, table {input_table!r})")
-    if not input_path and not input_table:
+    if not input_path and not input_table and not kafka_bootstrap:
         raise ConfigError(f"input.path / input.table ({where}): no input given; set input.path (a file or "
                           f"directory) or input.table (a catalog table), e.g. --input data/samples/")
+    kafka_options = get("input.kafka_options")
+    for option in kafka_options:
+        if "=" not in option or not option.partition("=")[0].strip():
+            raise ConfigError(f"input.kafka_options ({where}): {option.partition('=')[0]!r}... is not KEY=VALUE")
     since, until = get("window.since"), get("window.until")
     if since is not None and until is not None and since >= until:
         raise ConfigError(f"window.since / window.until: since {since.isoformat()} is not before until "
@@ -247,4 +267,5 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         catalog_schema=catalog_schema, write_mode=get("output.write_mode"), writer=get("output.writer"),
         spark_master=text("spark.master"), app_name=get("spark.app_name"),
         spark_local_conf=get("spark.local_conf"), source=where + (" + overrides" if applied else ""),
+        kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, server_log=text("input.server_log"),
     )

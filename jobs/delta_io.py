@@ -143,6 +143,14 @@ class Merge:
     keys: tuple[str, ...]
     null_safe_keys: tuple[str, ...] = ()
     home_windows: tuple[str, ...] | None = None
+    keep_target: tuple[str, ...] = ()
+    """Columns a matched row keeps where the merged row has null (facts from other inputs, e.g. the
+    broker's account of a generation, that this run may not have)."""
+
+    def update_expression(self, column: str) -> str:
+        if column in self.keep_target:
+            return f"coalesce(s.`{column}`, t.`{column}`)"
+        return f"s.`{column}`"
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,7 +546,7 @@ def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run
     columns = [c for c in target.names if c != PARTITION_COLUMN]
     (dt.merge(arrow, _merge_condition(m, quote="`"), source_alias="s", target_alias="t",
               commit_properties=CommitProperties(custom_metadata={"userMetadata": meta}))
-     .when_matched_update({f"`{c}`": f"s.`{c}`" for c in columns})
+     .when_matched_update({f"`{c}`": m.update_expression(c) for c in columns})
      .when_not_matched_insert_all()
      .execute())
     return int(arrow.num_rows)

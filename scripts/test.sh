@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the whole test suite (core tier, Spark tier, and a small oracle sample).
+# Sets everything up, then runs the whole test suite (core tier, Spark tier, and a small oracle sample),
+# then the broker tier (tests/kafka) in a pytest process of its own: a real Kafka broker from Maven
+# Central jars, real consumers, Spark with its Kafka source and Delta Spark (scripts/jars.sh, cached
+# under .cache/). With arguments, only `pytest ARGS` runs (e.g. `--kafka tests/kafka` for the broker tier).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/python -m ruff check coordinator_core jobs udfs tests scripts benchmarks notebooks
 .venv/bin/python -m mypy
-exec .venv/bin/python -m pytest "$@"
+if [ $# -gt 0 ]; then
+    exec .venv/bin/python -m pytest "$@"
+fi
+.venv/bin/python -m pytest
+bash scripts/jars.sh spark kafka4 kafka3 >/dev/null
+exec .venv/bin/python -m pytest --kafka tests/kafka

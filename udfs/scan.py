@@ -624,7 +624,8 @@ def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None,
     raw = ts_col.cast(pa.timestamp(unit)).cast(pa.int64())
     per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
     ms = pc.multiply(raw, 1000) if per_ms is None else (
-        raw if per_ms == 1 else pa.array(np.floor_divide(raw.fill_null(0).to_numpy(), per_ms), mask=raw.is_null()))
+        raw if per_ms == 1 else pa.array(np.floor_divide(raw.fill_null(0).to_numpy(), per_ms),
+                                         mask=raw.is_null().to_numpy(zero_copy_only=False)))
     inside: pa.Array = pa.array(np.ones(b.num_rows, dtype=bool))
     if since_ms is not None:
         inside = pc.and_(inside, pc.greater_equal(ms, since_ms))

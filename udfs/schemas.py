@@ -60,6 +60,7 @@ from coordinator_core.audit.rows import (
 __all__ = [
     "ASSIGNMENT_STRUCT",
     "AUDIT_TABLES",
+    "BROKER_ACCOUNT_COLUMNS",
     "GROUP_STATE_SCHEMA",
     "INT32_NAME_SUFFIXES",
     "KAFKA_SOURCE_SCHEMA",
@@ -194,10 +195,23 @@ RUNS_SCHEMA = StructType([
 quarantined + skipped_other_type), rows per table, and what ran. The Delta version each table
 reached is in the commit metadata of that table (see `jobs.delta_io`)."""
 
+BROKER_ACCOUNT_COLUMNS = StructType([
+    StructField("broker_reason", StringType(), True),
+    StructField("broker_cause", StringType(), True),
+    StructField("broker_client_reason", StringType(), True),
+    StructField("rebalance_started_at", LongType(), True),
+    StructField("stabilized_at", LongType(), True),
+    StructField("rebalance_duration_ms", LongType(), True),
+    StructField("broker_member_count", IntegerType(), True),
+])
+"""The broker's own account of a generation (`coordinator_core.broker_log.BrokerGeneration`), appended
+to `generations` by the job (`udfs.broker_log.attach_broker_account`); null without a server log."""
+
 TABLE_SCHEMAS: dict[str, StructType] = {
     **{name: struct_type_from_dataclass(cls) for name, cls in AUDIT_TABLES.items()},
     "runs": RUNS_SCHEMA,
 }
+TABLE_SCHEMAS["generations"] = StructType(TABLE_SCHEMAS["generations"].fields + BROKER_ACCOUNT_COLUMNS.fields)
 """Content schema of every output table (without the run columns)."""
 
 MILLIS_COLUMNS: dict[str, tuple[str, ...]] = {
