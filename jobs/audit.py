@@ -45,6 +45,7 @@ __all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "main", "parse_a
 
 AUDIT_OUTPUT_TABLES: tuple[str, ...] = (
     "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine",
+    "partition_ownership", "rebalances", "group_health",
 )
 """Every table a run writes, besides `runs`."""
 
@@ -188,6 +189,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     from pyspark import StorageLevel
 
     from jobs import delta_io
+    from jobs.derived_step import derived_tables_for_run
     from jobs.inputs import read_input
     from jobs.offsets_path import scan_log
     from jobs.spark_session import stage
@@ -216,6 +218,8 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage)
     if not cfg.quarantine:
         tables["quarantine"] = tables["quarantine"].limit(0)
+    tables.update(derived_tables_for_run(spark, tables, run_id=run_id, run_window=run_window, since=cfg.since,
+                                         until=cfg.until, base_path=cfg.output_path, stage=stage))
 
     # The tables are small next to the input (summaries and per-generation rows): persisting them
     # makes the counts and the write share one computation instead of running every plan twice.
@@ -268,6 +272,7 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
     from pyspark.sql import functions as F
 
     from jobs.delta_io import read_table
+    from jobs.derived_step import derived_highlights
 
     def top(df: DataFrame, column: str, n: int = 6) -> str:
         rows = df.groupBy(column).count().orderBy(F.desc("count"), column).limit(n).collect()
@@ -287,6 +292,7 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
         "violations": "by kind: " + top(t["violations"], "kind"),
         "offset_commits": f"{o['commits'] or 0} commits, {o['reg'] or 0} regressions",
         "quarantine": "by record type: " + top(t["quarantine"], "key_type"),
+        **derived_highlights(t),
     }
 
 

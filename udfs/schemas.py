@@ -50,10 +50,12 @@ from coordinator_core.audit.rows import (
     RebalanceCauseRow,
     ViolationRow,
 )
+from udfs.history import HealthRow, OwnershipRow, RebalanceRow
 
 __all__ = [
     "ASSIGNMENT_STRUCT",
     "AUDIT_TABLES",
+    "DERIVED_TABLES",
     "INT32_NAME_SUFFIXES",
     "KAFKA_SOURCE_SCHEMA",
     "OFFSET_COMMIT_STRUCT",
@@ -177,8 +179,16 @@ RUNS_SCHEMA = StructType([
 quarantined + skipped_other_type), rows per table, and what ran. The Delta version each table
 reached is in the commit metadata of that table (see `jobs.delta_io`)."""
 
+DERIVED_TABLES: dict[str, type] = {
+    "partition_ownership": OwnershipRow,
+    "rebalances": RebalanceRow,
+    "group_health": HealthRow,
+}
+"""Table name -> row dataclass, for the tables derived from the others (`udfs.history`, `udfs.derived`)."""
+
 TABLE_SCHEMAS: dict[str, StructType] = {
     **{name: struct_type_from_dataclass(cls) for name, cls in AUDIT_TABLES.items()},
+    **{name: struct_type_from_dataclass(cls) for name, cls in DERIVED_TABLES.items()},
     "runs": RUNS_SCHEMA,
 }
 """Content schema of every output table (without the run columns)."""

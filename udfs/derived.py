@@ -1,0 +1,183 @@
+"""The derived tables (`partition_ownership`, `rebalances`, `group_health`) as Spark transforms over
+the base tables: a thin adapter over `udfs.history.derive_group`, run once per group with
+`applyInArrow`.
+
+The base tables may come from the job's own run (in memory) or from Delta, written by several runs
+(nightly windows): `latest_rows` keeps one row per natural key, the one that carries closing values
+(an earlier run may have left a generation or an assignment open that a later run closed), else the
+latest run's; `derive_group` then closes what is still open with the next record it knows of.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from udfs import schemas
+from udfs.history import as_dict, derive_group
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "BASE_INPUTS",
+    "DERIVED_KEYS",
+    "DERIVED_SCHEMAS",
+    "DERIVED_TABLES",
+    "NATURAL_KEYS",
+    "derive_tables",
+    "derive_wide",
+    "latest_rows",
+    "overlapping_window",
+    "split_wide",
+]
+
+DERIVED_TABLES: tuple[str, ...] = tuple(schemas.DERIVED_TABLES)
+
+DERIVED_SCHEMAS = {name: schemas.TABLE_SCHEMAS[name] for name in DERIVED_TABLES}
+"""Content schema of each derived table (without the run columns `jobs.delta_io` appends)."""
+
+NATURAL_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "generations": (("group_id", "generation_id", "source_partition", "source_offset"), "ended_at"),
+    "assignments": (("group_id", "generation_id", "member_id", "topic", "partition", "source_partition",
+                     "source_offset"), "valid_to"),
+    "offset_commits": (("group_id", "topic", "partition", "source_partition", "window_start_offset"),
+                       "window_end_offset"),
+    "rebalance_causes": (("group_id", "generation_id", "cause", "member_id", "source_partition", "source_offset"),
+                         None),
+    "violations": (("group_id", "generation_id", "kind", "topic", "partition", "source_partition", "source_offset"),
+                   None),
+}
+"""Base table -> (natural key, closing column): the identity of a row across runs, and the column an
+earlier run leaves null that a later run fills."""
+
+DERIVED_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "partition_ownership": (("group_id", "topic", "partition", "valid_from", "owned", "member_id"), "valid_to"),
+    "rebalances": (("group_id", "generation_id", "source_partition", "source_offset", "outcome"), None),
+    "group_health": (("group_id", "day"), None),
+}
+"""The same for the derived tables, which readers (`jobs.query`, `jobs.report`) reduce alike."""
+
+BASE_INPUTS: dict[str, tuple[str, ...]] = {
+    "generations": ("generation_id", "state", "state_timestamp", "record_timestamp", "ended_at", "ended_by_offset",
+                    "member_count", "missing_generations", "rebalance_protocol", "protocol_name",
+                    "source_partition", "source_offset"),
+    "assignments": ("generation_id", "member_id", "group_instance_id", "client_id", "client_host", "topic",
+                    "partition", "valid_from", "valid_to", "source_offset"),
+    "offset_commits": ("generation_id", "topic", "partition", "first_commit_timestamp", "last_commit_timestamp"),
+    "rebalance_causes": ("generation_id", "cause", "member_id", "is_primary"),
+    "violations": ("generation_id", "kind", "record_timestamp"),
+}
+"""The columns of each base table the derivation reads (besides group_id)."""
+
+OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {"generations": ("rebalance_started_at",)}
+"""Columns read when the table has them: the broker's own join-phase start (given a broker log)."""
+
+
+def latest_rows(df: DataFrame, table: str) -> DataFrame:
+    """One row per natural key (NATURAL_KEYS / DERIVED_KEYS): the one with its closing column set,
+    then the latest run's. Frames without `run_id` (a run's own, in memory) are returned as they are."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    key, closing = {**NATURAL_KEYS, **DERIVED_KEYS}[table]
+    if "run_id" not in df.columns:
+        return df
+    order = [F.col(closing).isNull().asc()] if closing else []
+    w = Window.partitionBy(*key).orderBy(*order, F.col("run_id").desc())
+    return df.withColumn("_rank", F.row_number().over(w)).where("_rank = 1").drop("_rank")
+
+
+def _wide_schema() -> Any:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField("table", StringType(), False),
+                       *[StructField(name, schema, True) for name, schema in DERIVED_SCHEMAS.items()]])
+
+
+def _derive_arrow(table: pa.Table) -> pa.Table:
+    """applyInArrow body: one group's packed base rows -> its derived rows, one struct column per table."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(_wide_schema())
+    kinds, rows = table.column("kind").to_pylist(), table.column("row").to_pylist()
+    group_id = table.column("group_id")[0].as_py()
+    inputs: dict[str, list[dict[str, Any]]] = {name: [] for name in BASE_INPUTS}
+    for kind, row in zip(kinds, rows, strict=True):
+        inputs[kind].append(json.loads(row))
+    ownership, rebalances, health = derive_group(
+        group_id, generations=inputs["generations"], assignments=inputs["assignments"],
+        commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
+    names, columns = [], {name: [] for name in DERIVED_TABLES}  # type: ignore[var-annotated]
+    for name, produced in zip(DERIVED_TABLES, (ownership, rebalances, health), strict=True):
+        for r in produced:
+            names.append(name)
+            for other in DERIVED_TABLES:
+                columns[other].append(as_dict(r) if other == name else None)
+    return pa.Table.from_pydict({"table": names, **columns}, schema=schema)
+
+
+def derive_tables(base: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
+    """{derived table: DataFrame} from {base table: DataFrame} (the five of BASE_INPUTS).
+
+    One shuffle by group: each table's needed columns are packed as JSON with a kind tag, and
+    `applyInArrow` hands each group's rows to `derive_group`. The three tables share that one
+    computation only if the caller persists `derive_wide`'s result and splits it (`split_wide`)."""
+    return split_wide(derive_wide(base))
+
+
+def split_wide(wide: DataFrame) -> dict[str, DataFrame]:
+    from pyspark.sql import functions as F
+
+    return {name: wide.where(F.col("table") == name).select(f"{name}.*") for name in DERIVED_TABLES}
+
+
+def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
+    """The derivation's output before the split: a `table` column and one struct column per table."""
+    from pyspark.sql import functions as F
+
+    packed = None
+    for name, columns in BASE_INPUTS.items():
+        df = latest_rows(base[name], name)
+        cols = [*columns, *[c for c in OPTIONAL_INPUTS.get(name, ()) if c in df.columns]]
+        part = df.select("group_id", F.lit(name).alias("kind"), F.to_json(F.struct(*cols)).alias("row"))
+        packed = part if packed is None else packed.unionByName(part)
+    assert packed is not None
+    return packed.groupBy("group_id").applyInArrow(_derive_arrow, schema=_wide_schema())
+
+
+def _ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | None,
+                       until: datetime | None) -> dict[str, DataFrame]:
+    """The derived rows a run writes into its window: those overlapping [since, until) (an interval
+    or a rebalance that crosses the window's bounds appears in both windows; readers keep one with
+    `latest_rows`). Unbounded windows keep everything."""
+    from pyspark.sql import functions as F
+
+    if since is None and until is None:
+        return dict(tables)
+    lo = F.lit(_ms(since)) if since is not None else None
+    hi = F.lit(_ms(until)) if until is not None else None
+
+    def overlaps(start: Any, end: Any) -> Any:
+        cond = F.lit(True)
+        if lo is not None:
+            cond = cond & (end.isNull() | (end >= lo))
+        if hi is not None:
+            cond = cond & (start < hi)
+        return cond
+
+    day_start = F.unix_millis(F.to_timestamp(F.col("day"), "yyyy-MM-dd"))
+    own, reb, hea = (tables[n] for n in DERIVED_TABLES)
+    return {
+        "partition_ownership": own.where(overlaps(F.col("valid_from"), F.col("valid_to"))),
+        "rebalances": reb.where(overlaps(F.coalesce("started_at", "observed_at"), F.col("observed_at"))),
+        "group_health": hea.where(overlaps(day_start, day_start + F.lit(86_400_000 - 1))),
+    }
