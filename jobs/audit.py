@@ -218,8 +218,9 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage)
     if not cfg.quarantine:
         tables["quarantine"] = tables["quarantine"].limit(0)
-    tables.update(derived_tables_for_run(spark, tables, run_id=run_id, run_window=run_window, since=cfg.since,
-                                         until=cfg.until, base_path=cfg.output_path, stage=stage))
+    if cfg.derived_tables:
+        tables.update(derived_tables_for_run(spark, tables, run_id=run_id, run_window=run_window, since=cfg.since,
+                                             until=cfg.until, base_path=cfg.output_path, stage=stage))
 
     # The tables are small next to the input (summaries and per-generation rows): persisting them
     # makes the counts and the write share one computation instead of running every plan twice.
@@ -292,7 +293,7 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
         "violations": "by kind: " + top(t["violations"], "kind"),
         "offset_commits": f"{o['commits'] or 0} commits, {o['reg'] or 0} regressions",
         "quarantine": "by record type: " + top(t["quarantine"], "key_type"),
-        **derived_highlights(t),
+        **(derived_highlights(t) if "group_health" in t else {}),
     }
 
 

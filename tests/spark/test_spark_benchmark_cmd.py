@@ -16,7 +16,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--records", "6000", "--groups", "6", "--no-scaling", "--skip", "offset_path", "--replay-commits", "2000",
+    argv = ["--records", "6000", "--groups", "6", "--no-scaling", "--skip", "offset_path,derived", "--replay-commits", "2000",
             "--single-group-commits", "3000", "--shards", "2", "--gen-workers", "1", "--cache-dir", str(tmp_path / "cache"),
             "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path), "--in-process"]
     assert benchmark.main(argv) == 0
@@ -42,6 +42,7 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     for name in ("audit_over_bare_scan", "peer_over_audit"):
         assert report["ratios"][name] > 0
     assert report["ratios"]["offset_path_over_bare_scan"] is None  # skipped
+    assert report["ratios"]["derived_over_base"] is None and "derived" not in m  # skipped
     assert set(report["targets"]) == set(benchmark.TARGETS)
     assert report["targets"]["audit_over_bare_scan"]["note"]  # below 20M: flagged as not the target's size
 
