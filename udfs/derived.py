@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from udfs import schemas
-from udfs.history import as_dict, derive_group
+from udfs.history import DERIVED_KEYS, as_dict, derive_group
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,13 +53,6 @@ NATURAL_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
 }
 """Base table -> (natural key, closing column): the identity of a row across runs, and the column an
 earlier run leaves null that a later run fills."""
-
-DERIVED_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "partition_ownership": (("group_id", "topic", "partition", "valid_from", "owned", "member_id"), "valid_to"),
-    "rebalances": (("group_id", "generation_id", "source_partition", "source_offset", "outcome"), None),
-    "group_health": (("group_id", "day"), None),
-}
-"""The same for the derived tables, which readers (`jobs.query`, `jobs.report`) reduce alike."""
 
 BASE_INPUTS: dict[str, tuple[str, ...]] = {
     "generations": ("generation_id", "state", "state_timestamp", "record_timestamp", "ended_at", "ended_by_offset",

@@ -39,6 +39,7 @@ Bounds (`from_evidence` / `to_evidence`; `*_exact` is true only for the first th
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,13 +48,16 @@ from typing import Any
 
 __all__ = [
     "DAY_MS",
+    "DERIVED_KEYS",
     "FLAPPING_THRESHOLDS",
     "HealthRow",
     "OwnershipRow",
     "RebalanceRow",
+    "as_dict",
     "derive_group",
     "flapping_score",
     "health_status",
+    "latest",
 ]
 
 DAY_MS = 86_400_000
@@ -273,22 +277,23 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
 
 def _last_commits(gens: list[dict[str, Any]], commits: Iterable[Mapping[str, Any]]
                   ) -> dict[int, dict[tuple[str, int], int]]:
-    """generation index -> {(topic, partition): last commit timestamp while it was current}."""
+    """generation index -> {(topic, partition): last commit timestamp while it was current}.
+
+    A commit belongs to the generation whose record is the latest at or before it (log order is
+    time order within the group's `__consumer_offsets` partition); by time rather than by the row's
+    generation_id, because a run that starts mid-generation has commits whose generation it did not
+    see (generation_id null) and that an earlier run's rows explain."""
     out: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
-    by_id: dict[int, list[int]] = defaultdict(list)
-    for i, g in enumerate(gens):
-        by_id[g["generation_id"]].append(i)
+    starts = [g["record_timestamp"] for g in gens]
     for c in commits:
         ts = c.get("last_commit_timestamp")
-        if ts is None or c.get("generation_id") is None:
+        if ts is None:
             continue
-        for i in by_id.get(c["generation_id"], ()):
-            lo = gens[i]["record_timestamp"]
-            hi = gens[i + 1]["record_timestamp"] if i + 1 < len(gens) else None
-            if lo <= ts and (hi is None or ts <= hi):
-                key = (c["topic"], c["partition"])
-                out[i][key] = max(ts, out[i].get(key, ts))
-                break
+        i = bisect_right(starts, ts) - 1
+        if i < 0:
+            continue
+        key = (c["topic"], c["partition"])
+        out[i][key] = max(ts, out[i].get(key, ts))
     return out
 
 
@@ -565,6 +570,29 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             len(b["parts"]), b["joined"], b["left"], len(b["static"]), len(b["dynamic"]), b["violations"],
             b["last_commit"], score, health_status(score)))
     return out
+
+
+DERIVED_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "partition_ownership": (("group_id", "topic", "partition", "valid_from", "owned", "member_id"), "valid_to"),
+    "rebalances": (("group_id", "generation_id", "source_partition", "source_offset", "outcome"), None),
+    "group_health": (("group_id", "day"), None),
+}
+"""Derived table -> (natural key, closing column): a row's identity across runs, and the column an
+earlier run may have left null that a later run fills (readers keep one row per key: `latest`)."""
+
+
+def latest(rows: Iterable[Mapping[str, Any]], table: str) -> list[dict[str, Any]]:
+    """One row per natural key (DERIVED_KEYS): the one with its closing column set, then the latest
+    run's (`run_id` sorts by time); the pure twin of `udfs.derived.latest_rows`."""
+    key_cols, closing = DERIVED_KEYS[table]
+    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        k = tuple(r.get(c) for c in key_cols)
+        rank = (closing is None or r.get(closing) is not None, r.get("run_id") or "")
+        old = best.get(k)
+        if old is None or rank > (closing is None or old.get(closing) is not None, old.get("run_id") or ""):
+            best[k] = dict(r)
+    return list(best.values())
 
 
 def as_dict(row: Any) -> dict[str, Any]:
