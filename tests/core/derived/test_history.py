@@ -154,8 +154,8 @@ def test_health_per_day_and_flapping_score() -> None:
                 ended_at=day0 + (i + 1) * 60_000) for i in range(1, 9)]
     asgs = [asg(i, f"m{i}", 0, day0 + i * 60_000, day0 + (i + 1) * 60_000) for i in range(1, 9)]
     viol = [{"group_id": G, "generation_id": 2, "kind": "duplicate_assignment", "record_timestamp": day0 + 120_000}]
-    _, reb, health = derive_group(G, generations=gens, assignments=asgs, violations=viol,
-                                  commits=[commit(0, day0 + DAY_MS + 5)])
+    _, _, health = derive_group(G, generations=gens, assignments=asgs, violations=viol,
+                                commits=[commit(0, day0 + DAY_MS + 5)])
     assert [h.day for h in health] == ["1970-01-21", "1970-01-22"]
     h = health[0]
     assert (h.rebalances, h.peak_hour_rebalances, h.violations, h.partitions, h.dynamic_members) == (8, 8, 1, 1, 8)
