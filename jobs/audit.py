@@ -218,13 +218,13 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage)
     if not cfg.quarantine:
         tables["quarantine"] = tables["quarantine"].limit(0)
-    if cfg.derived_tables:
-        tables.update(derived_tables_for_run(spark, tables, run_id=run_id, run_window=run_window, since=cfg.since,
-                                             until=cfg.until, base_path=cfg.output_path, stage=stage))
 
     # The tables are small next to the input (summaries and per-generation rows): persisting them
     # makes the counts and the write share one computation instead of running every plan twice.
     tables = {name: df if df.is_cached else df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
+    if cfg.derived_tables:  # from the persisted base tables (their first computation fills the cache)
+        tables.update(derived_tables_for_run(spark, tables, run_id=run_id, run_window=run_window, since=cfg.since,
+                                             until=cfg.until, base_path=cfg.output_path, stage=stage))
     with stage(spark, "count rows per table"):
         table_rows = {name: int(df.count()) for name, df in tables.items()}
 
