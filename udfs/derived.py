@@ -10,7 +10,6 @@ latest run's; `derive_group` then closes what is still open with the next record
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -91,33 +90,43 @@ def _wide_schema() -> Any:
                        *[StructField(name, schema, True) for name, schema in DERIVED_SCHEMAS.items()]])
 
 
-def _derive_arrow(table: pa.Table) -> pa.Table:
-    """applyInArrow body: one group's packed base rows -> its derived rows, one struct column per table."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
+_ARROW_SCHEMA: list[pa.Schema] = []
 
-    schema = to_arrow_schema(_wide_schema())
-    kinds, rows = table.column("kind").to_pylist(), table.column("row").to_pylist()
+
+def _arrow_schema() -> pa.Schema:
+    """The wide schema in Arrow, built once per Python worker (not once per group)."""
+    if not _ARROW_SCHEMA:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        _ARROW_SCHEMA.append(to_arrow_schema(_wide_schema()))
+    return _ARROW_SCHEMA[0]
+
+
+def _derive_arrow(table: pa.Table) -> pa.Table:
+    """applyInArrow body: one group's packed base rows (one struct column per base table, set on
+    that table's rows) -> its derived rows, one struct column per derived table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     group_id = table.column("group_id")[0].as_py()
-    inputs: dict[str, list[dict[str, Any]]] = {name: [] for name in BASE_INPUTS}
-    for kind, row in zip(kinds, rows, strict=True):
-        inputs[kind].append(json.loads(row))
+    inputs = {name: table.column(name).filter(pc.is_valid(table.column(name))).to_pylist() for name in BASE_INPUTS}
     ownership, rebalances, health = derive_group(
         group_id, generations=inputs["generations"], assignments=inputs["assignments"],
         commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
-    names, columns = [], {name: [] for name in DERIVED_TABLES}  # type: ignore[var-annotated]
+    names: list[str] = []
+    columns: dict[str, list[dict[str, Any] | None]] = {name: [] for name in DERIVED_TABLES}
     for name, produced in zip(DERIVED_TABLES, (ownership, rebalances, health), strict=True):
         for r in produced:
             names.append(name)
             for other in DERIVED_TABLES:
                 columns[other].append(as_dict(r) if other == name else None)
-    return pa.Table.from_pydict({"table": names, **columns}, schema=schema)
+    return pa.Table.from_pydict({"table": names, **columns}, schema=_arrow_schema())
 
 
 def derive_tables(base: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
     """{derived table: DataFrame} from {base table: DataFrame} (the five of BASE_INPUTS).
 
-    One shuffle by group: each table's needed columns are packed as JSON with a kind tag, and
+    One shuffle by group: each table's needed columns are packed in a struct column of its own, and
     `applyInArrow` hands each group's rows to `derive_group`. The three tables share that one
     computation only if the caller persists `derive_wide`'s result and splits it (`split_wide`)."""
     return split_wide(derive_wide(base))
@@ -132,13 +141,18 @@ def split_wide(wide: DataFrame) -> dict[str, DataFrame]:
 def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
     """The derivation's output before the split: a `table` column and one struct column per table."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
 
     packed = None
     for name, columns in BASE_INPUTS.items():
         df = latest_rows(base[name], name)
-        cols = [*columns, *[c for c in OPTIONAL_INPUTS.get(name, ()) if c in df.columns]]
-        part = df.select("group_id", F.lit(name).alias("kind"), F.to_json(F.struct(*cols)).alias("row"))
-        packed = part if packed is None else packed.unionByName(part)
+        cols = [F.col(c) for c in columns]
+        for c in OPTIONAL_INPUTS.get(name, ()):
+            if c in df.columns:  # epoch milliseconds, whether stored as a timestamp or a long
+                ts = isinstance(df.schema[c].dataType, TimestampType)
+                cols.append((F.unix_millis(F.col(c)) if ts else F.col(c).cast("long")).alias(c))
+        part = df.select("group_id", F.struct(*cols).alias(name))
+        packed = part if packed is None else packed.unionByName(part, allowMissingColumns=True)
     assert packed is not None
     return packed.groupBy("group_id").applyInArrow(_derive_arrow, schema=_wide_schema())
 

@@ -118,3 +118,28 @@ def test_query_commands(derived_run: Path, capsys: pytest.CaptureFixture[str]) -
     assert "partition nope-0 was never assigned; known: tp-s01-a-0" in capsys.readouterr().err
     assert query.main(["--tables", t, "worst", "--day", "1999-01-01"]) == 2
     assert "no group_health rows for day 1999-01-01" in capsys.readouterr().err
+
+
+def test_the_brokers_rebalance_start_column_is_used_when_present(spark, derived_run: Path) -> None:
+    """`generations.rebalance_started_at` (written when the job is given the broker's log) may be a
+    timestamp or epoch milliseconds; either way it is the start of the join phase."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import read_table
+    from udfs.derived import derive_tables
+
+    base = {t: read_table(spark, str(derived_run / t)).where("group_id = 'grp-s01'")
+            for t in ("generations", "assignments", "offset_commits", "rebalance_causes", "violations")}
+    broker_start = datetime(2026, 11, 21, 23, 43, 26, 137_000, tzinfo=UTC)
+    ms = int(broker_start.timestamp() * 1000)
+    for value in (F.lit(broker_start).cast("timestamp"), F.lit(ms)):
+        gens = base["generations"].withColumn(
+            "rebalance_started_at", F.when(F.col("generation_id") == 2, value))
+        got = derive_tables({**base, "generations": gens})["rebalances"].where("generation_id = 2").collect()
+        assert [(r["started_at"], r["start_evidence"], r["duration_ms"]) for r in got] == [
+            (ms, "broker_rebalance_start", ms_of(2026, 11, 21, 23, 43, 28, 96) - ms)]
+
+
+def ms_of(*parts: int) -> int:
+    *ymdhms, milli = parts
+    return int(datetime(*ymdhms, milli * 1000, tzinfo=UTC).timestamp() * 1000)

@@ -181,3 +181,24 @@ def test_latest_prefers_closed_rows_then_the_latest_run() -> None:
                                                                          "run_id": "3"}]
     got = sorted((r["valid_from"], r["valid_to"], r["run_id"]) for r in latest(rows, "partition_ownership"))
     assert got == [(1, 5, "1"), (5, None, "3")]
+
+
+def test_readme_documents_every_derived_column_and_command() -> None:
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from udfs.history import HealthRow, OwnershipRow, RebalanceRow
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    for table, cls in (("partition_ownership", OwnershipRow), ("rebalances", RebalanceRow),
+                       ("group_health", HealthRow)):
+        parts = readme.split(f"**`{table}`**", 1)
+        assert len(parts) == 2, f"README documents table {table}"
+        text = parts[1].split("**`", 1)[0]
+        for field in dataclasses.fields(cls):
+            assert re.search(rf"\b{field.name}\b", text), f"README: column {table}.{field.name} is not described"
+    for command in ("jobs.query --tables out/delta owner", "jobs.query --tables out/delta timeline",
+                    "jobs.query --tables out/delta worst", "jobs.report --tables out/delta --out report.html"):
+        assert command in readme
+    assert (Path(__file__).resolve().parents[3] / "docs" / "report-timeline.png").is_file()
