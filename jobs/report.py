@@ -2,7 +2,8 @@
 
     python -m jobs.report --tables out/delta --out report.html [--group GLOB] [--max-groups N]
 
-Contents: the health ranking (`group_health`, worst first), then per group (the worst
+Contents: the health ranking (`group_health`, worst first), every violation with its evidence,
+then per group (the worst
 `--max-groups`, or those matching `--group`): a timeline of its generations and of the ownership
 of each partition (one colour per member, unowned stretches in red tones by reason, violations
 marked), its rebalances with their causes (a breakdown of the primary causes), and every violation
@@ -176,17 +177,19 @@ def _rebalance_table(rebalances: list[dict[str, Any]]) -> str:
     return f"<table class='rebalances'>{head}{''.join(body)}</table>"
 
 
-def _violation_table(violations: list[dict[str, Any]]) -> str:
+def _violation_table(violations: list[dict[str, Any]], *, with_group: bool = False) -> str:
     if not violations:
         return "<p class='note'>No violations.</p>"
-    head = "<tr><th>when</th><th>generation</th><th>kind</th><th>partition</th><th>members</th><th>detail</th><th>evidence</th></tr>"
+    head = (f"<tr>{'<th>group</th>' if with_group else ''}<th>when</th><th>generation</th><th>kind</th>"
+            "<th>partition</th><th>members</th><th>detail</th><th>evidence</th></tr>")
     body = [
-        f"<tr><td>{_esc(human_time(v['record_timestamp']))}</td><td class='num'>{v['generation_id']}</td>"
+        f"<tr>{'<td>' + _esc(v['group_id']) + '</td>' if with_group else ''}"
+        f"<td>{_esc(human_time(v['record_timestamp']))}</td><td class='num'>{v['generation_id']}</td>"
         f"<td>{_esc(v['kind'])}</td><td>{_esc(v['topic'])}-{_esc(v['partition'])}</td>"
         f"<td>{'<br>'.join(_esc(m) for m in (v['member_ids'] or []))}</td><td>{_esc(v['detail'])}</td>"
         f"<td class='evidence'>{_esc(v['evidence'])}</td></tr>"
-        for v in sorted(violations, key=lambda v: (v["record_timestamp"], v["kind"]))]
-    return f"<table class='violations'>{head}{''.join(body)}</table>"
+        for v in sorted(violations, key=lambda v: (v["record_timestamp"], v["group_id"], v["kind"]))]
+    return f"<table class='violations{' all' if with_group else ''}'>{head}{''.join(body)}</table>"
 
 
 def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = 50) -> str:
@@ -213,6 +216,7 @@ def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = 5
         return out
 
     ownership, rebalances = by_group("partition_ownership", True), by_group("rebalances", True)
+    all_violations = load_rows(tables, "violations")
     violations, causes = by_group("violations", False), by_group("rebalance_causes", False)
     generations = {g: list({(r["generation_id"], r["source_offset"]): r for r in sorted(
         rows, key=lambda r: (r["ended_at"] is not None, r["run_id"]))}.values())
@@ -226,7 +230,9 @@ def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = 5
              f"{FLAPPING_THRESHOLDS['rebalances_per_hour']:g}, share of the observed day spent rebalancing / "
              f"{FLAPPING_THRESHOLDS['rebalancing_share']:g}, share of partition-time unowned by rebalances / "
              f"{FLAPPING_THRESHOLDS['unowned_share']:g}; 1.0 or more is flapping, 0.5 or more unstable.</p>",
-             _health_table(health)]
+             _health_table(health),
+             f"<h2 id='violations'>Violations ({len(all_violations)}, every group)</h2>",
+             _violation_table(all_violations, with_group=True)]
     first = True
     for g in chosen:
         own, gens = ownership.get(g, []), generations.get(g, [])

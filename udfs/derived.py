@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from udfs import schemas
-from udfs.history import DERIVED_KEYS, as_dict, derive_group
+from udfs.history import DERIVED_KEYS, astuple_fast, derive_group
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -113,14 +113,24 @@ def _derive_arrow(table: pa.Table) -> pa.Table:
     ownership, rebalances, health = derive_group(
         group_id, generations=inputs["generations"], assignments=inputs["assignments"],
         commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
-    names: list[str] = []
-    columns: dict[str, list[dict[str, Any] | None]] = {name: [] for name in DERIVED_TABLES}
-    for name, produced in zip(DERIVED_TABLES, (ownership, rebalances, health), strict=True):
-        for r in produced:
-            names.append(name)
-            for other in DERIVED_TABLES:
-                columns[other].append(as_dict(r) if other == name else None)
-    return pa.Table.from_pydict({"table": names, **columns}, schema=_arrow_schema())
+    schema = _arrow_schema()
+    produced = dict(zip(DERIVED_TABLES, (ownership, rebalances, health), strict=True))
+    sizes = {name: len(rows) for name, rows in produced.items()}
+    total = sum(sizes.values())
+    columns: dict[str, pa.Array] = {}
+    before = 0
+    for name, rows in produced.items():  # column-wise: each table's struct is set on its own rows only
+        struct_type = schema.field(name).type
+        names = [f.name for f in struct_type]
+        values = list(zip(*(astuple_fast(r) for r in rows), strict=True)) if rows else [() for _ in names]
+        fields = [pa.array([list(v) if isinstance(v, tuple) else v for v in col] if col and isinstance(col[0], tuple)
+                           else col, type=struct_type.field(i).type) for i, col in enumerate(values)]
+        struct = pa.StructArray.from_arrays(fields, fields=list(struct_type))
+        pieces = [pa.nulls(before, struct_type), struct, pa.nulls(total - before - len(rows), struct_type)]
+        columns[name] = pa.concat_arrays([p for p in pieces if len(p)]) if total else pa.nulls(0, struct_type)
+        before += len(rows)
+    table_names = pa.array([name for name in DERIVED_TABLES for _ in range(sizes[name])], type=pa.string())
+    return pa.Table.from_arrays([table_names, *columns.values()], schema=schema)
 
 
 def derive_tables(base: Mapping[str, DataFrame]) -> dict[str, DataFrame]:

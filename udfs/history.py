@@ -44,6 +44,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "OwnershipRow",
     "RebalanceRow",
     "as_dict",
+    "astuple_fast",
     "derive_group",
     "flapping_score",
     "health_status",
@@ -542,7 +544,7 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             if b is None:
                 continue
             b["parts"].add((o.topic, o.partition))
-            ms = _clip(o.valid_from, end, d, d + DAY_MS)
+            ms = end - o.valid_from if d <= o.valid_from and end <= d + DAY_MS else _clip(o.valid_from, end, d, d + DAY_MS)
             if o.owned:
                 (b["static"] if o.group_instance_id else b["dynamic"]).add(o.group_instance_id or o.member_id)
             elif o.unowned_reason == "group_empty":
@@ -593,6 +595,18 @@ def latest(rows: Iterable[Mapping[str, Any]], table: str) -> list[dict[str, Any]
         if old is None or rank > (closing is None or old.get(closing) is not None, old.get("run_id") or ""):
             best[k] = dict(r)
     return list(best.values())
+
+
+_GETTERS: dict[type, Any] = {}
+
+
+def astuple_fast(row: Any) -> tuple[Any, ...]:
+    """A row dataclass's values in field order (`dataclasses.astuple` without its deep copies)."""
+    getter = _GETTERS.get(type(row))
+    if getter is None:
+        getter = _GETTERS[type(row)] = attrgetter(*(f.name for f in dataclasses.fields(row)))
+    values: tuple[Any, ...] = getter(row)
+    return values
 
 
 def as_dict(row: Any) -> dict[str, Any]:
