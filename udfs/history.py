@@ -457,7 +457,8 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
         join_done = g.get("state_timestamp")
         if join_done is not None and join_done < 0:
             join_done = None
-        start, ev = _start(g, prev_i, by_gen, last_commit, join_done)
+        start, ev = _start(g, prev, by_gen.get(prev_i, []) if prev_i is not None else [],
+                           last_commit.get(prev_i, {}) if prev_i is not None else {}, _departed(cs), join_done)
         moved = sum(1 for k, m in owners.items() if k in last_owner and last_owner[k] != m)
         gaps = gaps_by_gen.get(g["generation_id"], [])
         closed = [o.duration_ms for o in gaps if o.duration_ms is not None]
@@ -478,24 +479,33 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
     return out
 
 
-def _start(g: Mapping[str, Any], prev_i: int | None, by_gen: Mapping[int, list[dict[str, Any]]],
-           last_commit: Mapping[int, Mapping[tuple[str, int], int]], join_done: int | None) -> tuple[int | None, str]:
-    """Best evidence of when the join phase began: the broker's line; else the earliest of the old
-    members' last commits (each member commits, then revokes, when it learns of the rebalance:
-    ConsumerCoordinator#onJoinPrepare); else the join completion itself (latest possible)."""
+def _start(g: Mapping[str, Any], prev: Mapping[str, Any] | None, prev_rows: Sequence[Mapping[str, Any]],
+           prev_commits: Mapping[tuple[str, int], int], gone: set[str], join_done: int | None
+           ) -> tuple[int | None, str]:
+    """Best evidence of when the join phase began (the generation's own record says only when it
+    ended): the broker's line, when given; else, under EAGER, the earliest final commit of the old
+    members that stayed (each commits its positions, then revokes, when it learns of the rebalance
+    from a heartbeat: ConsumerCoordinator#onJoinPrepare; so at most about heartbeat.interval.ms
+    late); else the latest final commit of a member that left (it was still there then; a member
+    that crashed committed a session timeout or more before); else the join completion itself (the
+    latest possible moment)."""
     latest = join_done if join_done is not None else g["record_timestamp"]
     if g.get("rebalance_started_at") is not None:
         return int(g["rebalance_started_at"]), "broker_rebalance_start"
-    if prev_i is not None and by_gen.get(prev_i):
-        per_member: dict[str, int] = {}
-        commits = last_commit.get(prev_i, {})
-        for a in by_gen[prev_i]:
-            t = commits.get((a["topic"], a["partition"]))
-            if t is not None:
-                per_member[a["member_id"]] = max(t, per_member.get(a["member_id"], t))
-        if per_member:
-            floor = max(a["valid_from"] for a in by_gen[prev_i])
-            return max(floor, min(min(per_member.values()), latest)), "last_commit"
+    final: dict[str, int] = {}
+    for a in prev_rows:
+        t = prev_commits.get((a["topic"], a["partition"]))
+        if t is not None:
+            final[a["member_id"]] = max(t, final.get(a["member_id"], t))
+    if g["state"] == "Empty":
+        gone = set(final)  # everyone left
+    stayed = [t for m, t in final.items() if m not in gone]
+    left = [t for m, t in final.items() if m in gone]
+    floor = max((a["valid_from"] for a in prev_rows), default=prev["record_timestamp"] if prev else latest)
+    if stayed and not _is_cooperative(prev, g):
+        return max(floor, min(min(stayed), latest)), "last_commit"
+    if left:
+        return max(floor, min(max(left), latest)), "last_commit"
     return latest, "join_completed_latest"
 
 

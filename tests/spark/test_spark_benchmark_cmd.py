@@ -79,7 +79,18 @@ def test_benchmark_flags() -> None:
     steps = benchmark._spark_steps(benchmark.parse_args(["--records", "8000"]), main,
                                    [(1, p1, 1000), (2, p2, 2000), (4, main, 4000)])
     outs = [st["out"] for st in steps if st["kind"] == "audit"]
-    assert len(outs) == 7 and all(c.isalnum() or c in "-_" for o in outs for c in o)
+    # audit_first, audit, the derived comparison (audit_base, audit_base.again, audit.again), 5 scaling runs
+    assert len(outs) == 10 and all(c.isalnum() or c in "-_" for o in outs for c in o)
+    assert len(set(outs)) == len(outs)
+    without = [st["name"] for st in steps if st.get("derived_tables") is False]
+    assert without == ["audit_base", "audit_base.again"]
+    # the derived tables' cost: best audit with them over best audit without
+    report = {"measurements": {"audit": {"seconds": 12.0}}}
+    benchmark._collect(report, {"audit_base": {"result": {"seconds": 10.5, "stages": []}},
+                                "audit_base.again": {"result": {"seconds": 10.0, "stages": []}},
+                                "audit.again": {"result": {"seconds": 11.5}}}, main, [])
+    d = report["measurements"]["derived"]
+    assert (d["best_with"], d["best_without"], d["with_seconds"]) == (11.5, 10.0, [12.0, 11.5])
     superlinear = benchmark.scaling_fit([(1_000_000, 10.0), (2_000_000, 20.0), (4_000_000, 80.0)])
     assert superlinear["marginal_ratio"] == pytest.approx(3.0)
 

@@ -64,11 +64,19 @@ def test_eager_join_phase_gap_starts_at_the_old_owners_last_commit() -> None:
     assert (gap.from_exact, gap.to_exact, gap.to_source_offset, gap.generation_id, gap.duration_ms) == (
         False, True, 20, 2, 840)
     r = reb[-1]
+    # the join phase began before a-1 (which stayed) committed and revoked: its final commit
     assert (r.generation_id, r.started_at, r.start_evidence, r.start_exact, r.join_completed_at, r.ended_at) == (
-        2, 3_000, "last_commit", False, 5_000, 5_040)
-    assert (r.duration_ms, r.join_ms, r.trigger, r.trigger_member_id) == (2_040, 2_000, "member_left_or_expired", "b-1")
+        2, 4_200, "last_commit", False, 5_000, 5_040)
+    assert (r.duration_ms, r.join_ms, r.trigger, r.trigger_member_id) == (840, 800, "member_left_or_expired", "b-1")
     assert (r.members_before, r.members_after, r.members_joined, r.members_left, r.partitions_moved) == (2, 1, 0, 1, 1)
     assert (r.partitions_unowned, r.unowned_ms_sum, r.unowned_ms_max) == (2, 840 + 2_040, 2_040)
+
+
+def test_only_departed_members_commits_give_the_latest_of_them() -> None:
+    gens = [EAGER_GENS[0], {**EAGER_GENS[1], "state": "Empty", "member_count": 0}]
+    _, reb, _ = derive_group(G, generations=gens, assignments=EAGER_ASGS[:2],
+                             commits=[commit(0, 4_200, 1), commit(1, 3_000, 1)])
+    assert (reb[-1].outcome, reb[-1].started_at, reb[-1].start_evidence) == ("emptied", 4_200, "last_commit")
 
 
 def test_without_commits_the_gap_is_only_the_proven_sync_phase_and_marked_inferred() -> None:
