@@ -72,11 +72,10 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
     if history is not None:
         base = {name: df.withColumn("run_id", F.lit(run_id)).unionByName(history[name], allowMissingColumns=True)
                 for name, df in base.items()}
-    with stage(spark, "derived tables (ownership, rebalances, health; applyInArrow per group)") as st:
+    with stage(spark, "derived tables (ownership, rebalances, health; mapInArrow by group)"):
         # computed once for the three tables (localCheckpoint: the blocks go with the frames)
         wide = derive_wide(base).localCheckpoint(eager=True)
         derived = overlapping_window(split_wide(wide), since=since, until=until)
-        st.count(wide)
     return derived
 
 

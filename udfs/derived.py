@@ -1,6 +1,6 @@
 """The derived tables (`partition_ownership`, `rebalances`, `group_health`) as Spark transforms over
 the base tables: a thin adapter over `udfs.history.derive_group`, run once per group with
-`applyInArrow`.
+`mapInArrow` over input repartitioned and sorted by group (as the replay does).
 
 The base tables may come from the job's own run (in memory) or from Delta, written by several runs
 (nightly windows): `latest_rows` keeps one row per natural key, the one that carries closing values
@@ -10,7 +10,7 @@ latest run's; `derive_group` then closes what is still open with the next record
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +83,10 @@ def latest_rows(df: DataFrame, table: str) -> DataFrame:
     return df.withColumn("_rank", F.row_number().over(w)).where("_rank = 1").drop("_rank")
 
 
+_TAG = "_base_table"
+"""The packed input's column naming the base table of a row (`violations` has a `kind` already)."""
+
+
 def _wide_schema() -> Any:
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -102,42 +106,76 @@ def _arrow_schema() -> pa.Schema:
     return _ARROW_SCHEMA[0]
 
 
-def _derive_arrow(table: pa.Table) -> pa.Table:
-    """applyInArrow body: one group's packed base rows (one struct column per base table, set on
-    that table's rows) -> its derived rows, one struct column per derived table."""
+def _arrow_batch(produced: Mapping[str, list[Any]]) -> pa.RecordBatch:
+    """Derived rows of some groups as one wide RecordBatch: `table`, and per table a struct column
+    set on that table's rows only (built column-wise)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    group_id = table.column("group_id")[0].as_py()
-    inputs = {name: table.column(name).filter(pc.is_valid(table.column(name))).to_pylist() for name in BASE_INPUTS}
-    ownership, rebalances, health = derive_group(
-        group_id, generations=inputs["generations"], assignments=inputs["assignments"],
-        commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
     schema = _arrow_schema()
-    produced = dict(zip(DERIVED_TABLES, (ownership, rebalances, health), strict=True))
-    sizes = {name: len(rows) for name, rows in produced.items()}
-    total = sum(sizes.values())
-    columns: dict[str, pa.Array] = {}
+    total = sum(len(rows) for rows in produced.values())
+    columns: list[pa.Array] = []
     before = 0
-    for name, rows in produced.items():  # column-wise: each table's struct is set on its own rows only
+    for name in DERIVED_TABLES:
+        rows = produced[name]
         struct_type = schema.field(name).type
-        names = [f.name for f in struct_type]
-        values = list(zip(*(astuple_fast(r) for r in rows), strict=True)) if rows else [() for _ in names]
-        fields = [pa.array([list(v) if isinstance(v, tuple) else v for v in col] if col and isinstance(col[0], tuple)
-                           else col, type=struct_type.field(i).type) for i, col in enumerate(values)]
+        values = list(zip(*(astuple_fast(r) for r in rows), strict=True)) if rows else [() for _ in struct_type]
+        fields = [pa.array([list(v) for v in col] if col and isinstance(col[0], tuple) else col,
+                           type=struct_type.field(k).type) for k, col in enumerate(values)]
         struct = pa.StructArray.from_arrays(fields, fields=list(struct_type))
         pieces = [pa.nulls(before, struct_type), struct, pa.nulls(total - before - len(rows), struct_type)]
-        columns[name] = pa.concat_arrays([p for p in pieces if len(p)]) if total else pa.nulls(0, struct_type)
+        columns.append(pa.concat_arrays([p for p in pieces if len(p)]) if total else pa.nulls(0, struct_type))
         before += len(rows)
-    table_names = pa.array([name for name in DERIVED_TABLES for _ in range(sizes[name])], type=pa.string())
-    return pa.Table.from_arrays([table_names, *columns.values()], schema=schema)
+    names = pa.array([name for name in DERIVED_TABLES for _ in produced[name]], type=pa.string())
+    return pa.RecordBatch.from_arrays([names, *columns], schema=schema)
+
+
+def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body over one Spark partition of packed base rows, sorted by group: each group's
+    rows (one run, possibly across batches) go to `derive_group`; the derived rows leave in
+    batches of about `flush_rows`."""
+    from udfs.replay import group_runs
+
+    out: dict[str, list[Any]] = {name: [] for name in DERIVED_TABLES}
+    inputs: dict[str, list[dict[str, Any]]] = {name: [] for name in BASE_INPUTS}
+    current: object = object()
+
+    def close() -> None:
+        if isinstance(current, str):
+            produced = derive_group(
+                current, generations=inputs["generations"], assignments=inputs["assignments"],
+                commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
+            for name, rows in zip(DERIVED_TABLES, produced, strict=True):
+                out[name].extend(rows)
+        for rows in inputs.values():
+            rows.clear()
+
+    for batch in batches:
+        d = batch.to_pydict()
+        kinds = d[_TAG]
+        wanted = {name: [c for c in (*cols, *OPTIONAL_INPUTS.get(name, ())) if c in d]
+                  for name, cols in BASE_INPUTS.items()}
+        for group, start, end in group_runs(d["group_id"]):
+            if group != current:
+                close()
+                current = group
+                if sum(len(rows) for rows in out.values()) >= flush_rows:
+                    yield _arrow_batch(out)
+                    out = {name: [] for name in DERIVED_TABLES}
+            for k in range(start, end):
+                kind = kinds[k]
+                inputs[kind].append({c: d[c][k] for c in wanted[kind]})
+    close()
+    if any(out.values()):
+        yield _arrow_batch(out)
 
 
 def derive_tables(base: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
     """{derived table: DataFrame} from {base table: DataFrame} (the five of BASE_INPUTS).
 
-    One shuffle by group: each table's needed columns are packed in a struct column of its own, and
-    `applyInArrow` hands each group's rows to `derive_group`. The three tables share that one
+    One shuffle by group: the tables' needed columns are packed in one frame (a `_TAG` column says
+    which table a row is from; shared column names have the same meaning and type), sorted by group
+    within partitions, and `mapInArrow` streams each partition group by group through
+    `derive_group` (one Python call per partition, not per group). The three tables share that one
     computation only if the caller persists `derive_wide`'s result and splits it (`split_wide`)."""
     return split_wide(derive_wide(base))
 
@@ -161,10 +199,11 @@ def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
             if c in df.columns:  # epoch milliseconds, whether stored as a timestamp or a long
                 ts = isinstance(df.schema[c].dataType, TimestampType)
                 cols.append((F.unix_millis(F.col(c)) if ts else F.col(c).cast("long")).alias(c))
-        part = df.select("group_id", F.struct(*cols).alias(name))
+        part = df.select("group_id", F.lit(name).alias(_TAG), *cols)
         packed = part if packed is None else packed.unionByName(part, allowMissingColumns=True)
     assert packed is not None
-    return packed.groupBy("group_id").applyInArrow(_derive_arrow, schema=_wide_schema())
+    return (packed.repartition("group_id").sortWithinPartitions("group_id")
+            .mapInArrow(_derive_batches, schema=_wide_schema()))
 
 
 def _ms(t: datetime) -> int:

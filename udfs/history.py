@@ -1,7 +1,7 @@
 """The answers operators ask for, derived per group from the audit's base tables (pure Python).
 
 Standard library only: `udfs.derived` runs `derive_group` once per group inside Spark
-(`applyInArrow`), the tests call it directly. Its inputs are the group's rows of `generations`,
+(`mapInArrow`), the tests call it directly. Its inputs are the group's rows of `generations`,
 `assignments`, `offset_commits`, `rebalance_causes` and `violations` as dicts (any number of runs
 of the job, already reduced to one row per natural key by `udfs.derived.latest_rows`); its outputs
 are the rows of three tables:

@@ -144,3 +144,34 @@ def test_the_brokers_rebalance_start_column_is_used_when_present(spark, derived_
 def ms_of(*parts: int) -> int:
     *ymdhms, milli = parts
     return int(datetime(*ymdhms, milli * 1000, tzinfo=UTC).timestamp() * 1000)
+
+
+def test_the_batch_adapter_joins_a_group_split_across_batches(derived_run: Path) -> None:
+    """`_derive_batches` (the mapInArrow body) on input sorted by group, with one group's rows cut
+    across two Arrow batches and small flushes: the same rows as `derive_group` group by group."""
+    import pyarrow as pa
+
+    from udfs.derived import _TAG, BASE_INPUTS, _derive_batches
+
+    rows = []
+    for table, cols in BASE_INPUTS.items():
+        for r in _rows(derived_run, table):
+            if r["group_id"] in ("grp-s01", "grp-s02"):
+                rows.append({"group_id": r["group_id"], _TAG: table, **{c: r[c] for c in cols}})
+    rows.sort(key=lambda r: r["group_id"])
+    columns = sorted({c for r in rows for c in r})
+    cut = sum(1 for r in rows if r["group_id"] == "grp-s01") // 2
+    batches = [pa.RecordBatch.from_pylist([{c: r.get(c) for c in columns} for r in part])
+               for part in (rows[:cut], rows[cut:])]
+    out = pa.Table.from_batches(list(_derive_batches(iter(batches), flush_rows=10))).to_pylist()
+    got = sorted((r["table"], repr(sorted(r[r["table"]].items()))) for r in out)
+    expected = []
+    for g in ("grp-s01", "grp-s02"):
+        mine = {t: [r for r in rows if r["group_id"] == g and r[_TAG] == t] for t in BASE_INPUTS}
+        produced = derive_group(g, generations=mine["generations"], assignments=mine["assignments"],
+                                commits=mine["offset_commits"], causes=mine["rebalance_causes"],
+                                violations=mine["violations"])
+        for name, items in zip(DERIVED, produced, strict=True):
+            expected += [(name, repr(sorted({f: (list(v) if isinstance(v := getattr(x, f), tuple) else v)
+                                             for f in x.__dataclass_fields__}.items()))) for x in items]
+    assert got == sorted(expected) and len(got) > 40
