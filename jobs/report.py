@@ -2,12 +2,11 @@
 
     python -m jobs.report --tables out/delta --out report.html [--group GLOB] [--max-groups N]
 
-Contents: the health ranking (`group_health`, worst first), every violation with its evidence,
-then per group (the worst
-`--max-groups`, or those matching `--group`): a timeline of its generations and of the ownership
-of each partition (one colour per member, unowned stretches in red tones by reason, violations
-marked), its rebalances with their causes (a breakdown of the primary causes), and every violation
-with its evidence. Plots are Plotly figures; plotly.js is inlined once, so the file opens offline.
+Contents: the health ranking (`group_health`, worst first; the first RANKING_ROWS group-days),
+every violation of every group with its evidence, then per group (the worst `--max-groups`, or
+those matching `--group`): a timeline of its generations and of the ownership of each partition
+(one colour per member, unowned stretches coloured by reason, violations marked), a breakdown of
+the primary causes of its generations, its rebalances, and its violations. Plots are Plotly figures; plotly.js is inlined once, so the file opens offline.
 The tables are read with `deltalake` and reduced across runs like `jobs.query` does.
 """
 
@@ -27,7 +26,7 @@ from coordinator_core.errors import CoordinatorAuditError
 from jobs.query import QueryError, human_duration, human_time, load_rows
 from udfs.history import FLAPPING_THRESHOLDS, latest
 
-__all__ = ["UNOWNED_COLOURS", "build_report", "main"]
+__all__ = ["RANKING_ROWS", "UNOWNED_COLOURS", "build_report", "main"]
 
 UNOWNED_COLOURS: dict[str, str] = {
     "eager_join_phase": "#d62728",
@@ -37,6 +36,9 @@ UNOWNED_COLOURS: dict[str, str] = {
     "group_empty": "#7f7f7f",
 }
 """Unowned stretches by reason (owners get the qualitative palette below, which avoids these)."""
+
+RANKING_ROWS = 500
+"""Group-days shown in the health ranking (the worst first); the table holds them all."""
 
 _OWNER_PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#bcbd22", "#393b79", "#637939", "#3182bd",
                   "#31a354", "#756bb1", "#6baed6", "#74c476", "#9e9ac8", "#0868ac", "#006d2c")
@@ -230,7 +232,9 @@ def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = 5
              f"{FLAPPING_THRESHOLDS['rebalances_per_hour']:g}, share of the observed day spent rebalancing / "
              f"{FLAPPING_THRESHOLDS['rebalancing_share']:g}, share of partition-time unowned by rebalances / "
              f"{FLAPPING_THRESHOLDS['unowned_share']:g}; 1.0 or more is flapping, 0.5 or more unstable.</p>",
-             _health_table(health),
+             _health_table(health[:RANKING_ROWS]),
+             (f"<p class='note'>{len(health) - RANKING_ROWS:,} more group-days in group_health.</p>"
+              if len(health) > RANKING_ROWS else ""),
              f"<h2 id='violations'>Violations ({len(all_violations)}, every group)</h2>",
              _violation_table(all_violations, with_group=True)]
     first = True

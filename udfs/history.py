@@ -16,7 +16,7 @@ are the rows of three tables:
 What the log proves and what it does not. A GroupMetadata record is written when the leader's
 assignment is stored (GroupMetadataManager#storeGroup, GroupCoordinator#doSyncGroup), and its
 currentStateTimestamp is when the group entered CompletingRebalance, i.e. when the join phase
-ended (GenericGroup#transitionTo). The start of a join phase is written nowhere in
+ended (ClassicGroup#transitionTo). The start of a join phase is written nowhere in
 `__consumer_offsets` (GroupCoordinator#prepareRebalance writes no record). An EAGER consumer
 revokes every partition before it sends its JoinGroup (ConsumerCoordinator#onJoinPrepare, after
 committing its positions when auto-commit is on), so under EAGER the old owners hold nothing from
