@@ -250,13 +250,18 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
     starts: dict[int, list[int]] = defaultdict(list)
     for i, g in enumerate(gens):
         starts[g["generation_id"]].append(i)
+    owner_of: dict[tuple[int, int], int] = {}
     for a in assignments:
-        candidates = [i for i in starts.get(a["generation_id"], ()) if gens[i]["record_timestamp"] <= a["valid_from"]]
-        if not candidates:
-            raise ValueError(f"group {group_id!r}: assignment of {a['topic']}-{a['partition']} to "
-                             f"{a['member_id']!r} in generation {a['generation_id']} (valid from {a['valid_from']}) "
-                             f"has no generations row")
-        by_gen_index[candidates[-1]].append(dict(a))
+        key = (a["generation_id"], a["valid_from"])
+        index = owner_of.get(key)
+        if index is None:
+            candidates = [i for i in starts.get(key[0], ()) if gens[i]["record_timestamp"] <= key[1]]
+            if not candidates:
+                raise ValueError(f"group {group_id!r}: assignment of {a['topic']}-{a['partition']} to "
+                                 f"{a['member_id']!r} in generation {a['generation_id']} (valid from "
+                                 f"{a['valid_from']}) has no generations row")
+            index = owner_of[key] = candidates[-1]
+        by_gen_index[index].append(dict(a))
     # rows an earlier run left open are closed by the next record the tables know of
     for i, g in enumerate(gens[:-1]):
         if g.get("ended_at") is None:
@@ -549,18 +554,19 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
                     if d in acc else None)
     for o in ownership:
         end = min(o.valid_to if o.valid_to is not None else horizon, horizon)
-        for d in range(_day_start(o.valid_from), max(end, o.valid_from + 1), DAY_MS):
+        first_day = _day_start(o.valid_from)
+        days_of = (first_day,) if end <= first_day + DAY_MS else range(first_day, max(end, o.valid_from + 1), DAY_MS)
+        for d in days_of:
             b = acc.get(d)
             if b is None:
                 continue
             b["parts"].add((o.topic, o.partition))
-            ms = end - o.valid_from if d <= o.valid_from and end <= d + DAY_MS else _clip(o.valid_from, end, d, d + DAY_MS)
             if o.owned:
                 (b["static"] if o.group_instance_id else b["dynamic"]).add(o.group_instance_id or o.member_id)
             elif o.unowned_reason == "group_empty":
-                b["empty"] += ms
+                b["empty"] += _clip(o.valid_from, end, d, d + DAY_MS)
             elif o.unowned_reason in JOIN_PHASE_GAPS:
-                b["unowned"] += ms
+                b["unowned"] += _clip(o.valid_from, end, d, d + DAY_MS)
     for c in commits:
         t = c.get("last_commit_timestamp")
         if t is not None and (b := bucket(t)) is not None:
