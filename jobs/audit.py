@@ -51,6 +51,7 @@ __all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "cli", "main", "
 
 AUDIT_OUTPUT_TABLES: tuple[str, ...] = (
     "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine", "group_state",
+    "partition_ownership", "rebalances", "group_health",
 )
 """Every table a run writes, besides `runs`."""
 
@@ -349,6 +350,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     from pyspark import StorageLevel
 
     from jobs import delta_io, nightly
+    from jobs.derived_step import derived_tables_for_run
     from jobs.inputs import read_input
     from jobs.spark_session import stage
     from udfs.schemas import BROKER_ACCOUNT_COLUMNS, RUNS_SCHEMA, with_time_columns
@@ -433,6 +435,10 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     # makes the counts and the write share one computation instead of running every plan twice.
     tables = {name: df if df.is_cached else df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
     carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
+    if cfg.derived_tables:  # from the persisted base tables, with the rows this run closes or changes
+        base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in tables.items()}
+        tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
+                                             until=cfg.until, base_path=cfg.output_path, stage=stage))
     with stage(spark, "count rows per table"):
         table_rows = {name: int(df.count()) for name, df in tables.items()}
         merged_rows = {name: int(df.count()) for name, df in carried.items()}
@@ -506,6 +512,7 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
     from pyspark.sql import functions as F
 
     from jobs.delta_io import read_table
+    from jobs.derived_step import derived_highlights
 
     def top(df: DataFrame, column: str, n: int = 6) -> str:
         rows = df.groupBy(column).count().orderBy(F.desc("count"), column).limit(n).collect()
@@ -525,6 +532,7 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
         "violations": "by kind: " + top(t["violations"], "kind"),
         "offset_commits": f"{o['commits'] or 0} commits, {o['reg'] or 0} regressions",
         "quarantine": "by record type: " + top(t["quarantine"], "key_type"),
+        **(derived_highlights(t) if "group_health" in t else {}),
     }
 
 

@@ -37,6 +37,9 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   the groups of the first `__consumer_offsets` partitions (about `--replay-commits` records).
 * `memory`: the peaks sampled during the audit, plus one group with `--single-group-commits`
   (5M) offset commits streamed through `GroupAuditor` in a fresh process (peak RSS of that process).
+* `derived`: what the derived tables (partition_ownership, rebalances, group_health) add: the warm
+  audit without them (`job.derived_tables = false`) once before and once after the warm audit,
+  and the warm audit once more; `derived_over_base` = best audit with / best audit without.
 * `scaling`: the audit at 1x, 2x and 4x `--scaling-base` records (groups scaled alike, so the
   record mix is the same), each its own generated input, each point the best of two runs (single
   runs on a shared machine made the criterion below flip between runs). The default base is
@@ -97,7 +100,8 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASUREMENTS: tuple[str, ...] = ("bare_scan", "offset_path", "audit", "peer", "replay", "memory", "scaling")
+MEASUREMENTS: tuple[str, ...] = ("bare_scan", "offset_path", "audit", "peer", "replay", "memory", "scaling",
+                                 "derived")
 
 TARGETS: dict[str, str] = {
     "offset_path_over_bare_scan": "<= 1.5 (at >= 20M records)",
@@ -106,6 +110,7 @@ TARGETS: dict[str, str] = {
     "replay_group_metadata_per_s_per_core": ">= 50,000",
     "single_group_peak_rss_mib": "< 1024 (5M commit records)",
     "scaling_linear": "marginal cost per record 2x->4x <= 1.25 x that of 1x->2x",
+    "derived_tables_cost": "audit with derived tables <= 1.25 x without (issue 17)",
 }
 _LINEARITY_TOLERANCE = 1.25
 DEFAULT_DRIVER_MEMORY = "6g"
@@ -517,14 +522,14 @@ class _MemorySampler(threading.Thread):
 
 
 def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str, shards: int | None,
-                  sample_memory: bool) -> dict[str, Any]:
+                  sample_memory: bool, derived_tables: bool = True) -> dict[str, Any]:
     """`jobs.audit.run_audit` end to end into `out_dir` (fresh), timed; memory sampled meanwhile."""
     from jobs.audit import run_audit
     from jobs.config import load_config
 
     cfg = load_config(None, {"input.path": path, "input.table": "", "input.format": "parquet",
                              "output.path": str(out_dir), "output.write_mode": "overwrite",
-                             "spark.master": master, "job.shards": shards})
+                             "spark.master": master, "job.shards": shards, "job.derived_tables": derived_tables})
     sampler = _MemorySampler() if sample_memory else None
     if sampler is not None:
         sampler.reset_peaks()
@@ -741,6 +746,8 @@ def _targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "single_group_peak_rss_mib", peak,
         None if peak is None else peak < 1024 and single.get("commits", 0) >= 5_000_000,
         "" if single.get("commits", 5_000_000) >= 5_000_000 else "fewer than 5M commits: not the target's run")
+    dr = r.get("derived_over_base")
+    out["derived_tables_cost"] = check("derived_tables_cost", dr, None if dr is None else dr <= 1.25)
     mr = scaling.get("marginal_ratio")
     out["scaling_linear"] = check("scaling_linear", mr, None if mr is None else mr <= _LINEARITY_TOLERANCE)
     return out
@@ -782,6 +789,11 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
         line("audit (end to end, Delta written)", m["audit"]["seconds"])
         for s in m["audit"]["stages"]:
             print(f"    {s}", file=out)
+    if m.get("derived"):
+        d = m["derived"]
+        print(f"audit with derived tables {', '.join(f'{x:.2f}' for x in d['with_seconds'])} s, without "
+              f"{', '.join(f'{x:.2f}' for x in d['without_seconds'])} s (best of each: "
+              f"{_fmt(d['best_with'], '.2f')} / {_fmt(d['best_without'], '.2f')} s)", file=out)
     if m.get("peer"):
         line("hand-written peer (Python UDF)", m["peer"]["seconds"])
     if m.get("replay"):
@@ -882,6 +894,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "peer_over_audit": _ratio(secs["peer"], secs["audit"]),
         "audit_first_over_bare_scan": _ratio(secs["audit_first"], bare),
         "peer_over_audit_first": _ratio(secs["peer"], secs["audit_first"]),
+        "derived_over_base": _ratio((m.get("derived") or {}).get("best_with"),
+                                    (m.get("derived") or {}).get("best_without")),
     }
     report["targets"] = _targets(report)
     report["total_seconds"] = time.perf_counter() - _T0
@@ -909,9 +923,18 @@ def _spark_steps(args: argparse.Namespace, path: Path, scale_points: list[tuple[
                       "sample_memory": False})
     if "offset_path" not in skip:
         steps.append({"name": "offset_path", "kind": "offset_path", "path": src})
+    derived = "audit" not in skip and "derived" not in skip
+    if derived:
+        steps.append({"name": "audit_base", "kind": "audit", "path": src, "out": "audit-base",
+                      "sample_memory": False, "derived_tables": False})
     if "audit" not in skip:
         steps.append({"name": "audit", "kind": "audit", "path": src, "out": "audit-main",
                       "sample_memory": "memory" not in skip})
+    if derived:
+        steps.append({"name": "audit_base.again", "kind": "audit", "path": src, "out": "audit-base-again",
+                      "sample_memory": False, "derived_tables": False})
+        steps.append({"name": "audit.again", "kind": "audit", "path": src, "out": "audit-main-again",
+                      "sample_memory": False})
     if "peer" not in skip:
         steps.append({"name": "peer", "kind": "peer", "path": src})
     if "bare_scan" not in skip:
@@ -980,7 +1003,8 @@ def _run_step(spark: SparkSession, step: dict[str, Any], options: dict[str, Any]
         return measure_peer(spark, src)
     if kind == "audit":
         return measure_audit(spark, src, Path(options["work"]) / step["out"], master=options["master"],
-                             shards=options["shards"], sample_memory=step["sample_memory"])
+                             shards=options["shards"], sample_memory=step["sample_memory"],
+                             derived_tables=step.get("derived_tables", True))
     raise ValueError(f"unknown benchmark step kind {kind!r}")
 
 
@@ -1047,6 +1071,15 @@ def _collect(report: dict[str, Any], results: dict[str, dict[str, Any]], path: P
         r = get(name)
         if r is not None:
             m[name] = r
+    runs = {name: get(name) for name in ("audit_base", "audit_base.again", "audit.again")}
+    if runs["audit_base"] is not None:
+        with_ = [x for x in ((m.get("audit") or {}).get("seconds"), (runs["audit.again"] or {}).get("seconds"))
+                 if x is not None]
+        without = [x for x in ((runs["audit_base"] or {}).get("seconds"),
+                               (runs["audit_base.again"] or {}).get("seconds")) if x is not None]
+        m["derived"] = {"with_seconds": with_, "without_seconds": without,
+                        "best_with": min(with_, default=None), "best_without": min(without, default=None),
+                        "stages_without": (runs["audit_base"] or {}).get("stages")}
     mem = (m.get("audit") or {}).pop("memory", None)
     if mem is not None:
         m.setdefault("memory", {})["audit"] = mem

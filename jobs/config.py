@@ -71,6 +71,7 @@ SPEC: dict[str, dict[str, _Key]] = {
         "quarantine": _Key(bool, True, "write undecodable records to the quarantine table"),
         "scan_chunk_rows": _Key(int, 500_000, "rows per chunk of the single pass (bounds a Python worker's memory)"),
         "scan_reader": _Key(ScanReader, "auto", "how the single pass reads Parquet input: auto, arrow or spark"),
+        "derived_tables": _Key(bool, True, "write partition_ownership, rebalances and group_health"),
     },
     "output": {
         "path": _Key(str, "output/delta", "base path of the Delta tables"),
@@ -101,6 +102,7 @@ class AuditConfig:
     quarantine: bool
     scan_chunk_rows: int
     scan_reader: ScanReader
+    derived_tables: bool
     output_path: str | None
     catalog_schema: str | None
     write_mode: WriteMode
@@ -263,7 +265,7 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         input_path=input_path, input_table=input_table, input_format=get("input.format"),
         text_encoding=get("input.text_encoding"), since=since, until=until, groups=get("groups.include"),
         shards=shards, quarantine=get("job.quarantine"), scan_chunk_rows=chunk_rows,
-        scan_reader=get("job.scan_reader"), output_path=output_path,
+        scan_reader=get("job.scan_reader"), derived_tables=get("job.derived_tables"), output_path=output_path,
         catalog_schema=catalog_schema, write_mode=get("output.write_mode"), writer=get("output.writer"),
         spark_master=text("spark.master"), app_name=get("spark.app_name"),
         spark_local_conf=get("spark.local_conf"), source=where + (" + overrides" if applied else ""),

@@ -56,11 +56,13 @@ from coordinator_core.audit.rows import (
     RebalanceCauseRow,
     ViolationRow,
 )
+from udfs.history import HealthRow, OwnershipRow, RebalanceRow
 
 __all__ = [
     "ASSIGNMENT_STRUCT",
     "AUDIT_TABLES",
     "BROKER_ACCOUNT_COLUMNS",
+    "DERIVED_TABLES",
     "GROUP_STATE_SCHEMA",
     "INT32_NAME_SUFFIXES",
     "KAFKA_SOURCE_SCHEMA",
@@ -207,8 +209,16 @@ BROKER_ACCOUNT_COLUMNS = StructType([
 """The broker's own account of a generation (`coordinator_core.broker_log.BrokerGeneration`), appended
 to `generations` by the job (`udfs.broker_log.attach_broker_account`); null without a server log."""
 
+DERIVED_TABLES: dict[str, type] = {
+    "partition_ownership": OwnershipRow,
+    "rebalances": RebalanceRow,
+    "group_health": HealthRow,
+}
+"""Table name -> row dataclass, for the tables derived from the others (`udfs.history`, `udfs.derived`)."""
+
 TABLE_SCHEMAS: dict[str, StructType] = {
     **{name: struct_type_from_dataclass(cls) for name, cls in AUDIT_TABLES.items()},
+    **{name: struct_type_from_dataclass(cls) for name, cls in DERIVED_TABLES.items()},
     "runs": RUNS_SCHEMA,
 }
 TABLE_SCHEMAS["generations"] = StructType(TABLE_SCHEMAS["generations"].fields + BROKER_ACCOUNT_COLUMNS.fields)

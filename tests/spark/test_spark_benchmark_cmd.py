@@ -16,7 +16,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--records", "6000", "--groups", "6", "--no-scaling", "--skip", "offset_path", "--replay-commits", "2000",
+    argv = ["--records", "6000", "--groups", "6", "--no-scaling", "--skip", "offset_path,derived", "--replay-commits", "2000",
             "--single-group-commits", "3000", "--shards", "2", "--gen-workers", "1", "--cache-dir", str(tmp_path / "cache"),
             "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path), "--in-process"]
     assert benchmark.main(argv) == 0
@@ -42,6 +42,7 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     for name in ("audit_over_bare_scan", "peer_over_audit"):
         assert report["ratios"][name] > 0
     assert report["ratios"]["offset_path_over_bare_scan"] is None  # skipped
+    assert report["ratios"]["derived_over_base"] is None and "derived" not in m  # skipped
     assert set(report["targets"]) == set(benchmark.TARGETS)
     assert report["targets"]["audit_over_bare_scan"]["note"]  # below 20M: flagged as not the target's size
 
@@ -78,7 +79,18 @@ def test_benchmark_flags() -> None:
     steps = benchmark._spark_steps(benchmark.parse_args(["--records", "8000"]), main,
                                    [(1, p1, 1000), (2, p2, 2000), (4, main, 4000)])
     outs = [st["out"] for st in steps if st["kind"] == "audit"]
-    assert len(outs) == 7 and all(c.isalnum() or c in "-_" for o in outs for c in o)
+    # audit_first, audit, the derived comparison (audit_base, audit_base.again, audit.again), 5 scaling runs
+    assert len(outs) == 10 and all(c.isalnum() or c in "-_" for o in outs for c in o)
+    assert len(set(outs)) == len(outs)
+    without = [st["name"] for st in steps if st.get("derived_tables") is False]
+    assert without == ["audit_base", "audit_base.again"]
+    # the derived tables' cost: best audit with them over best audit without
+    report = {"measurements": {"audit": {"seconds": 12.0}}}
+    benchmark._collect(report, {"audit_base": {"result": {"seconds": 10.5, "stages": []}},
+                                "audit_base.again": {"result": {"seconds": 10.0, "stages": []}},
+                                "audit.again": {"result": {"seconds": 11.5}}}, main, [])
+    d = report["measurements"]["derived"]
+    assert (d["best_with"], d["best_without"], d["with_seconds"]) == (11.5, 10.0, [12.0, 11.5])
     superlinear = benchmark.scaling_fit([(1_000_000, 10.0), (2_000_000, 20.0), (4_000_000, 80.0)])
     assert superlinear["marginal_ratio"] == pytest.approx(3.0)
 

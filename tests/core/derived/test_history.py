@@ -1,0 +1,212 @@
+"""`udfs.history.derive_group` on small inline histories: the eager join-phase gap and its evidence,
+cooperative revocation rounds, departed owners, Empty groups, static replacements, aborted join
+phases, rows an earlier run left open, and the health figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from udfs.history import DAY_MS, derive_group, flapping_score, health_status, latest
+
+G = "g"
+
+
+def gen(generation_id: int, state_ts: int, record_ts: int, *, offset: int, members: int = 2, state: str = "Stable",
+        protocol: str | None = "EAGER", ended_at: int | None = None, missing: int = 0, **extra: Any) -> dict[str, Any]:
+    return {"group_id": G, "generation_id": generation_id, "state": state, "state_timestamp": state_ts,
+            "record_timestamp": record_ts, "ended_at": ended_at, "ended_by_offset": None, "member_count": members,
+            "missing_generations": missing, "rebalance_protocol": protocol,
+            "protocol_name": "cooperative-sticky" if protocol == "COOPERATIVE" else "range",
+            "source_partition": 7, "source_offset": offset, **extra}
+
+
+def asg(generation_id: int, member: str, partition: int, valid_from: int, valid_to: int | None, *,
+        instance: str | None = None, offset: int = 0) -> dict[str, Any]:
+    return {"group_id": G, "generation_id": generation_id, "member_id": member, "group_instance_id": instance,
+            "client_id": member.split("-")[0], "client_host": "/10.0.0.1", "topic": "t", "partition": partition,
+            "valid_from": valid_from, "valid_to": valid_to, "source_offset": offset}
+
+
+def commit(partition: int, last: int, generation_id: int | None = None) -> dict[str, Any]:
+    return {"group_id": G, "generation_id": generation_id, "topic": "t", "partition": partition,
+            "first_commit_timestamp": last - 100, "last_commit_timestamp": last}
+
+
+def cause(generation_id: int, name: str, member: str | None = None) -> dict[str, Any]:
+    return {"group_id": G, "generation_id": generation_id, "cause": name, "member_id": member, "is_primary": True}
+
+
+def spans(rows: list[Any], partition: int) -> list[tuple[Any, ...]]:
+    return [(r.valid_from, r.valid_to, r.member_id if r.owned else r.unowned_reason, r.from_evidence, r.to_evidence)
+            for r in rows if r.partition == partition]
+
+
+# gen 1 (A: p0, B: p1) written at 1_000; gen 2 (join completed 5_000, written 5_040: A gets both)
+EAGER_GENS = [gen(1, 900, 1_000, offset=10, ended_at=5_040), gen(2, 5_000, 5_040, offset=20, members=1)]
+EAGER_ASGS = [asg(1, "a-1", 0, 1_000, 5_040, offset=10), asg(1, "b-1", 1, 1_000, 5_040, offset=10),
+              asg(2, "a-1", 0, 5_040, None, offset=20), asg(2, "a-1", 1, 5_040, None, offset=20)]
+
+
+def test_eager_join_phase_gap_starts_at_the_old_owners_last_commit() -> None:
+    own, reb, _ = derive_group(G, generations=EAGER_GENS, assignments=EAGER_ASGS,
+                               commits=[commit(0, 4_200, 1), commit(1, 3_000, 1)],
+                               causes=[cause(2, "member_left_or_expired", "b-1")])
+    assert spans(own, 0) == [(1_000, 4_200, "a-1", "record", "last_commit"),
+                             (4_200, 5_040, "eager_join_phase", "last_commit", "record"),
+                             (5_040, None, "a-1", "record", None)]
+    # b-1 left: its partition waited from its last commit, as an owner that departed
+    assert spans(own, 1) == [(1_000, 3_000, "b-1", "record", "last_commit"),
+                             (3_000, 5_040, "owner_departed", "last_commit", "record"),
+                             (5_040, None, "a-1", "record", None)]
+    gap = next(r for r in own if r.partition == 0 and not r.owned)
+    assert (gap.from_exact, gap.to_exact, gap.to_source_offset, gap.generation_id, gap.duration_ms) == (
+        False, True, 20, 2, 840)
+    r = reb[-1]
+    # the join phase began before a-1 (which stayed) committed and revoked: its final commit
+    assert (r.generation_id, r.started_at, r.start_evidence, r.start_exact, r.join_completed_at, r.ended_at) == (
+        2, 4_200, "last_commit", False, 5_000, 5_040)
+    assert (r.duration_ms, r.join_ms, r.trigger, r.trigger_member_id) == (840, 800, "member_left_or_expired", "b-1")
+    assert (r.members_before, r.members_after, r.members_joined, r.members_left, r.partitions_moved) == (2, 1, 0, 1, 1)
+    assert (r.partitions_unowned, r.unowned_ms_sum, r.unowned_ms_max) == (2, 840 + 2_040, 2_040)
+
+
+def test_only_departed_members_commits_give_the_latest_of_them() -> None:
+    gens = [EAGER_GENS[0], {**EAGER_GENS[1], "state": "Empty", "member_count": 0}]
+    _, reb, _ = derive_group(G, generations=gens, assignments=EAGER_ASGS[:2],
+                             commits=[commit(0, 4_200, 1), commit(1, 3_000, 1)])
+    assert (reb[-1].outcome, reb[-1].started_at, reb[-1].start_evidence) == ("emptied", 4_200, "last_commit")
+
+
+def test_without_commits_the_gap_is_only_the_proven_sync_phase_and_marked_inferred() -> None:
+    own, reb, _ = derive_group(G, generations=EAGER_GENS, assignments=EAGER_ASGS)
+    assert spans(own, 0)[:2] == [(1_000, 5_000, "a-1", "record", "join_completed_latest"),
+                                 (5_000, 5_040, "eager_join_phase", "join_completed_latest", "record")]
+    assert (reb[-1].started_at, reb[-1].start_evidence) == (5_000, "join_completed_latest")
+
+
+def test_the_brokers_rebalance_start_is_preferred_and_a_later_commit_still_counts() -> None:
+    gens = [EAGER_GENS[0], {**EAGER_GENS[1], "rebalance_started_at": 4_000}]
+    own, reb, _ = derive_group(G, generations=gens, assignments=EAGER_ASGS,
+                               commits=[commit(0, 4_500, 1), commit(1, 3_000, 1)])
+    # p1's owner committed last before the broker's start: the start bounds its revocation
+    assert spans(own, 1)[1] == (4_000, 5_040, "eager_join_phase", "broker_rebalance_start", "record")
+    # p0's owner committed after the start: it still held p0 then
+    assert spans(own, 0)[1] == (4_500, 5_040, "eager_join_phase", "last_commit", "record")
+    assert (reb[-1].started_at, reb[-1].start_evidence, reb[-1].duration_ms) == (4_000, "broker_rebalance_start", 1_040)
+
+
+def test_cooperative_revocation_round_and_no_gap_for_kept_partitions() -> None:
+    gens = [gen(1, 900, 1_000, offset=1, members=1, protocol="COOPERATIVE"),
+            gen(2, 2_000, 2_010, offset=2, protocol="COOPERATIVE"),
+            gen(3, 2_050, 2_060, offset=3, protocol="COOPERATIVE")]
+    asgs = [asg(1, "a", 0, 1_000, 2_010), asg(1, "a", 1, 1_000, 2_010),
+            asg(2, "a", 0, 2_010, 2_060),                     # p1 revoked from a in generation 2
+            asg(3, "a", 0, 2_060, None), asg(3, "b", 1, 2_060, None)]
+    own, reb, _ = derive_group(G, generations=gens, assignments=asgs, commits=[commit(0, 1_900), commit(1, 1_900)],
+                               causes=[cause(2, "member_joined", "b"), cause(3, "cooperative_follow_up")])
+    assert spans(own, 0) == [(1_000, 2_010, "a", "record", "record"), (2_010, 2_060, "a", "record", "record"),
+                             (2_060, None, "a", "record", None)]
+    assert spans(own, 1) == [(1_000, 2_010, "a", "record", "record"),
+                             (2_010, 2_060, "cooperative_revocation", "record", "record"),
+                             (2_060, None, "b", "record", None)]
+    by_gen = {r.generation_id: r for r in reb}
+    assert (by_gen[2].partitions_unowned, by_gen[2].unowned_ms_sum, by_gen[2].partitions_moved) == (1, 50, 0)
+    assert (by_gen[3].partitions_moved, by_gen[3].members_joined, by_gen[3].trigger) == (1, 1, "cooperative_follow_up")
+
+
+def test_group_emptied_then_deleted() -> None:
+    gens = [gen(1, 900, 1_000, offset=1, members=1), gen(2, 3_000, 3_001, offset=2, members=0, state="Empty",
+                                                        protocol=None, ended_at=9_000)]
+    own, reb, _ = derive_group(G, generations=gens, assignments=[asg(1, "a", 0, 1_000, 3_001)],
+                               commits=[commit(0, 2_500)])
+    assert spans(own, 0) == [(1_000, 2_500, "a", "record", "last_commit"),
+                             (2_500, 3_000, "owner_departed", "last_commit", "group_emptied"),
+                             (3_000, 9_000, "group_empty", "group_emptied", "record")]
+    assert [(r.generation_id, r.outcome) for r in reb] == [(1, "completed"), (2, "emptied")]
+
+
+def test_static_replacement_keeps_ownership_without_a_gap() -> None:
+    gens = [gen(3, 900, 1_000, offset=1, members=1), gen(3, 900, 2_000, offset=2, members=1)]
+    asgs = [asg(3, "s-old", 0, 1_000, 2_000, instance="s"), asg(3, "s-new", 0, 2_000, None, instance="s", offset=2)]
+    own, reb, health = derive_group(G, generations=gens, assignments=asgs)
+    assert spans(own, 0) == [(1_000, 2_000, "s-old", "record", "record"), (2_000, None, "s-new", "record", None)]
+    assert [r.generation_id for r in reb] == [3]  # the rewrite is no join phase
+    assert (health[0].static_members, health[0].dynamic_members) == (1, 0)
+
+
+def test_aborted_join_phases_are_rows_without_times() -> None:
+    gens = [gen(1, 900, 1_000, offset=1), gen(4, 5_000, 5_010, offset=2, missing=2)]
+    _, reb, health = derive_group(G, generations=gens, assignments=[])
+    aborted = [(r.generation_id, r.outcome, r.started_at, r.observed_at) for r in reb if r.outcome == "aborted"]
+    assert aborted == [(2, "aborted", None, 5_010), (3, "aborted", None, 5_010)]
+    assert (health[0].rebalances, health[0].aborted_rebalances) == (2, 2)
+
+
+def test_rows_an_earlier_run_left_open_are_closed_by_the_next_record() -> None:
+    open_gens = [{**EAGER_GENS[0], "ended_at": None}, EAGER_GENS[1]]
+    open_asgs = [{**a, "valid_to": None} if a["generation_id"] == 1 else a for a in EAGER_ASGS]
+    assert derive_group(G, generations=open_gens, assignments=open_asgs) == derive_group(
+        G, generations=EAGER_GENS, assignments=EAGER_ASGS)
+
+
+def test_an_assignment_without_its_generation_is_an_error_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"group 'g': assignment of t-0 to 'a' in generation 9"):
+        derive_group(G, generations=EAGER_GENS, assignments=[asg(9, "a", 0, 1_000, None)])
+
+
+def test_health_per_day_and_flapping_score() -> None:
+    day0 = 20 * DAY_MS
+    gens = [gen(i, day0 + i * 60_000 - 30_000, day0 + i * 60_000, offset=i, members=1,
+                ended_at=day0 + (i + 1) * 60_000) for i in range(1, 9)]
+    asgs = [asg(i, f"m{i}", 0, day0 + i * 60_000, day0 + (i + 1) * 60_000) for i in range(1, 9)]
+    viol = [{"group_id": G, "generation_id": 2, "kind": "duplicate_assignment", "record_timestamp": day0 + 120_000}]
+    _, _, health = derive_group(G, generations=gens, assignments=asgs, violations=viol,
+                                commits=[commit(0, day0 + DAY_MS + 5)])
+    assert [h.day for h in health] == ["1970-01-21", "1970-01-22"]
+    h = health[0]
+    assert (h.rebalances, h.peak_hour_rebalances, h.violations, h.partitions, h.dynamic_members) == (8, 8, 1, 1, 8)
+    assert h.members_joined == 8 and h.members_left == 7  # the first generation brought m1
+    assert h.flapping_score == pytest.approx(8 / 6, abs=1e-3) and h.status == "flapping"
+    assert health[1].rebalances == 0 and health[1].last_commit_at == day0 + DAY_MS + 5
+
+
+def test_score_thresholds() -> None:
+    assert flapping_score(peak_hour_rebalances=3, rebalancing_ms=0, unowned_partition_ms=0, partitions=1,
+                          observed_ms=DAY_MS) == 0.5
+    assert flapping_score(peak_hour_rebalances=0, rebalancing_ms=DAY_MS // 10, unowned_partition_ms=0, partitions=1,
+                          observed_ms=DAY_MS) == 1.0
+    assert flapping_score(peak_hour_rebalances=0, rebalancing_ms=0, unowned_partition_ms=DAY_MS // 10, partitions=2,
+                          observed_ms=DAY_MS) == 1.0
+    assert [health_status(s) for s in (0.2, 0.5, 1.0)] == ["healthy", "unstable", "flapping"]
+
+
+def test_latest_prefers_closed_rows_then_the_latest_run() -> None:
+    base = {"group_id": G, "topic": "t", "partition": 0, "valid_from": 1, "owned": True, "member_id": "a"}
+    rows = [{**base, "valid_to": None, "run_id": "2"}, {**base, "valid_to": 5, "run_id": "1"},
+            {**base, "valid_from": 5, "valid_to": None, "run_id": "1"}, {**base, "valid_from": 5, "valid_to": None,
+                                                                         "run_id": "3"}]
+    got = sorted((r["valid_from"], r["valid_to"], r["run_id"]) for r in latest(rows, "partition_ownership"))
+    assert got == [(1, 5, "1"), (5, None, "3")]
+
+
+def test_readme_documents_every_derived_column_and_command() -> None:
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from udfs.history import HealthRow, OwnershipRow, RebalanceRow
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    for table, cls in (("partition_ownership", OwnershipRow), ("rebalances", RebalanceRow),
+                       ("group_health", HealthRow)):
+        parts = readme.split(f"**`{table}`**", 1)
+        assert len(parts) == 2, f"README documents table {table}"
+        text = parts[1].split("**`", 1)[0]
+        for field in dataclasses.fields(cls):
+            assert re.search(rf"\b{field.name}\b", text), f"README: column {table}.{field.name} is not described"
+    for command in ("jobs.query --tables out/delta owner", "jobs.query --tables out/delta timeline",
+                    "jobs.query --tables out/delta worst", "jobs.report --tables out/delta --out report.html"):
+        assert command in readme
+    assert (Path(__file__).resolve().parents[3] / "docs" / "report-timeline.png").is_file()

@@ -1,0 +1,177 @@
+"""The derived tables in the job: stored with their schemas, equal to the pure derivation of the
+stored base rows, the same when the log is audited in two windows (nightly runs) as in one, and
+answered by `jobs.query`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from jobs import query
+from jobs.audit import run_audit
+from jobs.config import load_config
+from udfs.history import derive_group, latest
+from udfs.schemas import stored_schema
+
+pytestmark = pytest.mark.spark
+
+DERIVED = ("partition_ownership", "rebalances", "group_health")
+RUN_COLUMNS = ("run_id", "run_window")
+
+
+def _rows(out: Path, table: str) -> list[dict]:
+    return DeltaTable(str(out / table)).to_pyarrow_table().to_pylist()
+
+
+def _content(rows: list[dict]) -> list[tuple]:
+    return sorted((tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in r.items()
+                                if k not in RUN_COLUMNS)) for r in rows), key=repr)
+
+
+def test_derived_tables_are_stored_with_their_schemas(derived_run: Path) -> None:
+    for name in DERIVED:
+        dt = DeltaTable(str(derived_run / name))
+        assert [f.name for f in dt.schema().fields] == stored_schema(name).fieldNames(), name
+        assert dt.to_pyarrow_table().num_rows > 0, name
+    runs = _rows(derived_run, "runs")
+    assert {n: dict(runs[0]["table_rows"])[n] for n in DERIVED} == {n: len(_rows(derived_run, n)) for n in DERIVED}
+
+
+def test_spark_derivation_equals_the_pure_one_on_the_stored_base_rows(derived_run: Path) -> None:
+    base = {t: _rows(derived_run, t) for t in ("generations", "assignments", "offset_commits", "rebalance_causes",
+                                               "violations")}
+    groups = sorted({r["group_id"] for r in base["generations"]})
+    assert len(groups) == 6
+    expected = {name: [] for name in DERIVED}
+    for g in groups:
+        mine = {t: [r for r in rows if r["group_id"] == g] for t, rows in base.items()}
+        produced = derive_group(g, generations=mine["generations"], assignments=mine["assignments"],
+                                commits=mine["offset_commits"], causes=mine["rebalance_causes"],
+                                violations=mine["violations"])
+        for name, rows in zip(DERIVED, produced, strict=True):
+            expected[name].extend(r.__class__.__dataclass_fields__ and {f: getattr(r, f) for f in
+                                                                         r.__dataclass_fields__} for r in rows)
+    for name in DERIVED:
+        assert _content(_rows(derived_run, name)) == _content(expected[name]), name
+
+
+def test_real_broker_steady_group(derived_run: Path) -> None:
+    """grp-s01: range (EAGER), three members, then closed one by one (the broker's own lines say
+    generation 2 was prepared at 23:43:26.137 when c3 left, and stabilised at 23:43:28.088)."""
+    reb = sorted((r for r in _rows(derived_run, "rebalances") if r["group_id"] == "grp-s01"),
+                 key=lambda r: r["generation_id"])
+    assert [(r["generation_id"], r["outcome"], r["trigger"]) for r in reb] == [
+        (1, "completed", "group_created"), (2, "completed", "member_left_or_expired"), (3, "emptied", "group_emptied")]
+    g2 = reb[1]
+    start = datetime.fromtimestamp(g2["started_at"] / 1000, UTC)
+    broker_start = datetime(2026, 11, 21, 23, 43, 26, 137_000, tzinfo=UTC)
+    assert g2["start_evidence"] == "last_commit" and not g2["start_exact"]
+    # c2 (which stayed) committed and revoked when a heartbeat told it: within heartbeat.interval.ms (3 s)
+    assert 0 <= (start - broker_start).total_seconds() < 3.0
+    assert g2["join_completed_at"] == int(datetime(2026, 11, 21, 23, 43, 28, 88_000, tzinfo=UTC).timestamp() * 1000)
+    assert (g2["members_before"], g2["members_after"], g2["partitions_moved"], g2["partitions_unowned"]) == (3, 1, 4, 6)
+    own = [r for r in _rows(derived_run, "partition_ownership") if r["group_id"] == "grp-s01" and r["partition"] == 2]
+    kinds = [(r["owned"], r["unowned_reason"], r["generation_id"]) for r in sorted(own, key=lambda r: r["valid_from"])]
+    assert kinds == [(True, None, 1), (False, "eager_join_phase", 2), (True, None, 2), (False, "owner_departed", 3),
+                     (False, "group_empty", 3)]
+
+
+def test_two_nightly_windows_give_the_same_ownership_as_one_run(spark, derived_input: Path, derived_run: Path,
+                                                                 tmp_path: Path) -> None:
+    """The log audited as two windows into one output (replace_window), the second reading the
+    first's rows back as history: reduced with `latest`, the same intervals as one run over all."""
+    cut = "2026-11-21T23:43:40Z"  # inside the real broker's log: grp-s02, s05 and s07 span it
+    for since, until in (("2000-01-01", cut), (cut, "2100-01-01")):
+        run_audit(spark, load_config(None, {"input.path": str(derived_input), "input.format": "parquet",
+                                            "output.path": str(tmp_path), "job.shards": 2,
+                                            "window.since": since, "window.until": until}))
+    assert len({r["run_window"] for r in _rows(tmp_path, "partition_ownership")}) == 2
+    two = latest(_rows(tmp_path, "partition_ownership"), "partition_ownership")
+    one = _rows(derived_run, "partition_ownership")
+    assert _content(two) == _content(one)
+    columns = ("group_id", "generation_id", "outcome", "started_at", "start_evidence", "ended_at", "members_before",
+               "members_after", "partitions_moved", "partitions_unowned", "unowned_ms_sum")
+    def pick(rows: list[dict]) -> list[tuple]:
+        return sorted((tuple(r[c] for c in columns) for r in rows), key=repr)
+    assert pick(latest(_rows(tmp_path, "rebalances"), "rebalances")) == pick(_rows(derived_run, "rebalances"))
+
+
+def test_query_commands(derived_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t = str(derived_run)
+    assert query.main(["--tables", t, "owner", "--group", "grp-s01", "--topic", "tp-s01-a", "--partition", "2",
+                       "--at", "2026-11-21T23:43:28.080Z"]) == 0
+    out = capsys.readouterr().out
+    assert "UNOWNED (eager_join_phase, generation 2)" in out and "(last_commit, inferred)" in out
+    assert query.main(["--tables", t, "owner", "--group", "grp-s01", "--topic", "tp-s01-a", "--partition", "2",
+                       "--at", "2026-11-21T23:43:20Z"]) == 0
+    assert "owned by grp-s01-c2-" in capsys.readouterr().out
+    assert query.main(["--tables", t, "timeline", "--group", "grp-s01", "--since", "2026-11-21T23:43:20Z"]) == 0
+    out = capsys.readouterr().out
+    assert "generation 2 completed (EAGER): member_left_or_expired" in out and "generation 1 " not in out
+    assert query.main(["--tables", t, "worst", "--day", "2023-11-14"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("least healthy groups on 2023-11-14") and len(out) == 4
+    assert query.main(["--tables", t, "owner", "--group", "grp-s01", "--topic", "nope", "--partition", "0",
+                       "--at", "2026-11-21"]) == 2
+    assert "partition nope-0 was never assigned; known: tp-s01-a-0" in capsys.readouterr().err
+    assert query.main(["--tables", t, "worst", "--day", "1999-01-01"]) == 2
+    assert "no group_health rows for day 1999-01-01" in capsys.readouterr().err
+
+
+def test_the_brokers_rebalance_start_column_is_used_when_present(spark, derived_run: Path) -> None:
+    """`generations.rebalance_started_at` (written when the job is given the broker's log) may be a
+    timestamp or epoch milliseconds; either way it is the start of the join phase."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import read_table
+    from udfs.derived import derive_tables
+
+    base = {t: read_table(spark, str(derived_run / t)).where("group_id = 'grp-s01'")
+            for t in ("generations", "assignments", "offset_commits", "rebalance_causes", "violations")}
+    broker_start = datetime(2026, 11, 21, 23, 43, 26, 137_000, tzinfo=UTC)
+    ms = int(broker_start.timestamp() * 1000)
+    for value in (F.lit(broker_start).cast("timestamp"), F.lit(ms)):
+        gens = base["generations"].withColumn(
+            "rebalance_started_at", F.when(F.col("generation_id") == 2, value))
+        got = derive_tables({**base, "generations": gens})["rebalances"].where("generation_id = 2").collect()
+        assert [(r["started_at"], r["start_evidence"], r["duration_ms"]) for r in got] == [
+            (ms, "broker_rebalance_start", ms_of(2026, 11, 21, 23, 43, 28, 96) - ms)]
+
+
+def ms_of(*parts: int) -> int:
+    *ymdhms, milli = parts
+    return int(datetime(*ymdhms, milli * 1000, tzinfo=UTC).timestamp() * 1000)
+
+
+def test_the_batch_adapter_joins_a_group_split_across_batches(derived_run: Path) -> None:
+    """`_derive_batches` (the mapInArrow body) on input sorted by group, with one group's rows cut
+    across two Arrow batches and small flushes: the same rows as `derive_group` group by group."""
+    import pyarrow as pa
+
+    from udfs.derived import _TAG, BASE_INPUTS, _derive_batches
+
+    rows = []
+    for table, cols in BASE_INPUTS.items():
+        for r in _rows(derived_run, table):
+            if r["group_id"] in ("grp-s01", "grp-s02"):
+                rows.append({"group_id": r["group_id"], _TAG: table, **{c: r[c] for c in cols}})
+    rows.sort(key=lambda r: r["group_id"])
+    columns = sorted({c for r in rows for c in r})
+    cut = sum(1 for r in rows if r["group_id"] == "grp-s01") // 2
+    batches = [pa.RecordBatch.from_pylist([{c: r.get(c) for c in columns} for r in part])
+               for part in (rows[:cut], rows[cut:])]
+    out = pa.Table.from_batches(list(_derive_batches(iter(batches), flush_rows=10))).to_pylist()
+    got = sorted((r["table"], repr(sorted(r[r["table"]].items()))) for r in out)
+    expected = []
+    for g in ("grp-s01", "grp-s02"):
+        mine = {t: [r for r in rows if r["group_id"] == g and r[_TAG] == t] for t in BASE_INPUTS}
+        produced = derive_group(g, generations=mine["generations"], assignments=mine["assignments"],
+                                commits=mine["offset_commits"], causes=mine["rebalance_causes"],
+                                violations=mine["violations"])
+        for name, items in zip(DERIVED, produced, strict=True):
+            expected += [(name, repr(sorted({f: (list(v) if isinstance(v := getattr(x, f), tuple) else v)
+                                             for f in x.__dataclass_fields__}.items()))) for x in items]
+    assert got == sorted(expected) and len(got) > 40

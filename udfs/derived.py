@@ -1,0 +1,239 @@
+"""The derived tables (`partition_ownership`, `rebalances`, `group_health`) as Spark transforms over
+the base tables: a thin adapter over `udfs.history.derive_group`, run once per group with
+`mapInArrow` over input repartitioned and sorted by group (as the replay does).
+
+The base tables may come from the job's own run (in memory) or from Delta, written by several runs
+(nightly windows): `latest_rows` keeps one row per natural key, the one that carries closing values
+(an earlier run may have left a generation or an assignment open that a later run closed), else the
+latest run's; `derive_group` then closes what is still open with the next record it knows of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from udfs import schemas
+from udfs.history import DERIVED_KEYS, astuple_fast, derive_group
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "BASE_INPUTS",
+    "DERIVED_KEYS",
+    "DERIVED_SCHEMAS",
+    "DERIVED_TABLES",
+    "NATURAL_KEYS",
+    "derive_tables",
+    "derive_wide",
+    "latest_rows",
+    "overlapping_window",
+    "split_wide",
+]
+
+DERIVED_TABLES: tuple[str, ...] = tuple(schemas.DERIVED_TABLES)
+
+DERIVED_SCHEMAS = {name: schemas.TABLE_SCHEMAS[name] for name in DERIVED_TABLES}
+"""Content schema of each derived table (without the run columns `jobs.delta_io` appends)."""
+
+NATURAL_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "generations": (("group_id", "generation_id", "source_partition", "source_offset"), "ended_at"),
+    "assignments": (("group_id", "generation_id", "member_id", "topic", "partition", "source_partition",
+                     "source_offset"), "valid_to"),
+    "offset_commits": (("group_id", "topic", "partition", "source_partition", "window_start_offset"),
+                       "window_end_offset"),
+    "rebalance_causes": (("group_id", "generation_id", "cause", "member_id", "source_partition", "source_offset"),
+                         None),
+    "violations": (("group_id", "generation_id", "kind", "topic", "partition", "source_partition", "source_offset"),
+                   None),
+}
+"""Base table -> (natural key, closing column): the identity of a row across runs, and the column an
+earlier run leaves null that a later run fills."""
+
+BASE_INPUTS: dict[str, tuple[str, ...]] = {
+    "generations": ("generation_id", "state", "state_timestamp", "record_timestamp", "ended_at", "ended_by_offset",
+                    "member_count", "missing_generations", "rebalance_protocol", "protocol_name",
+                    "source_partition", "source_offset"),
+    "assignments": ("generation_id", "member_id", "group_instance_id", "client_id", "client_host", "topic",
+                    "partition", "valid_from", "valid_to", "source_offset"),
+    "offset_commits": ("generation_id", "topic", "partition", "first_commit_timestamp", "last_commit_timestamp"),
+    "rebalance_causes": ("generation_id", "cause", "member_id", "is_primary"),
+    "violations": ("generation_id", "kind", "record_timestamp"),
+}
+"""The columns of each base table the derivation reads (besides group_id)."""
+
+OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {"generations": ("rebalance_started_at",)}
+"""Columns read when the table has them: the broker's own join-phase start (given a broker log)."""
+
+
+def latest_rows(df: DataFrame, table: str) -> DataFrame:
+    """One row per natural key (NATURAL_KEYS / DERIVED_KEYS): the one with its closing column set,
+    then the latest run's. Frames without `run_id` (a run's own, in memory) are returned as they are."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    key, closing = {**NATURAL_KEYS, **DERIVED_KEYS}[table]
+    if "run_id" not in df.columns:
+        return df
+    order = [F.col(closing).isNull().asc()] if closing else []
+    w = Window.partitionBy(*key).orderBy(*order, F.col("run_id").desc())
+    return df.withColumn("_rank", F.row_number().over(w)).where("_rank = 1").drop("_rank")
+
+
+_TAG = "_base_table"
+"""The packed input's column naming the base table of a row (`violations` has a `kind` already)."""
+
+
+def _wide_schema() -> Any:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField("table", StringType(), False),
+                       *[StructField(name, schema, True) for name, schema in DERIVED_SCHEMAS.items()]])
+
+
+_ARROW_SCHEMA: list[pa.Schema] = []
+
+
+def _arrow_schema() -> pa.Schema:
+    """The wide schema in Arrow, built once per Python worker (not once per group)."""
+    if not _ARROW_SCHEMA:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        _ARROW_SCHEMA.append(to_arrow_schema(_wide_schema()))
+    return _ARROW_SCHEMA[0]
+
+
+def _arrow_batch(produced: Mapping[str, list[Any]]) -> pa.RecordBatch:
+    """Derived rows of some groups as one wide RecordBatch: `table`, and per table a struct column
+    set on that table's rows only (built column-wise)."""
+    import pyarrow as pa
+
+    schema = _arrow_schema()
+    total = sum(len(rows) for rows in produced.values())
+    columns: list[pa.Array] = []
+    before = 0
+    for name in DERIVED_TABLES:
+        rows = produced[name]
+        struct_type = schema.field(name).type
+        values = list(zip(*(astuple_fast(r) for r in rows), strict=True)) if rows else [() for _ in struct_type]
+        fields = [pa.array([list(v) for v in col] if col and isinstance(col[0], tuple) else col,
+                           type=struct_type.field(k).type) for k, col in enumerate(values)]
+        struct = pa.StructArray.from_arrays(fields, fields=list(struct_type))
+        pieces = [pa.nulls(before, struct_type), struct, pa.nulls(total - before - len(rows), struct_type)]
+        columns.append(pa.concat_arrays([p for p in pieces if len(p)]) if total else pa.nulls(0, struct_type))
+        before += len(rows)
+    names = pa.array([name for name in DERIVED_TABLES for _ in produced[name]], type=pa.string())
+    return pa.RecordBatch.from_arrays([names, *columns], schema=schema)
+
+
+def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body over one Spark partition of packed base rows, sorted by group: each group's
+    rows (one run, possibly across batches) go to `derive_group`; the derived rows leave in
+    batches of about `flush_rows`."""
+    from udfs.replay import group_runs
+
+    out: dict[str, list[Any]] = {name: [] for name in DERIVED_TABLES}
+    inputs: dict[str, list[dict[str, Any]]] = {name: [] for name in BASE_INPUTS}
+    current: object = object()
+
+    def close() -> None:
+        if isinstance(current, str):
+            produced = derive_group(
+                current, generations=inputs["generations"], assignments=inputs["assignments"],
+                commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
+            for name, rows in zip(DERIVED_TABLES, produced, strict=True):
+                out[name].extend(rows)
+        for rows in inputs.values():
+            rows.clear()
+
+    for batch in batches:
+        d = batch.to_pydict()
+        kinds = d[_TAG]
+        wanted = {name: [c for c in (*cols, *OPTIONAL_INPUTS.get(name, ())) if c in d]
+                  for name, cols in BASE_INPUTS.items()}
+        for group, start, end in group_runs(d["group_id"]):
+            if group != current:
+                close()
+                current = group
+                if sum(len(rows) for rows in out.values()) >= flush_rows:
+                    yield _arrow_batch(out)
+                    out = {name: [] for name in DERIVED_TABLES}
+            for k in range(start, end):
+                kind = kinds[k]
+                inputs[kind].append({c: d[c][k] for c in wanted[kind]})
+    close()
+    if any(out.values()):
+        yield _arrow_batch(out)
+
+
+def derive_tables(base: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
+    """{derived table: DataFrame} from {base table: DataFrame} (the five of BASE_INPUTS).
+
+    One shuffle by group: the tables' needed columns are packed in one frame (a `_TAG` column says
+    which table a row is from; shared column names have the same meaning and type), sorted by group
+    within partitions, and `mapInArrow` streams each partition group by group through
+    `derive_group` (one Python call per partition, not per group). The three tables share that one
+    computation only if the caller persists `derive_wide`'s result and splits it (`split_wide`)."""
+    return split_wide(derive_wide(base))
+
+
+def split_wide(wide: DataFrame) -> dict[str, DataFrame]:
+    from pyspark.sql import functions as F
+
+    return {name: wide.where(F.col("table") == name).select(f"{name}.*") for name in DERIVED_TABLES}
+
+
+def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
+    """The derivation's output before the split: a `table` column and one struct column per table."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    packed = None
+    for name, columns in BASE_INPUTS.items():
+        df = latest_rows(base[name], name)
+        cols = [F.col(c) for c in columns]
+        for c in OPTIONAL_INPUTS.get(name, ()):
+            if c in df.columns:  # epoch milliseconds, whether stored as a timestamp or a long
+                ts = isinstance(df.schema[c].dataType, TimestampType)
+                cols.append((F.unix_millis(F.col(c)) if ts else F.col(c).cast("long")).alias(c))
+        part = df.select("group_id", F.lit(name).alias(_TAG), *cols)
+        packed = part if packed is None else packed.unionByName(part, allowMissingColumns=True)
+    assert packed is not None
+    return (packed.repartition("group_id").sortWithinPartitions("group_id")
+            .mapInArrow(_derive_batches, schema=_wide_schema()))
+
+
+def _ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | None,
+                       until: datetime | None) -> dict[str, DataFrame]:
+    """The derived rows a run writes into its window: those overlapping [since, until) (an interval
+    or a rebalance that crosses the window's bounds appears in both windows; readers keep one with
+    `latest_rows`). Unbounded windows keep everything."""
+    from pyspark.sql import functions as F
+
+    if since is None and until is None:
+        return dict(tables)
+    lo = F.lit(_ms(since)) if since is not None else None
+    hi = F.lit(_ms(until)) if until is not None else None
+
+    def overlaps(start: Any, end: Any) -> Any:
+        cond = F.lit(True)
+        if lo is not None:
+            cond = cond & (end.isNull() | (end >= lo))
+        if hi is not None:
+            cond = cond & (start < hi)
+        return cond
+
+    day_start = F.unix_millis(F.to_timestamp(F.col("day"), "yyyy-MM-dd"))
+    own, reb, hea = (tables[n] for n in DERIVED_TABLES)
+    return {
+        "partition_ownership": own.where(overlaps(F.col("valid_from"), F.col("valid_to"))),
+        "rebalances": reb.where(overlaps(F.coalesce("started_at", "observed_at"), F.col("observed_at"))),
+        "group_health": hea.where(overlaps(day_start, day_start + F.lit(86_400_000 - 1))),
+    }

@@ -1,0 +1,630 @@
+"""The answers operators ask for, derived per group from the audit's base tables (pure Python).
+
+Standard library only: `udfs.derived` runs `derive_group` once per group inside Spark
+(`mapInArrow`), the tests call it directly. Its inputs are the group's rows of `generations`,
+`assignments`, `offset_commits`, `rebalance_causes` and `violations` as dicts (any number of runs
+of the job, already reduced to one row per natural key by `udfs.derived.latest_rows`); its outputs
+are the rows of three tables:
+
+* `partition_ownership` (`OwnershipRow`): per (group, topic, partition), consecutive intervals,
+  each owned (member, instance id, client id, host, generation) or unowned, with why, and how each
+  bound is known.
+* `rebalances` (`RebalanceRow`): one row per join phase that produced a generation (a Stable or
+  an Empty one) or was aborted (a generation id the log skipped).
+* `group_health` (`HealthRow`): per group per UTC day, with the flapping score (`flapping_score`).
+
+What the log proves and what it does not. A GroupMetadata record is written when the leader's
+assignment is stored (GroupMetadataManager#storeGroup, GroupCoordinator#doSyncGroup), and its
+currentStateTimestamp is when the group entered CompletingRebalance, i.e. when the join phase
+ended (ClassicGroup#transitionTo). The start of a join phase is written nowhere in
+`__consumer_offsets` (GroupCoordinator#prepareRebalance writes no record). An EAGER consumer
+revokes every partition before it sends its JoinGroup (ConsumerCoordinator#onJoinPrepare, after
+committing its positions when auto-commit is on), so under EAGER the old owners hold nothing from
+their revocation until the next assignment; under COOPERATIVE (KIP-429) a member keeps what it is
+not asked to give up, and a partition that moves is assigned to nobody for one generation.
+
+Bounds (`from_evidence` / `to_evidence`; `*_exact` is true only for the first three):
+
+* `record`: the timestamp of the GroupMetadata record that stored or replaced an assignment.
+* `join_completed`: a generation's state_timestamp: every member had rejoined (EAGER: revoked).
+* `group_emptied`: an Empty generation's state_timestamp: the last member had gone.
+* `broker_rebalance_start`: the broker's "Preparing to rebalance" line (`generations` column
+  `rebalance_started_at`, present when the job was given the broker's log); a revocation is
+  not earlier.
+* `last_commit`: the old owner's last offset commit in its generation: it still held its
+  partitions then, and revoked them at or after it (and at the latest at `join_completed`).
+* `join_completed_latest`: no earlier evidence: the latest moment the bound can be.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from operator import attrgetter
+from typing import Any
+
+__all__ = [
+    "DAY_MS",
+    "DERIVED_KEYS",
+    "FLAPPING_THRESHOLDS",
+    "HealthRow",
+    "OwnershipRow",
+    "RebalanceRow",
+    "as_dict",
+    "astuple_fast",
+    "derive_group",
+    "flapping_score",
+    "health_status",
+    "latest",
+]
+
+DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+
+EXACT_EVIDENCE = frozenset({"record", "join_completed", "group_emptied"})
+"""Bounds read off a record (module docstring); every other bound is inferred and marked inexact."""
+
+JOIN_PHASE_GAPS = frozenset({"eager_join_phase", "owner_departed", "cooperative_revocation"})
+"""Unowned reasons caused by a rebalance (counted in `rebalances` and in the health figures)."""
+
+FLAPPING_THRESHOLDS: dict[str, float] = {
+    "rebalances_per_hour": 6.0,   # six completed join phases in one clock hour
+    "rebalancing_share": 0.10,    # a tenth of the observed day spent between a join start and its assignment
+    "unowned_share": 0.05,        # 5% of the day's partition-time not consumed because of rebalances
+}
+"""`flapping_score` is the largest of the day's three figures, each divided by its threshold here:
+1.0 means a threshold is reached. Shares are of the observed part of the day, at least one hour (so
+that a group seen for a few seconds is not judged on them). `health_status`: >= 1.0 `flapping`, >= 0.5 `unstable`, else `healthy`."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipRow:
+    """One interval of one partition of a group: owned by one member, or unowned and why."""
+
+    group_id: str
+    topic: str
+    partition: int
+    valid_from: int
+    valid_to: int | None           # null while it lasts (the last interval the tables know)
+    owned: bool
+    member_id: str | None
+    group_instance_id: str | None
+    client_id: str | None
+    client_host: str | None
+    generation_id: int             # owned: the owner's generation; unowned: the generation whose rebalance left it so
+    unowned_reason: str | None     # eager_join_phase, cooperative_revocation, owner_departed, group_empty, not_assigned
+    duration_ms: int | None
+    from_evidence: str
+    from_exact: bool
+    to_evidence: str | None
+    to_exact: bool | None
+    from_source_offset: int | None  # the record proving the bound, when one does
+    to_source_offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceRow:
+    """One join phase of a group: what started and ended it, who it moved, how long partitions waited."""
+
+    group_id: str
+    generation_id: int             # the generation it produced (aborted: the generation id it would have had)
+    outcome: str                   # completed (Stable), emptied (Empty), aborted (no record: the id was skipped)
+    rebalance_protocol: str | None
+    started_at: int | None
+    start_evidence: str
+    start_exact: bool
+    join_completed_at: int | None  # the generation's state_timestamp
+    ended_at: int | None           # the record storing the assignment
+    join_ms: int | None
+    duration_ms: int | None        # started_at -> ended_at
+    trigger: str | None            # the generation's primary cause (rebalance_causes)
+    trigger_member_id: str | None
+    causes: tuple[str, ...]
+    previous_generation_id: int | None
+    members_before: int | None
+    members_after: int
+    members_joined: int            # members holding partitions, keyed by instance id (static) or member id
+    members_left: int
+    partitions_moved: int          # owner changed from the last owner before this generation
+    partitions_unowned: int        # partitions this rebalance left unowned for a while
+    unowned_ms_sum: int            # summed over those partitions (open intervals not counted)
+    unowned_ms_max: int
+    observed_at: int               # the record that revealed it
+    source_partition: int
+    source_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class HealthRow:
+    """One group on one UTC day."""
+
+    group_id: str
+    day: str                       # YYYY-MM-DD (UTC)
+    observed_ms: int               # the part of the day between the group's first and last known event
+    rebalances: int                # completed or emptied join phases ending that day
+    aborted_rebalances: int
+    peak_hour_rebalances: int      # the most in one clock hour
+    rebalancing_ms: int            # time between join starts and assignments, clipped to the day
+    unowned_partition_ms: int      # partition-time unowned because of rebalances (not while Empty)
+    empty_partition_ms: int        # partition-time unowned while the group was Empty
+    partitions: int                # partitions of the group known that day
+    members_joined: int
+    members_left: int
+    static_members: int            # distinct group.instance.ids owning partitions that day
+    dynamic_members: int           # distinct member ids without one
+    violations: int
+    last_commit_at: int | None
+    flapping_score: float
+    status: str
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def _day_start(ms: int) -> int:
+    return ms - ms % DAY_MS
+
+
+def _clip(start: int, end: int, lo: int, hi: int) -> int:
+    return max(0, min(end, hi) - max(start, lo))
+
+
+def flapping_score(*, peak_hour_rebalances: int, rebalancing_ms: int, unowned_partition_ms: int,
+                   partitions: int, observed_ms: int) -> float:
+    """The day's flapping score (FLAPPING_THRESHOLDS): the largest figure over its threshold."""
+    t = FLAPPING_THRESHOLDS
+    figures = [peak_hour_rebalances / t["rebalances_per_hour"]]
+    if observed_ms > 0:
+        figures.append(rebalancing_ms / observed_ms / t["rebalancing_share"])
+        if partitions > 0:
+            figures.append(unowned_partition_ms / (partitions * observed_ms) / t["unowned_share"])
+    return round(max(figures), 4)
+
+
+def health_status(score: float) -> str:
+    return "flapping" if score >= 1.0 else "unstable" if score >= 0.5 else "healthy"
+
+
+def _member_key(row: Mapping[str, Any]) -> str:
+    return f"static:{row['group_instance_id']}" if row.get("group_instance_id") else f"dynamic:{row['member_id']}"
+
+
+def _is_cooperative(*gens: Mapping[str, Any] | None) -> bool:
+    return any(g is not None and (g.get("rebalance_protocol") == "COOPERATIVE"
+                                  or g.get("protocol_name") == "cooperative-sticky") for g in gens)
+
+
+@dataclass(slots=True)
+class _Segment:
+    """An ownership interval under construction (bounds may move while gaps are cut)."""
+
+    row: dict[str, Any]
+    start: int
+    end: int | None
+    from_evidence: str = "record"
+    from_offset: int | None = None
+    to_evidence: str | None = "record"
+    to_offset: int | None = None
+
+
+@dataclass(slots=True)
+class _Gap:
+    start: int
+    end: int | None
+    reason: str
+    generation_id: int
+    from_evidence: str
+    to_evidence: str | None
+    from_offset: int | None = None
+    to_offset: int | None = None
+
+
+# ------------------------------------------------------------------------------------------------
+# the derivation
+
+
+def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
+                 assignments: Sequence[Mapping[str, Any]] = (), commits: Sequence[Mapping[str, Any]] = (),
+                 causes: Sequence[Mapping[str, Any]] = (), violations: Sequence[Mapping[str, Any]] = (),
+                 ) -> tuple[list[OwnershipRow], list[RebalanceRow], list[HealthRow]]:
+    """The three derived tables' rows of one group (module docstring).
+
+    Rows are dicts with the base tables' column names; `generations` may carry the optional
+    `rebalance_started_at` (the broker's own start of the join phase). Raises ValueError naming the
+    group and the generation when an assignment has no generation row."""
+    gens = sorted((dict(g) for g in generations),
+                  key=lambda g: (g["record_timestamp"], g.get("source_offset") or 0, g["generation_id"]))
+    if not gens:
+        return [], [], []
+    # assignments -> the generation row they belong to (generation ids restart after a tombstone)
+    by_gen_index: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    starts: dict[int, list[int]] = defaultdict(list)
+    for i, g in enumerate(gens):
+        starts[g["generation_id"]].append(i)
+    owner_of: dict[tuple[int, int], int] = {}
+    for a in assignments:
+        key = (a["generation_id"], a["valid_from"])
+        index = owner_of.get(key)
+        if index is None:
+            candidates = [i for i in starts.get(key[0], ()) if gens[i]["record_timestamp"] <= key[1]]
+            if not candidates:
+                raise ValueError(f"group {group_id!r}: assignment of {a['topic']}-{a['partition']} to "
+                                 f"{a['member_id']!r} in generation {a['generation_id']} (valid from "
+                                 f"{a['valid_from']}) has no generations row")
+            index = owner_of[key] = candidates[-1]
+        by_gen_index[index].append(dict(a))
+    # rows an earlier run left open are closed by the next record the tables know of
+    for i, g in enumerate(gens[:-1]):
+        if g.get("ended_at") is None:
+            g["ended_at"], g["ended_by_offset"] = gens[i + 1]["record_timestamp"], gens[i + 1].get("source_offset")
+    for i, rows in by_gen_index.items():
+        if i + 1 < len(gens):
+            for a in rows:
+                if a.get("valid_to") is None:
+                    a["valid_to"] = gens[i + 1]["record_timestamp"]
+    last_commit = _last_commits(gens, commits)
+    cause_rows: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for c in causes:
+        cause_rows[c["generation_id"]].append(c)
+
+    ownership = _ownership(group_id, gens, by_gen_index, last_commit, cause_rows)
+    rebalances = _rebalances(group_id, gens, by_gen_index, last_commit, cause_rows, ownership)
+    health = _health(group_id, gens, ownership, rebalances, commits, violations)
+    return ownership, rebalances, health
+
+
+def _last_commits(gens: list[dict[str, Any]], commits: Iterable[Mapping[str, Any]]
+                  ) -> dict[int, dict[tuple[str, int], int]]:
+    """generation index -> {(topic, partition): last commit timestamp while it was current}.
+
+    A commit belongs to the generation whose record is the latest at or before it (log order is
+    time order within the group's `__consumer_offsets` partition); by time rather than by the row's
+    generation_id, because a run that starts mid-generation has commits whose generation it did not
+    see (generation_id null) and that an earlier run's rows explain."""
+    out: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
+    starts = [g["record_timestamp"] for g in gens]
+    for c in commits:
+        ts = c.get("last_commit_timestamp")
+        if ts is None:
+            continue
+        i = bisect_right(starts, ts) - 1
+        if i < 0:
+            continue
+        key = (c["topic"], c["partition"])
+        out[i][key] = max(ts, out[i].get(key, ts))
+    return out
+
+
+def _departed(cause_rows: Sequence[Mapping[str, Any]]) -> set[str]:
+    return {c["member_id"] for c in cause_rows if c.get("cause") == "member_left_or_expired" and c.get("member_id")}
+
+
+def _revocation(seg: _Segment, prev_i: int, nxt: Mapping[str, Any], owner_keys: list[tuple[str, int]],
+                last_commit: Mapping[int, Mapping[tuple[str, int], int]]) -> tuple[int, str]:
+    """When an old owner gave its partitions up before the next generation (module docstring:
+    broker start, then its last commit, then the latest possible moment), clamped to the segment."""
+    latest = nxt["state_timestamp"] if nxt.get("state_timestamp") is not None else nxt["record_timestamp"]
+    latest = max(seg.start, min(latest, nxt["record_timestamp"]))
+    commits = [t for k in owner_keys if (t := last_commit.get(prev_i, {}).get(k)) is not None]
+    broker = nxt.get("rebalance_started_at")
+    candidates: list[tuple[int, str]] = []
+    if broker is not None:
+        candidates.append((int(broker), "broker_rebalance_start"))
+    if commits:
+        candidates.append((max(commits), "last_commit"))
+    if not candidates:
+        return latest, "join_completed_latest"
+    t, ev = max(candidates)
+    return max(seg.start, min(t, latest)), ev
+
+
+def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[dict[str, Any]]],
+               last_commit: Mapping[int, Mapping[tuple[str, int], int]],
+               cause_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[OwnershipRow]:
+    offset_at = {g["record_timestamp"]: g.get("source_offset") for g in gens}
+    segments: dict[tuple[str, int], list[_Segment]] = defaultdict(list)
+    ending_at: dict[int, list[_Segment]] = defaultdict(list)
+    first_seen: dict[tuple[str, int], int] = {}
+    owned_in: list[set[tuple[str, int]]] = []
+    owner_parts: list[dict[str, list[tuple[str, int]]]] = []
+    for i in range(len(gens)):
+        owned: set[tuple[str, int]] = set()
+        parts: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for a in by_gen.get(i, ()):
+            key = (a["topic"], a["partition"])
+            end = a.get("valid_to")
+            s = _Segment(a, a["valid_from"], end, from_offset=a.get("source_offset"),
+                         to_offset=None if end is None else offset_at.get(end))
+            segments[key].append(s)
+            if end is not None:
+                ending_at[end].append(s)
+            first_seen.setdefault(key, i)
+            owned.add(key)
+            parts[a["member_id"]].append(key)
+        owned_in.append(owned)
+        owner_parts.append(parts)
+
+    gaps: dict[tuple[str, int], list[_Gap]] = defaultdict(list)
+    # 1. the join phase before each new generation: EAGER owners revoked everything; departed owners are gone
+    for i in range(1, len(gens)):
+        prev, g = gens[i - 1], gens[i]
+        if g["generation_id"] == prev["generation_id"]:
+            continue  # same-generation rewrite (a static replacement, KIP-345): no join phase
+        eager = not _is_cooperative(prev, g)
+        empty = g["state"] == "Empty"
+        gone = _departed(cause_rows.get(g["generation_id"], ()))
+        gap_end, to_ev, to_off = g["record_timestamp"], "record", g.get("source_offset")
+        if empty and g.get("state_timestamp") is not None and g["state_timestamp"] >= 0:
+            gap_end, to_ev, to_off = min(g["state_timestamp"], g["record_timestamp"]), "group_emptied", None
+        for s in ending_at.get(g["record_timestamp"], ()):
+            member = s.row["member_id"]
+            if s.row["generation_id"] != prev["generation_id"]:
+                continue
+            if not (eager or empty or member in gone):
+                continue  # COOPERATIVE: the owner kept it until the new assignment (KIP-429)
+            t, ev = _revocation(s, i - 1, g, owner_parts[i - 1][member], last_commit)
+            s.end, s.to_evidence, s.to_offset = t, ev, None
+            reason = "eager_join_phase" if eager and not empty and member not in gone else "owner_departed"
+            key = (s.row["topic"], s.row["partition"])
+            gaps[key].append(_Gap(t, max(t, gap_end), reason, g["generation_id"], ev, to_ev, to_offset=to_off))
+
+    # 2. generations in which a partition the group had owned has no owner
+    for i, g in enumerate(gens):
+        end = gens[i + 1]["record_timestamp"] if i + 1 < len(gens) else g.get("ended_at")
+        end_offset = gens[i + 1].get("source_offset") if i + 1 < len(gens) else g.get("ended_by_offset")
+        for key, first in first_seen.items():
+            if first > i or key in owned_in[i]:
+                continue
+            if g["state"] == "Empty":
+                st = g.get("state_timestamp")
+                start = st if st is not None and 0 <= st <= g["record_timestamp"] else g["record_timestamp"]
+                reason, ev, off = "group_empty", "group_emptied", None
+            else:
+                start, ev, off = g["record_timestamp"], "record", g.get("source_offset")
+                revoked = i > 0 and key in owned_in[i - 1] and _is_cooperative(gens[i - 1], g)
+                reason = "cooperative_revocation" if revoked else "not_assigned"
+            gaps[key].append(_Gap(start, end, reason, g["generation_id"], ev, None if end is None else "record",
+                                  from_offset=off, to_offset=None if end is None else end_offset))
+
+    rows: list[OwnershipRow] = []
+    for key in sorted(segments):
+        topic, partition = key
+        items: list[OwnershipRow] = []
+        for s in segments[key]:
+            r, closed = s.row, s.end is not None
+            items.append(OwnershipRow(
+                group_id, topic, partition, s.start, s.end, True, r["member_id"], r.get("group_instance_id"),
+                r.get("client_id"), r.get("client_host"), r["generation_id"], None,
+                s.end - s.start if s.end is not None else None, s.from_evidence, True,
+                s.to_evidence if closed else None, (s.to_evidence in EXACT_EVIDENCE) if closed else None,
+                s.from_offset, s.to_offset if closed else None))
+        merged: list[_Gap] = []
+        for gp in sorted(gaps.get(key, ()), key=lambda x: (x.start, x.end is None, x.end or 0)):
+            last = merged[-1] if merged else None
+            if last is not None and last.reason == gp.reason and last.end == gp.start:
+                last.end, last.to_evidence, last.to_offset = gp.end, gp.to_evidence, gp.to_offset
+            else:
+                merged.append(gp)
+        for gp in merged:
+            if gp.end is not None and gp.end <= gp.start:
+                continue  # nothing unowned (e.g. a join completed and synced in the same millisecond)
+            items.append(OwnershipRow(
+                group_id, topic, partition, gp.start, gp.end, False, None, None, None, None, gp.generation_id,
+                gp.reason, None if gp.end is None else gp.end - gp.start, gp.from_evidence,
+                gp.from_evidence in EXACT_EVIDENCE, gp.to_evidence,
+                None if gp.to_evidence is None else gp.to_evidence in EXACT_EVIDENCE,
+                gp.from_offset, gp.to_offset))
+        items.sort(key=lambda r: (r.valid_from, r.owned, r.member_id or ""))
+        rows.extend(items)
+    return rows
+
+
+def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[dict[str, Any]]],
+                last_commit: Mapping[int, Mapping[tuple[str, int], int]],
+                cause_rows: Mapping[int, Sequence[Mapping[str, Any]]],
+                ownership: Sequence[OwnershipRow]) -> list[RebalanceRow]:
+    gaps_by_gen: dict[int, list[OwnershipRow]] = defaultdict(list)
+    for o in ownership:
+        if not o.owned and o.unowned_reason in JOIN_PHASE_GAPS:
+            gaps_by_gen[o.generation_id].append(o)
+    out: list[RebalanceRow] = []
+    last_owner: dict[tuple[str, int], str] = {}
+    prev_i: int | None = None
+    for i, g in enumerate(gens):
+        owners = {(a["topic"], a["partition"]): _member_key(a) for a in by_gen.get(i, ())}
+        if prev_i is not None and gens[prev_i]["generation_id"] == g["generation_id"]:
+            last_owner.update(owners)  # a same-generation rewrite: not a join phase
+            prev_i = i
+            continue
+        if g["generation_id"] == 0 and g["state"] == "Empty":
+            prev_i = i  # the record that made a new group durable, not a rebalance
+            continue
+        prev = gens[prev_i] if prev_i is not None else None
+        members_before = {_member_key(a) for a in by_gen.get(prev_i, ())} if prev_i is not None else set()
+        members_after = set(owners.values())
+        cs = cause_rows.get(g["generation_id"], ())
+        primary = next((c for c in cs if c.get("is_primary")), None)
+        for skipped in range(int(g.get("missing_generations") or 0)):
+            out.append(RebalanceRow(
+                group_id, g["generation_id"] - int(g["missing_generations"]) + skipped, "aborted",
+                g.get("rebalance_protocol"), None, "unknown", False, None, None, None, None, None, None, (),
+                prev["generation_id"] if prev else None, None, 0, 0, 0, 0, 0, 0, 0,
+                g["record_timestamp"], g["source_partition"], g["source_offset"]))
+        join_done = g.get("state_timestamp")
+        if join_done is not None and join_done < 0:
+            join_done = None
+        start, ev = _start(g, prev, by_gen.get(prev_i, []) if prev_i is not None else [],
+                           last_commit.get(prev_i, {}) if prev_i is not None else {}, _departed(cs), join_done)
+        moved = sum(1 for k, m in owners.items() if k in last_owner and last_owner[k] != m)
+        gaps = gaps_by_gen.get(g["generation_id"], [])
+        closed = [o.duration_ms for o in gaps if o.duration_ms is not None]
+        out.append(RebalanceRow(
+            group_id, g["generation_id"], "emptied" if g["state"] == "Empty" else "completed",
+            g.get("rebalance_protocol") or (prev.get("rebalance_protocol") if prev else None),
+            start, ev, ev in EXACT_EVIDENCE, join_done, g["record_timestamp"],
+            None if start is None or join_done is None else join_done - start,
+            None if start is None else g["record_timestamp"] - start,
+            primary.get("cause") if primary else None, primary.get("member_id") if primary else None,
+            tuple(sorted({c["cause"] for c in cs})), prev["generation_id"] if prev else None,
+            prev.get("member_count") if prev else None, g.get("member_count") or 0,
+            len(members_after - members_before), len(members_before - members_after), moved,
+            len({(o.topic, o.partition) for o in gaps}), sum(closed), max(closed, default=0),
+            g["record_timestamp"], g["source_partition"], g["source_offset"]))
+        last_owner.update(owners)
+        prev_i = i
+    return out
+
+
+def _start(g: Mapping[str, Any], prev: Mapping[str, Any] | None, prev_rows: Sequence[Mapping[str, Any]],
+           prev_commits: Mapping[tuple[str, int], int], gone: set[str], join_done: int | None
+           ) -> tuple[int | None, str]:
+    """Best evidence of when the join phase began (the generation's own record says only when it
+    ended): the broker's line, when given; else, under EAGER, the earliest final commit of the old
+    members that stayed (each commits its positions, then revokes, when it learns of the rebalance
+    from a heartbeat: ConsumerCoordinator#onJoinPrepare; so at most about heartbeat.interval.ms
+    late); else the latest final commit of a member that left (it was still there then; a member
+    that crashed committed a session timeout or more before); else the join completion itself (the
+    latest possible moment)."""
+    latest = join_done if join_done is not None else g["record_timestamp"]
+    if g.get("rebalance_started_at") is not None:
+        return int(g["rebalance_started_at"]), "broker_rebalance_start"
+    final: dict[str, int] = {}
+    for a in prev_rows:
+        t = prev_commits.get((a["topic"], a["partition"]))
+        if t is not None:
+            final[a["member_id"]] = max(t, final.get(a["member_id"], t))
+    if g["state"] == "Empty":
+        gone = set(final)  # everyone left
+    stayed = [t for m, t in final.items() if m not in gone]
+    left = [t for m, t in final.items() if m in gone]
+    floor = max((a["valid_from"] for a in prev_rows), default=prev["record_timestamp"] if prev else latest)
+    if stayed and not _is_cooperative(prev, g):
+        return max(floor, min(min(stayed), latest)), "last_commit"
+    if left:
+        return max(floor, min(max(left), latest)), "last_commit"
+    return latest, "join_completed_latest"
+
+
+def _spread(start: int, end: int, add: Any) -> None:
+    """Calls add(day_start, ms) for each UTC day [start, end) touches."""
+    day = _day_start(start)
+    while day < end:
+        add(day, _clip(start, end, day, day + DAY_MS))
+        day += DAY_MS
+
+
+def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[OwnershipRow],
+            rebalances: Sequence[RebalanceRow], commits: Sequence[Mapping[str, Any]],
+            violations: Sequence[Mapping[str, Any]]) -> list[HealthRow]:
+    """Per UTC day from the group's first to its last known event (a record or a commit)."""
+    times = [g["record_timestamp"] for g in gens] + [g["ended_at"] for g in gens if g.get("ended_at")]
+    times += [t for c in commits for t in (c.get("first_commit_timestamp"), c.get("last_commit_timestamp"))
+              if t is not None]
+    first, horizon = min(times), max(times) + 1
+    days = range(_day_start(first), horizon, DAY_MS)
+    acc: dict[int, dict[str, Any]] = {d: {"done": 0, "aborted": 0, "hours": defaultdict(int), "rebalancing": 0,
+                                          "unowned": 0, "empty": 0, "parts": set(), "static": set(),
+                                          "dynamic": set(), "joined": 0, "left": 0, "violations": 0,
+                                          "last_commit": None} for d in days}
+
+    def bucket(ms: int) -> dict[str, Any] | None:
+        return acc.get(_day_start(ms))
+
+    for r in rebalances:
+        b = bucket(r.observed_at)
+        if b is not None:
+            if r.outcome == "aborted":
+                b["aborted"] += 1
+            else:
+                b["done"] += 1
+                b["hours"][r.observed_at // HOUR_MS] += 1
+                b["joined"] += r.members_joined
+                b["left"] += r.members_left
+        if r.started_at is not None and r.ended_at is not None:
+            _spread(r.started_at, r.ended_at, lambda d, ms: acc[d].__setitem__("rebalancing", acc[d]["rebalancing"] + ms)
+                    if d in acc else None)
+    for o in ownership:
+        end = min(o.valid_to if o.valid_to is not None else horizon, horizon)
+        first_day = _day_start(o.valid_from)
+        days_of = (first_day,) if end <= first_day + DAY_MS else range(first_day, max(end, o.valid_from + 1), DAY_MS)
+        for d in days_of:
+            b = acc.get(d)
+            if b is None:
+                continue
+            b["parts"].add((o.topic, o.partition))
+            if o.owned:
+                (b["static"] if o.group_instance_id else b["dynamic"]).add(o.group_instance_id or o.member_id)
+            elif o.unowned_reason == "group_empty":
+                b["empty"] += _clip(o.valid_from, end, d, d + DAY_MS)
+            elif o.unowned_reason in JOIN_PHASE_GAPS:
+                b["unowned"] += _clip(o.valid_from, end, d, d + DAY_MS)
+    for c in commits:
+        t = c.get("last_commit_timestamp")
+        if t is not None and (b := bucket(t)) is not None:
+            b["last_commit"] = t if b["last_commit"] is None else max(t, b["last_commit"])
+    for v in violations:
+        if (b := bucket(v["record_timestamp"])) is not None:
+            b["violations"] += 1
+
+    out: list[HealthRow] = []
+    for d in days:
+        b = acc[d]
+        observed = max(0, min(d + DAY_MS, horizon) - max(d, first))
+        peak = max(b["hours"].values(), default=0)
+        score = flapping_score(peak_hour_rebalances=peak, rebalancing_ms=b["rebalancing"],
+                               unowned_partition_ms=b["unowned"], partitions=len(b["parts"]),
+                               observed_ms=max(observed, HOUR_MS))
+        out.append(HealthRow(
+            group_id, _day(d), observed, b["done"], b["aborted"], peak, b["rebalancing"], b["unowned"], b["empty"],
+            len(b["parts"]), b["joined"], b["left"], len(b["static"]), len(b["dynamic"]), b["violations"],
+            b["last_commit"], score, health_status(score)))
+    return out
+
+
+DERIVED_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "partition_ownership": (("group_id", "topic", "partition", "valid_from", "owned", "member_id"), "valid_to"),
+    "rebalances": (("group_id", "generation_id", "source_partition", "source_offset", "outcome"), None),
+    "group_health": (("group_id", "day"), None),
+}
+"""Derived table -> (natural key, closing column): a row's identity across runs, and the column an
+earlier run may have left null that a later run fills (readers keep one row per key: `latest`)."""
+
+
+def latest(rows: Iterable[Mapping[str, Any]], table: str) -> list[dict[str, Any]]:
+    """One row per natural key (DERIVED_KEYS): the one with its closing column set, then the latest
+    run's (`run_id` sorts by time); the pure twin of `udfs.derived.latest_rows`."""
+    key_cols, closing = DERIVED_KEYS[table]
+    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        k = tuple(r.get(c) for c in key_cols)
+        rank = (closing is None or r.get(closing) is not None, r.get("run_id") or "")
+        old = best.get(k)
+        if old is None or rank > (closing is None or old.get(closing) is not None, old.get("run_id") or ""):
+            best[k] = dict(r)
+    return list(best.values())
+
+
+_GETTERS: dict[type, Any] = {}
+
+
+def astuple_fast(row: Any) -> tuple[Any, ...]:
+    """A row dataclass's values in field order (`dataclasses.astuple` without its deep copies)."""
+    getter = _GETTERS.get(type(row))
+    if getter is None:
+        getter = _GETTERS[type(row)] = attrgetter(*(f.name for f in dataclasses.fields(row)))
+    values: tuple[Any, ...] = getter(row)
+    return values
+
+
+def as_dict(row: Any) -> dict[str, Any]:
+    """A row dataclass as a dict (tuples become lists, for Arrow)."""
+    return {f.name: (list(v) if isinstance(v := getattr(row, f.name), tuple) else v) for f in dataclasses.fields(row)}
