@@ -724,7 +724,7 @@ def _merge_native(spark: SparkSession, dt: Any, m: Merge, table: str, run_id: st
         spark.conf.set(key, _user_metadata(table, run_id, run_window, "merge", rows_merged=n))
         try:
             (dt.alias("t").merge(src.alias("s"), _merge_condition(m, quote="`"))
-             .whenMatchedUpdate(set={f"`{c}`": f"s.`{c}`" for c in columns})
+             .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
              .whenNotMatchedInsertAll()
              .execute())
         finally:

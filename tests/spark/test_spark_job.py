@@ -208,17 +208,19 @@ def test_corrupted_records_are_quarantined_and_the_job_goes_on(spark, tmp_path) 
 def test_rerunning_a_window_replaces_it_and_keeps_other_windows(spark, tmp_path) -> None:
     out = tmp_path / "out"
     inp = str(SAMPLES / "real_broker_3_9_0.parquet")
-    day = {"window.since": "2026-11-21T00:00:00Z", "window.until": "2026-11-22T00:00:00Z"}
-    first = _run(spark, out, **{"input.path": inp, **day})
-    everything = _run(spark, out, **{"input.path": inp})
-    again = _run(spark, out, **{"input.path": inp, **day})
-    assert first.run_window == again.run_window != everything.run_window
+    early = {"window.until": "2026-11-21T23:43:40Z"}
+    late = {"window.since": "2026-11-21T23:43:40Z"}
+    first = _run(spark, out, **{"input.path": inp, **early})
+    second = _run(spark, out, **{"input.path": inp, **late})
+    again = _run(spark, out, **{"input.path": inp, **late})
+    assert second.run_window == again.run_window != first.run_window
+    assert again.resume == "rerun" and again.base_run_id == first.run_id
     gens = _table(spark, out, "generations")
     by_window = {r["run_window"]: r["count"] for r in gens.groupBy("run_window").count().collect()}
     assert by_window == {first.run_window: first.table_rows["generations"],
-                         everything.run_window: everything.table_rows["generations"]}
-    runs_of_day = gens.where(gens.run_window == first.run_window).select("run_id").distinct().collect()
-    assert [r["run_id"] for r in runs_of_day] == [again.run_id]
+                         again.run_window: again.table_rows["generations"]}
+    runs_of_late = gens.where(gens.run_window == again.run_window).select("run_id").distinct().collect()
+    assert [r["run_id"] for r in runs_of_late] == [again.run_id]
     assert _table(spark, out, "runs").count() == 3  # the run history is appended
 
 
