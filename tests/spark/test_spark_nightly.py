@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from coordinator_core.sim.scale import ScaleConfig, generate
 from jobs import delta_io
@@ -102,9 +103,10 @@ def _hashable(value):
 
 
 def _rows(spark, out: Path, table: str) -> Counter:
-    df = read_table(spark, str(out / table))
-    cols = [c for c in df.columns if c not in RUN_COLUMNS]
-    return Counter(_hashable(r) for r in df.select(*cols).collect())
+    """A table's rows without the run columns, read with delta-rs (no Spark job)."""
+    arrow = DeltaTable(str(out / table)).to_pyarrow_table()
+    arrow = arrow.select([c for c in arrow.column_names if c not in RUN_COLUMNS])
+    return Counter(_hashable(tuple(r.values())) for r in arrow.to_pylist())
 
 
 def _diff(a: Counter, b: Counter) -> str:
@@ -175,8 +177,8 @@ def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, input
     return out, summaries
 
 
-CASES = [("real_broker", 1, "whole"), ("real_broker", 2, "window"), ("real_broker", 5, "whole"),
-         ("scale_7", 2, "window"), ("scale_7", 5, "whole"), ("sim_samples", 2, "whole")]
+CASES = [("real_broker", 1, "whole"), ("real_broker", 2, "window"), ("scale_7", 5, "whole"),
+         ("sim_samples", 2, "whole")]
 if FULL:
     CASES = [(log, n, inputs) for log in ("real_broker", "scale_7", "scale_11", "sim_samples")
              for n in (1, 2, 5) for inputs in ("whole", "window")]
@@ -304,7 +306,7 @@ def test_a_skipped_export_is_a_history_gap(spark, tmp_path, logs) -> None:
 # failures
 
 
-@pytest.mark.parametrize("fail_at", ["violations", "offset_commits-merge", "runs"])
+@pytest.mark.parametrize("fail_at", ["offset_commits-merge", "runs"] + (["violations"] if FULL else []))
 def test_a_run_killed_while_committing_heals_when_rerun(spark, tmp_path, logs, single_runs, monkeypatch,
                                                          fail_at) -> None:
     """The second window's run dies at a commit (compensation disabled: a killed process cannot
