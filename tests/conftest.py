@@ -88,6 +88,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "3g")  # one JVM for the whole suite: room for its cached tables
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={warehouse}")
