@@ -148,9 +148,11 @@ def detect_format(path: str) -> Literal["parquet", "delta", "json"]:
         return "json"
     if not data:
         raise InputError(f"input {path}: the directory holds no data files")
-    if kinds == {"parquet", "json"} and not any(
+    if "parquet" in kinds and kinds <= {"parquet", "json", "other"} and not any(
             _looks_like_dump(f) for f in data if f.name.lower().endswith(_JSON_SUFFIXES)):
-        return "parquet"  # JSON documents beside the Parquet data (e.g. data/samples/*.truth.json)
+        # documents beside the Parquet data (data/samples: *.truth.json, the broker's server.log);
+        # the Parquet reader reads *.parquet only
+        return "parquet"
     raise InputError(f"input {path}: the directory mixes file kinds ({', '.join(sorted(kinds))}); "
                      f"pass --format parquet|delta|json")
 

@@ -225,12 +225,15 @@ TABLE_SCHEMAS["generations"] = StructType(TABLE_SCHEMAS["generations"].fields + 
 """Content schema of every output table (without the run columns)."""
 
 MILLIS_COLUMNS: dict[str, tuple[str, ...]] = {
-    "generations": ("state_timestamp", "record_timestamp", "ended_at"),
+    "generations": ("state_timestamp", "record_timestamp", "ended_at", "rebalance_started_at", "stabilized_at"),
     "assignments": ("valid_from", "valid_to"),
     "rebalance_causes": ("record_timestamp",),
     "violations": ("record_timestamp",),
     "offset_commits": ("first_commit_timestamp", "last_commit_timestamp"),
     "quarantine": ("timestamp",),
+    "partition_ownership": ("valid_from", "valid_to"),
+    "rebalances": ("started_at", "join_completed_at", "ended_at", "observed_at"),
+    "group_health": ("last_commit_at",),
 }
 """Per table, the columns holding a time as epoch milliseconds (durations such as `lifetime_ms` are
 not times). `runs` holds Spark timestamps already."""

@@ -75,7 +75,7 @@ def test_struct_type_rejects_unmappable_fields() -> None:
 
 def test_every_table_has_a_schema_and_stored_schema_appends_run_columns() -> None:
     assert set(TABLE_SCHEMAS) == {"generations", "assignments", "rebalance_causes", "violations",
-                                  "offset_commits", "quarantine", "runs",
+                                  "offset_commits", "quarantine", "runs", "group_state",
                                   "partition_ownership", "rebalances", "group_health"}
     assert stored_schema("violations").fieldNames()[-2:] == ["run_id", "run_window"]
     assert stored_schema("runs").fieldNames().count("run_id") == 1

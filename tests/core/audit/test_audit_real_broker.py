@@ -32,7 +32,7 @@ def _groups() -> dict[str, list[tuple[int, int, int, bytes, bytes | None]]]:
 
 
 TRUTH = json.loads((SAMPLES / "real_broker_3_9_0.truth.json").read_text())
-SERVER_LOG = (SAMPLES / "real_broker_3_9_0.server_log.txt").read_text()
+SERVER_LOG = (SAMPLES / "real_broker_3_9_0.server.log").read_text()
 _LINE = re.compile(r"^\[(?P<ts>[^\]]+)\] INFO \[GroupCoordinator 1\]: (?P<msg>.*)$", re.MULTILINE)
 _LEFT = re.compile(r"Member MemberMetadata\(memberId=([^,]+),.* has left group (\S+) ")
 
