@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def readme_submit_line() -> list[str]:
     text = (ROOT / "README.md").read_text()
-    block = text.split("On a cluster, with native Delta:", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    block = text.split("On a cluster, with native Delta", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     return shlex.split(block.replace("\\\n", " "))
 
 
