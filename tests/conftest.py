@@ -13,6 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as _hypothesis_settings
+
+# The property tests draw a fixed sequence of examples (the same on every machine and every run, so
+# CI is not red by chance); HYPOTHESIS_PROFILE=random draws new ones, to look for new failures.
+_hypothesis_settings.register_profile("fixed", derandomize=True, print_blob=True)
+_hypothesis_settings.register_profile("random", print_blob=True)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
