@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -283,11 +283,18 @@ class Scan:
     reordered: bool
     reader: str
     """"arrow" (the workers read the Parquet files) or "spark" (fed through mapInArrow)."""
-    ranges: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    """Per `__consumer_offsets` partition: (first, last) offset read in the window and how many
-    distinct records; last - first + 1 - records offsets inside that span were not in the input."""
     chunks: tuple[tuple[int, int, int, int, int], ...] = ()
     """(partition, first offset, last offset, records, chunk) of every chunk, in log order."""
+
+    @property
+    def ranges(self) -> dict[int, tuple[int, int, int]]:
+        """Per `__consumer_offsets` partition: (first, last) offset read in the window and how many
+        distinct records; last - first + 1 - records offsets inside that span were not in the input."""
+        out: dict[int, tuple[int, int, int]] = {}
+        for partition, first, last, records, _ in self.chunks:
+            lo, hi, n = out.get(partition, (first, last, 0))
+            out[partition] = (min(lo, first), max(hi, last), n + records)
+        return out
 
     def missing_counts(self, start_after: Mapping[int, int], base_missing: Mapping[int, int]
                        ) -> tuple[dict[tuple[int, int], int], dict[int, int]]:
@@ -378,16 +385,6 @@ def chunk_overlap(scanned: DataFrame) -> str | None:
     """None when no two chunks of the scan hold interleaving offsets of one Kafka partition (the
     condition for stitching the kernel's partial summaries in log order); else the first such pair."""
     return _overlap(_chunk_ranges(scanned))
-
-
-def partition_ranges(ranges: list[Any]) -> dict[int, tuple[int, int, int]]:
-    """{partition: (first offset, last offset, distinct records)} of a scan's chunk ranges."""
-    out: dict[int, tuple[int, int, int]] = {}
-    for r in ranges:
-        p = int(r["partition"])
-        first, last, n = out.get(p, (r["offset"], r["last_source_offset"], 0))
-        out[p] = (min(first, r["offset"]), max(last, r["last_source_offset"]), n + int(r["records_in"] or 0))
-    return out
 
 
 def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]:
@@ -490,8 +487,7 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     counts = {c: int(row[c] or 0) for c in _COUNT_NAMES}
     chunks = tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
                     int(r["chunk"])) for r in ranges)
-    return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark",
-                partition_ranges(ranges), chunks)
+    return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark", chunks)
 
 
 _POS_SHIFT = 40
@@ -633,17 +629,13 @@ def offset_commits(scanned: DataFrame, windows: DataFrame, *,
         F.col("_first_pos").bitwiseAND(_OFFSET_MASK).alias("first_source_offset"),
         F.col("_last_pos").bitwiseAND(_OFFSET_MASK).alias("last_source_offset"),
         "_has_carried", "_new_parts", LAST_COMMIT_SOURCE)
+    extra: tuple[str, ...] = ()
     if carried is not None:
         closed = F.col("window_end_offset").isNotNull()
-        out = out.select(*_conform(out, TABLE_SCHEMAS["offset_commits"]).columns,
-                         (F.col("_has_carried") & ((F.col("_new_parts") > 0) | closed)).alias(CARRIED_FLAG),
-                         (F.col("_has_carried") & (F.col("_new_parts") == 0) & ~closed).alias(UNCHANGED_FLAG),
-                         LAST_COMMIT_SOURCE)
-        schema = TABLE_SCHEMAS["offset_commits"]
-        out = out.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields],
-                         CARRIED_FLAG, UNCHANGED_FLAG, F.col(LAST_COMMIT_SOURCE).cast("long"))
-    else:
-        out = _conform(out, TABLE_SCHEMAS["offset_commits"])
+        out = out.select("*", (F.col("_has_carried") & ((F.col("_new_parts") > 0) | closed)).alias(CARRIED_FLAG),
+                         (F.col("_has_carried") & (F.col("_new_parts") == 0) & ~closed).alias(UNCHANGED_FLAG))
+        extra = (CARRIED_FLAG, UNCHANGED_FLAG, LAST_COMMIT_SOURCE)
+    out = _conform(out, TABLE_SCHEMAS["offset_commits"], extra=extra)
 
     inside = resolved.where((F.col("_kind") == KIND_REGRESSION) & stable).select(
         "group_id", F.col("win.gen").alias("generation_id"), "topic", F.col("partition_key").alias("partition"),
@@ -697,8 +689,9 @@ def offset_regression_violations(regressions: DataFrame, windows: DataFrame) -> 
     return _conform(out, TABLE_SCHEMAS["violations"])
 
 
-def _conform(df: DataFrame, schema: StructType) -> DataFrame:
-    """Columns of `schema` in its order, atomic types cast to it (nested types are left as built)."""
+def _conform(df: DataFrame, schema: StructType, *, extra: Sequence[str] = ()) -> DataFrame:
+    """Columns of `schema` in its order, atomic types cast to it (nested types are left as built),
+    then the `extra` columns as they are."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, MapType, StructType
 
@@ -706,4 +699,4 @@ def _conform(df: DataFrame, schema: StructType) -> DataFrame:
     for f in schema.fields:
         nested = isinstance(f.dataType, ArrayType | MapType | StructType)
         cols.append(F.col(f.name) if nested else F.col(f.name).cast(f.dataType).alias(f.name))
-    return df.select(*cols)
+    return df.select(*cols, *extra)

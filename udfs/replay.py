@@ -264,14 +264,13 @@ class _Group:
     """One group's audit in the replay, resumed from a saved state or new; sorts its rows into new
     rows and carried rows (rows the previous run left open, see the module docstring)."""
 
-    __slots__ = ("auditor", "before", "changed", "missing", "mode")
+    __slots__ = ("auditor", "before", "changed", "mode")
 
     def __init__(self, auditor: GroupAuditor, mode: ResumeMode | None,
                  gaps: Mapping[int, HistoryGap]) -> None:
         self.auditor = auditor
         self.mode = mode
         self.changed = False
-        self.missing: dict[int, int] = {}
         self.before: dict[tuple[Any, ...], Any] = {}
         if mode in ("resume", "rerun"):
             for row in auditor.finish():
@@ -301,17 +300,16 @@ def _segments(group: _Group, partitions: list[Any], offsets: list[Any], timestam
     """Splits a group's records [start, end) where the running count of offsets never read changes,
     telling the auditor before the record that follows the change (`observe_missing`)."""
     seg = start
-    known = group.missing
+    auditor = group.auditor
     for i in range(start, end):
         m = missing[i]
         p = partitions[i]
-        if m is None or known.get(p) == m:
+        if m is None or auditor.missing(p) == m:
             continue
         if i > seg:
             yield seg, i
             seg = i
-        known[p] = m
-        group.auditor.observe_missing(p, m, offsets[i], timestamps[i] or 0)
+        auditor.observe_missing(p, m, offsets[i], timestamps[i] or 0)
     if end > seg:
         yield seg, end
 

@@ -287,6 +287,10 @@ class GroupAuditor:
         """The GroupMetadata value that opened the current window (None for a tombstone or none)."""
         return self._snap_record[4] if self._snap_record is not None else None
 
+    def missing(self, partition: int) -> int | None:
+        """The running count of offsets never read last told for `partition` (`observe_missing`)."""
+        return self._missing.get(partition)
+
     def observe_missing(self, partition: int, missing: int, offset: int, timestamp: int) -> None:
         """Tells the auditor that, up to the next record it is fed (at `offset` of `partition`),
         `missing` offsets of that partition were never read since the chain of runs began (a
