@@ -508,7 +508,8 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
 
 def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]:
     """A one-line summary of each written table, read back from Delta (so it also proves the
-    tables are readable): what a person checks first after a run."""
+    tables are readable): what a person checks first after a run. It reads the rows that carry this
+    run's id: the new ones and the earlier windows' rows this run closed or updated (merged)."""
     from pyspark.sql import functions as F
 
     from jobs.delta_io import read_table
@@ -526,7 +527,9 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
                              F.countDistinct("group_id", "topic", "partition").alias("partitions")).first()
     o = t["offset_commits"].agg(F.sum("commits").alias("commits"), F.sum("regressions").alias("reg")).first()
     return {
-        "generations": f"{g['n']} generations of {g['groups']} groups ({g['missing'] or 0} generation ids skipped)",
+        "generations": f"{g['n']} generations of {g['groups']} groups ({g['missing'] or 0} generation ids skipped)"
+                       + (f"; {summary.rows_merged['generations']} of them earlier windows' rows this run closed or "
+                          f"updated" if summary.rows_merged.get("generations") else ""),
         "assignments": f"{a['members']} member ids owning {a['partitions']} group partitions over time",
         "rebalance_causes": "primary causes: " + top(t["rebalance_causes"].where("is_primary"), "cause"),
         "violations": "by kind: " + top(t["violations"], "kind"),
