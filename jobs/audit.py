@@ -288,6 +288,22 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     return tables, counts, wide
 
 
+def _scan_reader(cfg: AuditConfig, data: Any) -> str:
+    """The single pass's reader for this input: the configured one for Parquet files and for a
+    Delta table whose current version is plain Parquet files (`delta_io.plain_parquet_snapshot`),
+    else Spark's (the rows reach the kernel through mapInArrow)."""
+    from jobs.delta_io import plain_parquet_snapshot
+
+    if data.format == "parquet":
+        return cfg.scan_reader
+    if data.format == "delta":
+        why = plain_parquet_snapshot(data.source)
+        if why is None:
+            return cfg.scan_reader
+        _log(f"single pass: Spark reads the Delta table ({why})")
+    return "spark"
+
+
 def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: datetime | None,
                 until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
                 base_missing: Mapping[int, int], resume: str, gap_time: datetime | None) -> AuditPass:
@@ -299,7 +315,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
 
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
-                        reader=cfg.scan_reader if data.format == "parquet" else "spark", shards=cfg.shards,
+                        reader=_scan_reader(cfg, data), shards=cfg.shards,
                         log=_log, start_after=start_after)
         st.rows = scan.counts["records_in"]
     sc = scan.counts
@@ -439,9 +455,11 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in tables.items()}
         tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
                                              until=cfg.until, base_path=cfg.output_path, stage=stage))
-    with stage(spark, "count rows per table"):
-        table_rows = {name: int(df.count()) for name, df in tables.items()}
-        merged_rows = {name: int(df.count()) for name, df in carried.items()}
+    if carried:
+        with stage(spark, "count the earlier windows' rows this run closes"):
+            merged_rows = {name: int(df.count()) for name, df in carried.items()}
+    else:
+        merged_rows = {}
 
     run_counts = dict(main.counts)
     run_counts["records_in"] += rejected
@@ -480,14 +498,17 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         "run_id": run_id, "status": "succeeded", "started_at": started, "finished_at": finished,
         "duration_ms": int((finished - started).total_seconds() * 1000), "input": source,
         "input_format": data.format, "since": cfg.since, "until": cfg.until,
-        "group_filter": group_filter, **run_counts, "table_rows": table_rows,
+        "group_filter": group_filter, **run_counts,
         "code_version": __version__, "spark_version": spark.version, "writer": writer,
         "config_json": json.dumps(cfg.to_dict(), sort_keys=True), "resume": resume,
         "base_run_id": plan.base.run_id if plan.base is not None else None, "end_offsets": end_offsets,
         "missing_offsets": missing, "note": note,
     }
-    tables_with_runs = {**{name: with_time_columns(df, name) for name, df in tables.items()},
-                        "runs": spark.createDataFrame([runs_row], RUNS_SCHEMA)}
+    def runs(rows: Mapping[str, int]) -> DataFrame:  # the table rows are those the writer wrote
+        return spark.createDataFrame([{**runs_row, "table_rows": dict(rows)}], RUNS_SCHEMA)
+
+    tables_with_runs: dict[str, Any] = {**{name: with_time_columns(df, name) for name, df in tables.items()},
+                                        "runs": runs}
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,
@@ -499,6 +520,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     if state is not None:
         state.unpersist()
     locations = {name: r.location for name, r in results.items()}
+    table_rows = {name: r.rows_added for name, r in results.items() if name != "runs"}
     kafka_offsets = None if kafka is None else {
         p: (kafka.start_offsets[p], end) for p, end in sorted(kafka.end_offsets.items())}
     return RunSummary(run_id, run_window, run_counts, table_rows, locations, writer,

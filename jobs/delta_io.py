@@ -72,7 +72,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -95,6 +95,7 @@ __all__ = [
     "delta_spark_available",
     "find_incomplete_runs",
     "new_run_id",
+    "plain_parquet_snapshot",
     "read_table",
     "resolve_writer",
     "table_location",
@@ -259,12 +260,20 @@ def _with_run_columns(df: DataFrame, run_id: str) -> DataFrame:
     return df
 
 
+_Prepared = Any
+"""A table's DataFrame ready to write, or (runs) a function of the other tables' rows giving it."""
+
+
 def _ordered(tables: Mapping[str, Any]) -> list[str]:
     names = [n for n in tables if n != RUNS_TABLE]
     return [*names, RUNS_TABLE] if RUNS_TABLE in tables else names
 
 
-def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id: str, run_window: str,
+RunsRow = Callable[[Mapping[str, int]], "DataFrame"]
+"""The `runs` table's content given {table: rows written} of the run's other tables (written first)."""
+
+
+def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow], *, run_id: str, run_window: str,
                  base_path: str | None = None, catalog_schema: str | None = None,
                  mode: WriteMode = "replace_window", writer: Writer = "auto",
                  files_per_table: Mapping[str, int] | None = None,
@@ -274,6 +283,8 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id
     `runs` last, compensation). `mode` applies to every table but `runs`, which is appended.
     `files_per_table` caps the number of files of a table (coalesce); `runs` gets 1 by default.
     `merges` (table -> `Merge`) are merged into existing rows after the table's own commit.
+    `tables["runs"]` may be a `RunsRow`: it is called with the rows written to the other tables, so
+    a run's row can record them without counting the tables beforehand.
 
     Returns {table: CommitResult} in commit order."""
     if not run_id or not all(c.isalnum() or c in "-_" for c in run_id):
@@ -285,11 +296,18 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id
     if catalog_schema and kind == "embedded":
         raise DeltaWriteError(f"catalog schema {catalog_schema!r} needs Delta Spark and a metastore (writer "
                               f"'native'); the embedded writer writes path-based tables: pass a base path")
-    prepared = {}
-    for name in _ordered(tables):
-        df = _with_run_columns(tables[name], run_id)
+    def prepare(name: str, df: DataFrame) -> DataFrame:
+        df = _with_run_columns(df, run_id)
         n = (files_per_table or {}).get(name, 1 if name == RUNS_TABLE else None)
-        prepared[name] = df.coalesce(n) if n else df
+        return df.coalesce(n) if n else df
+
+    prepared: dict[str, _Prepared] = {}
+    for name in _ordered(tables):
+        content = tables[name]
+        if callable(content):
+            prepared[name] = lambda rows, fn=content, name=name: prepare(name, fn(rows))
+        else:
+            prepared[name] = prepare(name, content)
     modes: dict[str, WriteMode] = {name: ("append" if name == RUNS_TABLE else mode) for name in prepared}
     merge_rows = {name: m for name, m in (merges or {}).items() if name in prepared}
     if kind == "native":
@@ -577,14 +595,15 @@ def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[s
                                 commit_properties=CommitProperties(custom_metadata={"userMetadata": meta}))
 
 
-def _write_embedded(spark: SparkSession, prepared: Mapping[str, DataFrame], modes: Mapping[str, WriteMode], *,
+def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], modes: Mapping[str, WriteMode], *,
                     run_id: str, run_window: str, base_path: str,
                     merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
     staged: list[_Staged] = []
     previous = spark.conf.get("spark.sql.parquet.outputTimestampType", None)
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     try:
-        for name, df in prepared.items():  # phase 1: data files
+        for name, content in prepared.items():  # phase 1: data files
+            df = content({st.table: st.rows for st in staged}) if callable(content) else content
             uri = table_location(name, base_path=base_path)
             stage_dir = f"{uri}/{PARTITION_COLUMN}={run_window}/{run_id}"
             st = _Staged(name, uri, df.schema, modes[name], stage_dir)
@@ -641,7 +660,7 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, DataFrame], mode
 # --- native ---------------------------------------------------------------------------------------
 
 
-def _write_native(spark: SparkSession, prepared: Mapping[str, DataFrame], modes: Mapping[str, WriteMode], *,
+def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes: Mapping[str, WriteMode], *,
                   run_id: str, run_window: str, base_path: str | None,
                   catalog_schema: str | None, merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
     """Delta Spark path: `format("delta")` writes, `replaceWhere` windows, `DeltaTable.merge`."""
@@ -660,7 +679,8 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, DataFrame], modes:
     before: list[tuple[str, str, Any, int | None]] = []
     restored: list[str] = []
     try:
-        for name, df in prepared.items():
+        for name, content in prepared.items():
+            df = content({t: r.rows_added for t, r in results.items()}) if callable(content) else content
             loc, dt = handle(name)
             version_before = dt.history(1).first()["version"] if dt is not None else None
             before.append((name, loc, dt, version_before))
@@ -739,6 +759,26 @@ def _merge_native(spark: SparkSession, dt: Any, m: Merge, table: str, run_id: st
 
 # ------------------------------------------------------------------------------------------------
 # reading and checking
+
+
+def plain_parquet_snapshot(path: str) -> str | None:
+    """None when the current version of the local Delta table at `path` is exactly the rows of its
+    data files (no partition columns, no deletion vectors, no column mapping): then a reader may read
+    those Parquet files itself. Else why not."""
+    from deltalake import DeltaTable
+
+    if "://" in path and not path.startswith("file:"):
+        return f"{path}: not a local table"
+    dt = DeltaTable(path)
+    protocol, meta = dt.protocol(), dt.metadata()
+    if meta.partition_columns:
+        return f"{path}: partitioned by {', '.join(meta.partition_columns)}"
+    if "deletionVectors" in (protocol.reader_features or []):
+        return f"{path}: deletion vectors enabled"
+    mapping = (meta.configuration or {}).get("delta.columnMapping.mode", "none")
+    if mapping != "none":
+        return f"{path}: column mapping mode {mapping}"
+    return None
 
 
 def read_table(spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:

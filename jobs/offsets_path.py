@@ -43,8 +43,6 @@ How it stays close to a bare scan (issue 9):
 * What follows works on the small outputs: windows from the side rows, one sort of the partials by
   group to give each its window, one more by (group, topic, partition, window) to stitch them.
 
-Also here: `classify` (record type and group id of every record, in SQL) and
-`decode_offset_commits` (every field of every offset-commit record, in SQL, for notebooks).
 """
 
 from __future__ import annotations
@@ -68,8 +66,6 @@ __all__ = [
     "Scan",
     "carried_partials",
     "chunk_overlap",
-    "classify",
-    "decode_offset_commits",
     "group_metadata_windows",
     "local_parquet_files",
     "offset_commits",
@@ -81,144 +77,6 @@ __all__ = [
 
 OFFSET_COMMIT_TYPES = (0, 1)
 GROUP_METADATA_TYPE = 2
-
-
-# ------------------------------------------------------------------------------------------------
-# SQL building blocks (strings, so they compose inside CASE and window expressions)
-
-
-def _u(col: str, pos: str | int, n: int) -> str:
-    """Unsigned big-endian integer of n bytes at 1-based `pos`."""
-    return f"cast(conv(hex(substring({col}, {pos}, {n})), 16, 10) as bigint)"
-
-
-def _s16(col: str, pos: str | int) -> str:
-    return f"((({_u(col, pos, 2)}) + 32768) % 65536 - 32768)"
-
-
-def _s32(col: str, pos: str | int) -> str:
-    return f"((({_u(col, pos, 4)}) + 2147483648) % 4294967296 - 2147483648)"
-
-
-def _s64(col: str, pos: str | int) -> str:
-    return f"cast(conv(hex(substring({col}, {pos}, 8)), 16, -10) as bigint)"
-
-
-def _byte(col: str, pos: str | int) -> str:
-    """One byte as 0..255 (cheap: Latin-1 decode of one byte, then its code point)."""
-    return f"ascii(decode(substring({col}, {pos}, 1), 'ISO-8859-1'))"
-
-
-def _s16b(col: str, pos: str | int) -> str:
-    """Signed int16 at 1-based `pos` from its two bytes (compact code; for rare paths)."""
-    hi, lo = _byte(col, pos), _byte(col, f"({pos}) + 1")
-    return f"(CASE WHEN substring({col}, {pos}, 1) < X'80' THEN {hi} * 256 ELSE ({hi} - 256) * 256 END + {lo})"
-
-
-# the int16 record type of a key, without number parsing for the known types
-_RECORD_TYPE = (
-    "CASE WHEN key IS NULL OR length(key) < 2 THEN NULL "
-    "WHEN substring(key, 1, 2) = X'0001' THEN 1 WHEN substring(key, 1, 2) = X'0002' THEN 2 "
-    "WHEN substring(key, 1, 2) = X'0000' THEN 0 "
-    f"ELSE {_s16b('key', 1)} END"
-)
-
-# int16 length of the group string at bytes 3-4 (every classic and KIP-848 key starts with the group)
-_GROUP_LEN = (
-    "CASE WHEN length(key) < 4 THEN NULL "
-    "WHEN substring(key, 3, 1) = X'00' AND substring(key, 4, 1) < X'80' "
-    "THEN ascii(cast(substring(key, 4, 1) AS string)) "
-    f"ELSE {_s16b('key', 3)} END"
-)
-
-
-def classify(df: DataFrame) -> DataFrame:
-    """Adds `record_type` (the key's int16 type; null when the key is shorter than 2 bytes) and
-    `group_id` (the key's group string; null when it cannot be read), in SQL. Keys of control
-    records are not distinguished (the Kafka-source schema carries no batch attributes)."""
-    from pyspark.sql import functions as F
-
-    return (df.withColumn("record_type", F.expr(_RECORD_TYPE).cast("smallint"))
-            .withColumn("_glen", F.expr(_GROUP_LEN).cast("int"))
-            .withColumn("group_id", F.expr(
-                "CASE WHEN _glen >= 0 AND length(key) >= 4 + _glen THEN cast(substring(key, 5, _glen) AS string) END"))
-            .drop("_glen"))
-
-
-# ------------------------------------------------------------------------------------------------
-# OffsetCommitValue layout (spec §7.3), as SQL over the column `v`
-
-_V = "value"
-# v4+ compact metadata length: uvarint(len + 1) at byte 15; one or two bytes handled
-_B15 = _byte(_V, 15)
-_B16 = _byte(_V, 16)
-_V4_VARINT_LEN = f"CASE WHEN {_B15} < 128 THEN 1 WHEN {_B16} < 128 THEN 2 END"
-_V4_MLEN = (f"CASE WHEN {_B15} < 128 THEN {_B15} - 1 "
-            f"WHEN {_B16} < 128 THEN ({_B15} - 128) + {_B16} * 128 - 1 END")
-
-
-def _value_columns(prefix: str = "") -> dict[str, str]:
-    """Compact SQL for the OffsetCommitValue layout fields over `value` (byte reads, no number
-    parsing): value_version (-1 unless the int16 is 0..255), metadata_length, varint_len."""
-    ver = f"(CASE WHEN substring({_V}, 1, 1) = X'00' THEN {_byte(_V, 2)} ELSE -1 END)"
-    return {
-        "value_version": ver,
-        "metadata_length": (f"(CASE WHEN {ver} IN (0, 1, 2) THEN {_s16b(_V, 11)} WHEN {ver} = 3 THEN {_s16b(_V, 15)} "
-                            f"WHEN {ver} >= 4 THEN {_V4_MLEN} END)"),
-        "varint_len": f"(CASE WHEN {ver} >= 4 THEN {_V4_VARINT_LEN} ELSE 0 END)",
-    }
-
-
-def decode_offset_commits(df: DataFrame) -> DataFrame:
-    """Every field of the offset-commit records (key types 0/1) of a classified DataFrame, in SQL:
-    group_id, topic, partition_key (the key's partition), and from the value: value_version,
-    offset_value, leader_epoch (-1 before v3), metadata_length, commit_timestamp, expire_timestamp
-    (-1 unless v1), tombstone, valid (the value decodes), metadata_length_unsupported (a v4+
-    compact length needing more than two varint bytes: metadata over 16,382 bytes). The log
-    position columns (partition, offset, timestamp) are kept."""
-    from pyspark.sql import functions as F
-
-    cols = _value_columns()
-    d = classify(df) if "record_type" not in df.columns else df
-    d = d.where(F.col("record_type").isin(*OFFSET_COMMIT_TYPES))
-    d = (d.withColumn("_glen", F.expr(_GROUP_LEN).cast("int"))
-         .withColumn("tp_key", F.expr("substring(key, 5 + _glen)"))
-         .transform(_decode_tp_key)
-         .withColumn("tombstone", F.col("value").isNull())
-         .withColumn("value_version", F.expr(cols["value_version"]).cast("smallint"))
-         .withColumn("metadata_length", F.expr(cols["metadata_length"]).cast("int"))
-         .withColumn("_vlen", F.expr(cols["varint_len"]).cast("int")))
-    ts_pos = ("CASE WHEN value_version IN (0, 1, 2) THEN 13 + metadata_length "
-              "WHEN value_version = 3 THEN 17 + metadata_length "
-              "WHEN value_version >= 4 THEN 15 + _vlen + metadata_length END")
-    d = d.withColumn("_ts_pos", F.expr(ts_pos))
-    need = ("_ts_pos + 7 + CASE WHEN value_version = 1 THEN 8 WHEN value_version >= 4 THEN 1 ELSE 0 END")
-    valid = (f"value IS NOT NULL AND value_version >= 0 AND metadata_length >= 0 AND length(value) >= {need}")
-    return (d.withColumn("valid", F.expr(f"coalesce({valid}, false)"))
-            .withColumn("value_version", F.expr("CASE WHEN value IS NOT NULL THEN value_version END"))
-            .withColumn("metadata_length", F.expr("CASE WHEN valid THEN metadata_length END"))
-            .withColumn("metadata_length_unsupported",
-                        F.expr("value IS NOT NULL AND value_version >= 4 AND _vlen IS NULL"))
-            .withColumn("offset_value", F.expr(f"CASE WHEN valid THEN {_s64(_V, 3)} END"))
-            .withColumn("leader_epoch", F.expr(
-                f"CASE WHEN valid THEN CASE WHEN value_version >= 3 THEN {_s32(_V, 11)} ELSE -1 END END").cast("int"))
-            .withColumn("commit_timestamp", F.expr(f"CASE WHEN valid THEN {_s64(_V, '_ts_pos')} END"))
-            .withColumn("expire_timestamp", F.expr(
-                f"CASE WHEN valid THEN CASE WHEN value_version = 1 THEN {_s64(_V, '_ts_pos + 8')} ELSE -1 END END"))
-            .drop("_glen", "_vlen", "_ts_pos"))
-
-
-def _decode_tp_key(df: DataFrame) -> DataFrame:
-    """topic and partition_key from `tp_key` (the key bytes after the group string)."""
-    from pyspark.sql import functions as F
-
-    tlen = _s16("tp_key", 1)
-    return (df.withColumn("_tlen", F.expr(f"CASE WHEN length(tp_key) >= 2 THEN {tlen} END").cast("int"))
-            .withColumn("topic", F.expr(
-                "CASE WHEN _tlen >= 0 AND length(tp_key) >= 6 + _tlen THEN cast(substring(tp_key, 3, _tlen) AS string) END"))
-            .withColumn("partition_key", F.expr(f"CASE WHEN topic IS NOT NULL THEN {_s32('tp_key', '3 + _tlen')} END")
-                        .cast("int"))
-            .drop("_tlen"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -327,9 +185,10 @@ class Scan:
         from udfs.scan import KIND_SIDE
 
         rows = self.df.where(F.col("_kind") == KIND_SIDE)
-        cols = ["partition", "offset", "timestamp_ms", "key", "value", "gm_generation", "gm_member_count"]
+        cols = ["partition", "offset", "timestamp_ms", "key", "value", "gm_generation", "gm_member_count",
+                "record_type", "group_id"]
         if missing is None:
-            return classify(rows.select(*cols))
+            return rows.select(*cols)
         spark = self.df.sparkSession
         consts = spark.createDataFrame([(c, p, v) for (c, p), v in missing.items()],
                                        "chunk long, partition int, _c long")
@@ -337,7 +196,7 @@ class Scan:
                 .join(F.broadcast(consts), ["chunk", "partition"], "left")
                 .withColumn("missing_before", F.col("offset") - F.col("_rank") + F.col("_c"))
                 .select(*cols, "missing_before"))
-        return classify(side)
+        return side
 
     def unpersist(self) -> None:
         self.df.unpersist()
@@ -362,15 +221,18 @@ def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[
     return rows.mapInArrow(make_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups)), SCAN_SCHEMA)
 
 
-def _chunk_ranges(scanned: DataFrame) -> list[Any]:
+def _chunk_ranges(scanned: DataFrame) -> tuple[list[Any], dict[str, int]]:
+    """The scan's `range` rows in log order and its summed `counts`, in one Spark job."""
     from pyspark.sql import functions as F
 
-    from udfs.scan import KIND_RANGE
+    from udfs.scan import KIND_COUNTS, KIND_RANGE
 
-    ranges = (scanned.where(F.col("_kind") == KIND_RANGE)
-              .select("partition", "offset", "last_source_offset", "chunk", "records_in").collect())
+    rows = (scanned.where(F.col("_kind").isin(KIND_RANGE, KIND_COUNTS))
+            .select("_kind", "partition", "offset", "last_source_offset", "chunk", *_COUNT_NAMES).collect())
+    ranges = [r for r in rows if r["_kind"] == KIND_RANGE]
     ranges.sort(key=lambda r: (r["partition"], r["offset"], r["last_source_offset"]))
-    return ranges
+    counts = {c: sum(int(r[c] or 0) for r in rows if r["_kind"] == KIND_COUNTS) for c in _COUNT_NAMES}
+    return ranges, counts
 
 
 def _overlap(ranges: list[Any]) -> str | None:
@@ -384,7 +246,7 @@ def _overlap(ranges: list[Any]) -> str | None:
 def chunk_overlap(scanned: DataFrame) -> str | None:
     """None when no two chunks of the scan hold interleaving offsets of one Kafka partition (the
     condition for stitching the kernel's partial summaries in log order); else the first such pair."""
-    return _overlap(_chunk_ranges(scanned))
+    return _overlap(_chunk_ranges(scanned)[0])
 
 
 def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]:
@@ -434,12 +296,10 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     the pass runs again through Spark on `df` range-partitioned and sorted by (partition, offset).
     `start_after`: the previous run's last offset per partition (`jobs.inputs.window_condition`)."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     from jobs.inputs import window_condition
     from udfs.scan import (
         FILE_UNIT_SCHEMA,
-        KIND_COUNTS,
         SCAN_SCHEMA,
         make_file_scan_fn,
         parquet_units,
@@ -468,7 +328,7 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     else:
         scanned = scan_frame(df, window=window, groups=groups, chunk_rows=chunk_rows)
     scanned = scanned.persist(StorageLevel.MEMORY_AND_DISK)
-    ranges = _chunk_ranges(scanned)
+    ranges, counts = _chunk_ranges(scanned)
     overlap = _overlap(ranges)
     reordered = overlap is not None
     if overlap is not None:
@@ -479,12 +339,10 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         ordered = df.repartitionByRange(n, "partition", "offset").sortWithinPartitions("partition", "offset")
         scanned = scan_frame(ordered, window=window, groups=groups, chunk_rows=chunk_rows).persist(
             StorageLevel.MEMORY_AND_DISK)
-        ranges = _chunk_ranges(scanned)
+        ranges, counts = _chunk_ranges(scanned)
         again = _overlap(ranges)
         if again is not None:  # cannot happen: range partitioning keeps equal positions together
             raise AssertionError(f"sorted input still interleaves: {again}")
-    row = scanned.where(F.col("_kind") == KIND_COUNTS).agg(*[F.sum(c).alias(c) for c in _COUNT_NAMES]).first()
-    counts = {c: int(row[c] or 0) for c in _COUNT_NAMES}
     chunks = tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
                     int(r["chunk"])) for r in ranges)
     return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark", chunks)

@@ -1,16 +1,21 @@
-"""The job's single pass over the input: an Arrow/numpy kernel for `mapInArrow` that reads every
-record once, in the Python worker that holds it, without a shuffle of the key and value bytes.
+"""The job's single pass over the input: a compiled kernel for `mapInArrow` that reads every record
+once, in the Python worker that holds it, without a shuffle of the key and value bytes.
 
 Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
 
 * puts the chunk in log order, (partition, offset), with a numpy sort (a no-op check when the input
   is already ordered, as Kafka-source dumps are) and drops repeated (partition, offset) rows;
-* recognises the offset commits it can summarise without Python objects (key type 0/1 with a
-  complete group/topic/partition, value a tombstone or a well-formed OffsetCommitValue: exactly the
-  layout checks of spec §7.2-7.3, see `_commit_mask`) and reads their committed offset and
+* classifies every key in compiled code (`udfs.scan_kernel`, numba over the Arrow buffers): an
+  offset-commit key gets the id of its topic-partition from a hash table the task keeps across
+  its chunks (a dictionary-encoded key column, as the Parquet reader gives it, is classified once
+  per dictionary entry), so names are decoded once per task, not once per record;
+* recognises the offset commits it can summarise (key type 0/1 with a complete group/topic/
+  partition, value a tombstone or a well-formed `OffsetCommitValue`, the layout Kafka's
+  `OffsetCommitValue` schema versions 0-4 define) and reads their committed offset and
   commitTimestamp straight from the value bytes;
 * sends every other record (GroupMetadata, malformed commits, other types) out unchanged as a
-  `side` row: the per-group Python replay decodes or quarantines those;
+  `side` row, with its record type and group id: the per-group Python replay decodes or
+  quarantines those;
 * summarises the commits per (group, topic, partition, Kafka partition, stretch between two
   GroupMetadata records of the group in this chunk) as `partial` rows: counts, first and last
   commit (committed offset, commitTimestamp, log offset), and the regressions inside the stretch;
@@ -39,7 +44,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from coordinator_core.errors import CoordinatorAuditError
+from coordinator_core.records import OffsetCommitValue, decode
 from udfs.decode import group_metadata_header
+from udfs.scan_kernel import (
+    KIND_COMMIT_KEY,
+    KIND_GROUP_METADATA_KEY,
+    STATUS_CHECK,
+    STATUS_COMMIT,
+    STATUS_FILTERED,
+    STATUS_SIDE,
+    STATUS_TOMBSTONE,
+    KeyTable,
+    classify_keys,
+    commit_status,
+    entry_fields,
+    summarise,
+)
 
 __all__ = [
     "FILE_UNIT_SCHEMA",
@@ -73,7 +94,7 @@ INPUT_COLUMNS: tuple[str, ...] = ("key", "value", "partition", "offset", "timest
 """What the kernel reads: raw key/value bytes, log position, record time in epoch ms, and whether
 the record is inside the run's time window (null or false: outside)."""
 
-_L, _I, _S, _B = pa.int64(), pa.int32(), pa.string(), pa.binary()
+_L, _I, _H, _S, _B = pa.int64(), pa.int32(), pa.int16(), pa.string(), pa.binary()
 SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("_kind", _S, "side / partial / regression / range / counts"),
     ("partition", _I, "Kafka partition (side, partial, regression, range)"),
@@ -82,7 +103,7 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("timestamp_ms", _L, "side: the record's timestamp; regression: the regressing commit's"),
     ("key", _B, "side: raw key"),
     ("value", _B, "side: raw value"),
-    ("group_id", _S, "partial, regression"),
+    ("group_id", _S, "partial, regression; side: the key's group string (null: unreadable)"),
     ("topic", _S, "partial, regression"),
     ("partition_key", _I, "partial, regression: the committed topic-partition's partition"),
     ("last_source_offset", _L, "partial: its last record's offset; range: the chunk's last offset"),
@@ -108,6 +129,7 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("duplicates", _L, "counts: repeated (partition, offset) rows dropped"),
     ("filtered_by_group", _L, "counts: commits of groups outside the group filter"),
     ("side_records", _L, "counts: rows sent to the replay"),
+    ("record_type", _H, "side: the key's int16 record type (null: a key under 2 bytes)"),
     ("gm_generation", _I, "side: a GroupMetadata value's generation (null: a tombstone, or it does not decode)"),
     ("gm_member_count", _I, "side: that value's number of members"),
 )
@@ -115,160 +137,47 @@ _ARROW_SCHEMA = pa.schema([pa.field(name, t, nullable=name != "_kind") for name,
 
 
 def _spark_schema() -> Any:
-    from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        LongType,
+        ShortType,
+        StringType,
+        StructField,
+        StructType,
+    )
 
-    types = {_L: LongType(), _I: IntegerType(), _S: StringType(), _B: BinaryType()}
+    types = {_L: LongType(), _I: IntegerType(), _H: ShortType(), _S: StringType(), _B: BinaryType()}
     return StructType([StructField(name, types[t], name != "_kind") for name, t, _ in SCAN_FIELDS])
 
 
 SCAN_SCHEMA = _spark_schema()
 """Spark schema of the kernel's output (`mapInArrow(make_scan_fn(...), SCAN_SCHEMA)`)."""
 
-_PAD = 16
-_MISSING: Any = object()
+def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets as int64, data as uint8, null mask) of a binary or large-binary Arrow array, as numpy
+    views where the layout allows (no copy of the bytes)."""
+    n = len(arr)
+    bufs = arr.buffers()
+    large = pa.types.is_large_binary(arr.type)
+    width = 8 if large else 4
+    if n:
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32, count=n + 1,
+                                offset=arr.offset * width).astype(np.int64)
+    else:
+        offsets = np.zeros(1, dtype=np.int64)
+    end = int(offsets[-1])
+    data = np.frombuffer(bufs[2], dtype=np.uint8, count=end) if bufs[2] is not None and end else np.zeros(1, np.uint8)
+    null = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else np.zeros(n, dtype=bool)
+    return offsets, data, null
 
 
-class _Binary:
-    """Zero-copy view of a binary Arrow array: per-row start, length and null mask over its byte
-    buffer (reads past a row's end return other bytes, clipped into the buffer; callers mask them
-    by length)."""
-
-    __slots__ = ("data", "length", "null", "start")
-
-    def __init__(self, arr: pa.Array) -> None:
-        n = len(arr)
-        bufs = arr.buffers()
-        width = 8 if pa.types.is_large_binary(arr.type) else 4
-        offsets = np.frombuffer(bufs[1], dtype=np.int64 if width == 8 else np.int32, count=n + 1,
-                                offset=arr.offset * width).astype(np.int64) if n else np.zeros(1, np.int64)
-        self.start = offsets[:-1]
-        self.length = offsets[1:] - offsets[:-1]
-        self.null = (arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count
-                     else np.zeros(n, dtype=bool))
-        end = int(offsets[-1]) if n else 0
-        data = np.frombuffer(bufs[2], dtype=np.uint8, count=end) if bufs[2] is not None and end else np.empty(0, np.uint8)
-        # reads are clipped into the buffer, so only a tiny buffer needs padding (no copy otherwise)
-        self.data = data if len(data) >= _PAD else np.concatenate([data, np.zeros(_PAD, dtype=np.uint8)])
-
-    def u8(self, rows: np.ndarray, at: np.ndarray | int) -> np.ndarray:
-        """Byte `at` (relative) of each row in `rows`, as int64."""
-        return self.u8_at(self.start[rows] + at)
-
-    def u8_at(self, pos: np.ndarray) -> np.ndarray:
-        """The byte at each absolute buffer position, as int64."""
-        return self.data[np.clip(pos, 0, len(self.data) - 1)].astype(np.int64)
-
-    def be_at(self, pos: np.ndarray, size: int) -> np.ndarray:
-        """Signed big-endian integers of `size` bytes at absolute buffer positions."""
-        window = np.lib.stride_tricks.sliding_window_view(self.data, size)  # zero-copy (len, size) view
-        return window[np.clip(pos, 0, len(self.data) - size)].view(f">i{size}").reshape(-1).astype(np.int64)
-
-
-def _commit_mask(keys: _Binary, values: _Binary, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For `rows` (indices): (summarisable offset-commit record, committed offset, commitTimestamp).
-    The UTF-8 of the names is checked later, per distinct key (`_decode_commit_key`); that of the
-    metadata string here (`_metadata_utf8`), as the codec checks both.
-
-    Key: type 0 or 1, group string (int16 length >= 0), topic string, int32 partition, all present
-    (trailing bytes allowed). Value: null (an offset tombstone), or version >= 0 (any version above
-    3 reads as v4: Kafka's clamp) whose layout is complete: v0/v2 20 + m bytes, v1 28 + m, v3 24 + m,
-    v4+ 23 + varint + m (m = metadata length, the v4+ compact length in one or two varint bytes).
-    Every field is read only on the rows that still qualify. Offsets and times are 0 where not a
-    commit."""
-    n = len(rows)
-    ok = np.zeros(n, dtype=bool)
-    offset = np.zeros(n, dtype=np.int64)
-    commit_ts = np.zeros(n, dtype=np.int64)
-    klen = keys.length[rows]
-    ks = keys.start[rows]
-    c = np.flatnonzero(~keys.null[rows] & (klen >= 4) & (keys.u8_at(ks) == 0) & (keys.u8_at(ks + 1) <= 1))
-    ks, klen = ks[c], klen[c]
-    glen = keys.be_at(ks + 2, 2)
-    tlen = keys.be_at(ks + 4 + np.maximum(glen, 0), 2)
-    c = c[(glen >= 0) & (klen >= 6 + glen) & (tlen >= 0) & (klen >= 10 + glen + tlen)]  # key complete
-
-    vnull = values.null[rows[c]]
-    ok[c[vnull]] = True  # offset tombstones
-    c = c[~vnull]
-    vs, vlen = values.start[rows[c]], values.length[rows[c]]
-    ver = np.where(vlen >= 2, values.be_at(vs, 2), -1)
-    m = np.full(len(c), -1, dtype=np.int64)
-    vl = np.zeros(len(c), dtype=np.int64)
-    old, v3, flex = (ver >= 0) & (ver <= 2), ver == 3, ver >= 4
-    if old.any():
-        m[old] = values.be_at(vs[old] + 10, 2)
-    if v3.any():
-        m[v3] = values.be_at(vs[v3] + 14, 2)
-    if flex.any():
-        b14, b15 = values.u8_at(vs[flex] + 14), values.u8_at(vs[flex] + 15)
-        one, two = b14 < 128, (b14 >= 128) & (b15 < 128)
-        m[flex] = np.where(one, b14 - 1, np.where(two, (b14 - 128) + b15 * 128 - 1, -1))
-        vl[flex] = np.where(one, 1, np.where(two, 2, 0))
-    need = np.select([(ver == 0) | (ver == 2), ver == 1, v3], [20 + m, 28 + m, 24 + m], 23 + vl + m)
-    good = (ver >= 0) & (m >= 0) & (vlen >= need) & (~flex | (vl > 0))
-    c, vs, m, ver = c[good], vs[good], m[good], ver[good]
-    ts_at = np.select([ver <= 2, ver == 3], [12 + m, 16 + m], 14 + vl[good] + m)
-    keep = np.ones(len(c), dtype=bool)
-    tagged = np.flatnonzero((ver >= 4) & (values.u8_at(vs + ts_at + 8) != 0))
-    if len(tagged):  # v4+ with tagged fields (rare): the codec says whether they are well formed
-        keep[tagged] = [_codec_reads_commit(keys, values, int(r)) for r in rows[c[tagged]]]
-    with_meta = np.flatnonzero(keep & (m > 0))
-    if len(with_meta):
-        keep[with_meta] = _metadata_utf8(values, rows[c[with_meta]], (ts_at - m)[with_meta], m[with_meta])
-    c, vs, ts_at = c[keep], vs[keep], ts_at[keep]
-    ok[c] = True
-    offset[c] = values.be_at(vs + 2, 8)
-    commit_ts[c] = values.be_at(vs + ts_at, 8)
-    return ok, offset, commit_ts
-
-
-def _codec_reads_commit(keys: _Binary, values: _Binary, row: int) -> bool:
+def _codec_reads_commit(key: bytes, value: bytes) -> bool:
     """Whether `coordinator_core.records.decode` reads this record as an offset commit."""
-    from coordinator_core.errors import CoordinatorAuditError
-    from coordinator_core.records import OffsetCommitValue, decode
-
-    def raw(b: _Binary) -> bytes:
-        start = int(b.start[row])
-        return b.data[start:start + int(b.length[row])].tobytes()
-
     try:
-        return isinstance(decode(raw(keys), raw(values)).value, OffsetCommitValue)
+        return isinstance(decode(key, value).value, OffsetCommitValue)
     except CoordinatorAuditError:
         return False
-
-
-def _metadata_utf8(values: _Binary, rows: np.ndarray, at: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Whether each row's metadata bytes (`m` > 0 bytes at `at`) are UTF-8: all-ASCII ones by one
-    vectorised max, the others (rare) decoded strictly."""
-    begin = values.start[rows] + at
-    bounds = np.empty(2 * len(rows), dtype=np.int64)
-    bounds[0::2], bounds[1::2] = begin, begin + m
-    order = np.argsort(bounds[0::2], kind="stable")  # reduceat wants the slices in buffer order
-    pairs = np.empty_like(bounds)
-    pairs[0::2], pairs[1::2] = bounds[0::2][order], bounds[1::2][order]
-    top = np.empty(len(rows), dtype=np.int64)
-    top[order] = np.maximum.reduceat(values.data, pairs)[0::2]
-    good = top < 0x80
-    for i in np.flatnonzero(~good):
-        try:
-            values.data[begin[i]:begin[i] + m[i]].tobytes().decode("utf-8")
-            good[i] = True
-        except UnicodeDecodeError:
-            pass
-    return good
-
-
-def _decode_commit_key(raw: bytes) -> tuple[str, str, int] | None:
-    """(group, topic, partition) of an OffsetCommitKey body without its version (layout checked by
-    `_commit_mask`); None when a name is not UTF-8 (the codec refuses it: the replay quarantines)."""
-    glen = int.from_bytes(raw[0:2], "big")
-    tlen = int.from_bytes(raw[2 + glen:4 + glen], "big")
-    topic_end = 4 + glen + tlen
-    try:
-        return (raw[2:2 + glen].decode("utf-8"), raw[4 + glen:topic_end].decode("utf-8"),
-                int.from_bytes(raw[topic_end:topic_end + 4], "big", signed=True))
-    except UnicodeDecodeError:
-        return None
 
 
 def group_matcher(patterns: Sequence[str]) -> Callable[[str], bool] | None:
@@ -282,7 +191,9 @@ def group_matcher(patterns: Sequence[str]) -> Callable[[str], bool] | None:
 def _column(n: int, values: Any, t: pa.DataType) -> pa.Array:
     if values is None:
         return pa.nulls(n, t)
-    if isinstance(values, pa.Array | pa.ChunkedArray):
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
         return values.cast(t) if values.type != t else values
     return pa.array(values, type=t)
 
@@ -297,35 +208,122 @@ def _masked(values: np.ndarray, valid: np.ndarray) -> pa.Array:
     return pa.array(values, mask=~valid)
 
 
-def _local_stretch(gm_rank: np.ndarray, gm_group: np.ndarray, rec_rank: np.ndarray, rec_group: np.ndarray) -> np.ndarray:
-    """For each record: how many GroupMetadata records of its group come before it in the chunk
-    (ranks are positions in the chunk's log order; group -1: the group has none here)."""
-    out = np.zeros(len(rec_rank), dtype=np.int64)
-    if not len(gm_rank):
-        return out
-    scale = np.int64(max(int(rec_rank.max(initial=0)), int(gm_rank.max(initial=0))) + 1)
-    gm_key = np.sort(gm_group * scale + gm_rank)
-    has = rec_group >= 0
-    base = rec_group[has] * scale
-    out[has] = np.searchsorted(gm_key, base + rec_rank[has]) - np.searchsorted(gm_key, base)
-    return out
+class TaskKeys:
+    """What one task knows of the keys it has seen, across its chunks: the topic-partitions of
+    offset-commit keys (`scan_kernel.KeyTable`: id, group id, names, whether the names are UTF-8 and
+    the group filter keeps them) and the groups."""
+
+    MAX_KEYS = 1_000_000
+    """The tables are emptied between chunks once they hold this many keys (bounds a worker's memory)."""
+
+    def __init__(self, group_ok: Callable[[str], bool] | None = None) -> None:
+        self.group_ok = group_ok
+        self.keys = KeyTable()
+        self.groups = KeyTable(1 << 12, 1 << 16)
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys.clear()
+        self.groups.clear()
+        self.valid = np.empty(0, dtype=bool)
+        self.wanted = np.empty(0, dtype=bool)
+        self._chunks: list[tuple[pa.Array, pa.Array, pa.Array]] = []
+        self._columns: tuple[pa.Array, pa.Array, pa.Array] | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def classify(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """(kind, id) of each key of a binary or dictionary-encoded binary array (a dictionary's
+        entries are classified once): `scan_kernel.intern_keys`."""
+        if pa.types.is_dictionary(keys.type):
+            kind_e, id_e = self.classify(keys.dictionary)
+            idx = keys.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            valid = idx >= 0
+            at = np.where(valid, idx, 0)
+            return np.where(valid, kind_e[at], 0).astype(np.int8), np.where(valid, id_e[at], -1)
+        before = len(self.keys)
+        kind, ids = classify_keys(*_binary_buffers(keys), self.keys, self.groups)
+        if len(self.keys) > before:
+            self._learn(before, len(self.keys))
+        return kind, ids
+
+    def _learn(self, first: int, last: int) -> None:
+        n = last - first
+        glen, tlen, part = (np.empty(n, dtype=np.int64) for _ in range(3))
+        valid = np.empty(n, dtype=bool)
+        entry_fields(self.keys.arena, self.keys.e_start, first, last, glen, tlen, part, valid)
+        start = self.keys.e_start[first:last]
+        glen, tlen = np.where(valid, glen, 0), np.where(valid, tlen, 0)
+        group_col = _strings(self.keys.arena, start + 2, glen)
+        topic_col = _strings(self.keys.arena, start + 4 + glen, tlen)
+        self._chunks.append((group_col, topic_col, pa.array(part, type=_I)))
+        self._columns = None
+        wanted = valid.copy()
+        if self.group_ok is not None:
+            ok = self.group_ok
+            wanted &= np.array([ok(g) for g in group_col.to_pylist()], dtype=bool)
+        self.valid = np.concatenate([self.valid, valid])
+        self.wanted = np.concatenate([self.wanted, wanted])
+
+    @property
+    def key_group(self) -> np.ndarray:
+        return self.keys.aux
+
+    def columns(self) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """(group_id, topic, partition_key) of every topic-partition id, to `take` from."""
+        if self._columns is None:
+            self._columns = tuple(pa.concat_arrays([c[i] for c in self._chunks]) if self._chunks  # type: ignore[assignment]
+                                  else pa.array([], type=t) for i, t in enumerate((_S, _S, _I)))
+            self._chunks = [self._columns] if self._chunks else []  # type: ignore[list-item]
+        assert self._columns is not None
+        return self._columns
 
 
-def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], bool] | None = None,
-               names_cache: dict[bytes, tuple[str, str, int] | None] | None = None) -> pa.Table:
+def _strings(arena: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
+    """A string array of the UTF-8 byte ranges (`start`, `length`) of `arena` (validated by the
+    caller; a length of 0 gives "")."""
+    offsets = np.zeros(len(start) + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    total = int(offsets[-1])
+    gather = np.repeat(start - offsets[:-1], length) + np.arange(total, dtype=np.int64)
+    data = arena[gather] if total else np.zeros(0, dtype=np.uint8)
+    return pa.LargeStringArray.from_buffers(len(start), pa.py_buffer(offsets), pa.py_buffer(data)).cast(_S)
+
+
+def _side_classes(keys: list[bytes | None]) -> tuple[list[int | None], list[str | None]]:
+    """record_type (the key's int16 type; None for a key under 2 bytes) and group_id (the key's
+    group string, undecodable bytes replaced; None when it cannot be read) of the side records."""
+    types: list[int | None] = []
+    groups: list[str | None] = []
+    for raw in keys:
+        if raw is None or len(raw) < 2:
+            types.append(None)
+            groups.append(None)
+            continue
+        types.append(int.from_bytes(raw[0:2], "big", signed=True))
+        glen = int.from_bytes(raw[2:4], "big", signed=True) if len(raw) >= 4 else -1
+        groups.append(raw[4:4 + glen].decode("utf-8", "replace") if 0 <= glen <= len(raw) - 4 else None)
+    return types, groups
+
+
+def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callable[[str], bool] | None = None,
+               keys: TaskKeys | None = None) -> pa.Table:
     """One chunk's `side`, `partial`, `regression`, `range` and `counts` rows (see the module
-    docstring); `batch` has `INPUT_COLUMNS`. `names_cache` keeps decoded keys between the chunks
-    of one task (it is cleared when it grows past 200,000 keys)."""
-    cache = names_cache if names_cache is not None else {}
-    if len(cache) > 200_000:
-        cache.clear()
-    n = batch.num_rows
-    part_a, off_a = batch.column("partition"), batch.column("offset")
+    docstring); `batch` has `INPUT_COLUMNS` (the key column may be dictionary-encoded). `keys`
+    keeps what the task's earlier chunks learnt of the keys (emptied when it grows large)."""
+    if keys is None:
+        keys = TaskKeys(group_ok)
+    elif len(keys) > TaskKeys.MAX_KEYS:
+        keys.clear()
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    n = table.num_rows
+    part_a, off_a = table.column("partition").combine_chunks(), table.column("offset").combine_chunks()
     positioned = ~(part_a.is_null().to_numpy(zero_copy_only=False) | off_a.is_null().to_numpy(zero_copy_only=False))
     part = part_a.fill_null(0).to_numpy().astype(np.int64)
     off = off_a.fill_null(0).to_numpy().astype(np.int64)
-    inw = batch.column("in_window").fill_null(False).to_numpy(zero_copy_only=False)
-    ts = batch.column("timestamp_ms").fill_null(0).to_numpy().astype(np.int64)
+    inw = table.column("in_window").combine_chunks().fill_null(False).to_numpy(zero_copy_only=False)
+    ts = table.column("timestamp_ms").combine_chunks().fill_null(0).to_numpy().astype(np.int64)
 
     in_order = n < 2 or bool(np.all((part[1:] > part[:-1]) | ((part[1:] == part[:-1]) & (off[1:] >= off[:-1]))))
     order = np.arange(n) if in_order else np.lexsort((off, part))
@@ -337,80 +335,80 @@ def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], b
         dup[1:] = (p[1:] == p[:-1]) & (o[1:] == o[:-1]) & positioned[order[1:]] & positioned[order[:-1]]
     keep = order[~dup]  # in-window, distinct, in log order
 
-    kcol = batch.column("key")
-    keys, values = _Binary(kcol), _Binary(batch.column("value"))
-    ok, commit_offset, commit_ts = _commit_mask(keys, values, keep)
-    ok &= positioned[keep]
+    kcol = table.column("key")
+    kinds, names = [], []
+    for piece in kcol.chunks:
+        k, nm = keys.classify(piece)
+        kinds.append(k)
+        names.append(nm)
+    kind = np.concatenate(kinds) if kinds else np.zeros(0, dtype=np.int8)
+    ids = np.concatenate(names) if names else np.zeros(0, dtype=np.int64)
+    is_commit_key = kind == KIND_COMMIT_KEY
+    name = np.where(is_commit_key, ids, -1)  # topic-partition id of offset-commit keys
+    key_ok = is_commit_key & keys.valid[np.where(is_commit_key, ids, 0)] if len(keys.valid) else is_commit_key
+    vcol = table.column("value").combine_chunks()
+    v_offsets, v_data, v_null = _binary_buffers(vcol)
+    status = np.zeros(len(keep), dtype=np.int8)
+    commit_offset = np.zeros(len(keep), dtype=np.int64)
+    commit_ts = np.zeros(len(keep), dtype=np.int64)
+    commit_status(keep, kind, key_ok, positioned, v_offsets, v_data, v_null, status, commit_offset, commit_ts)
+
+    def raw(col: pa.ChunkedArray | pa.Array, r: int) -> bytes | None:
+        return col[r].as_py()
+
+    for j in np.flatnonzero(status == STATUS_CHECK):  # v4+ values with tagged fields (rare): the codec decides
+        r = int(keep[j])
+        status[j] = STATUS_COMMIT if _codec_reads_commit(raw(kcol, r), raw(vcol, r)) else STATUS_SIDE
+    summarised = (status == STATUS_COMMIT) | (status == STATUS_TOMBSTONE)
+    filtered_by_group = 0
+    if keys.group_ok is not None and summarised.any():
+        unwanted = np.zeros(len(keep), dtype=bool)
+        sj = np.flatnonzero(summarised)
+        unwanted[sj] = ~keys.wanted[name[keep[sj]]]
+        status[unwanted] = STATUS_FILTERED
+        filtered_by_group = int(unwanted.sum())
+
+    # GroupMetadata records end their group's stretches; their headers go out with the side rows
+    side_j = np.flatnonzero(status == STATUS_SIDE)
+    side = keep[side_j]
+    gm_group = np.where(kind == KIND_GROUP_METADATA_KEY, ids, -1)
+    side_keys = [raw(kcol, int(r)) for r in side]
+    types, side_groups = _side_classes(side_keys)
+    headers: list[tuple[int, int] | None] = []
+    for r, k in zip(side.tolist(), side_keys, strict=True):
+        header = None
+        if kind[r] == KIND_GROUP_METADATA_KEY:
+            assert k is not None
+            header = group_metadata_header(k, raw(vcol, r))
+        headers.append(header)
+
     out: list[pa.RecordBatch] = []
-
-    # in-chunk GroupMetadata records (key type 2), by group: a stretch ends at each one
-    gm_local = np.flatnonzero(~ok & ~keys.null[keep] & (keys.length[keep] >= 4) & (keys.u8(keep, 0) == 0)
-                              & (keys.u8(keep, 1) == 2))
-    gm_groups: dict[str, int] = {}
-    gm_group_ids = np.empty(len(gm_local), dtype=np.int64)
-    gm_rank = gm_local.astype(np.int64)
-    gm_header: dict[int, tuple[int, int]] = {}
-    vcol = batch.column("value")
-    for j, row in enumerate(keep[gm_local].tolist()):
-        raw = kcol[row].as_py()
-        glen = int.from_bytes(raw[2:4], "big", signed=True)
-        name = raw[4:4 + glen].decode("utf-8", "replace") if 0 <= glen <= len(raw) - 4 else None
-        gm_group_ids[j] = -1 if name is None else gm_groups.setdefault(name, len(gm_groups))
-        header = group_metadata_header(raw, vcol[row].as_py())
-        if header is not None:
-            gm_header[row] = header
-    valid_gm = gm_group_ids >= 0
-    gm_rank, gm_group_ids = gm_rank[valid_gm], gm_group_ids[valid_gm]
-
-    commit_offset, commit_ts = commit_offset[ok], commit_ts[ok]
-    commit_local = np.flatnonzero(ok)
-    rows = keep[commit_local]
-    filtered_by_group = commits = tombstones = 0
-    names: list[tuple[str, str, int]] = []
-    cid = np.empty(0, dtype=np.int64)
-    if len(rows):
-        enc = pc.dictionary_encode(kcol.take(pa.array(rows)))
-        canon: dict[tuple[str, str, int], int] = {}
-        entry_to_cid = np.empty(len(enc.dictionary), dtype=np.int64)
-        for e, raw in enumerate(enc.dictionary.to_pylist()):
-            body = raw[2:]
-            name = cache.get(body, _MISSING)
-            if name is _MISSING:
-                name = cache[body] = _decode_commit_key(body)
-            entry_to_cid[e] = -1 if name is None else canon.setdefault(name, len(canon))
-        names = list(canon)
-        cid = entry_to_cid[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
-        named = cid >= 0
-        if not named.all():  # names that are not UTF-8: to the replay, which quarantines them
-            ok[commit_local[~named]] = False
-            rows, cid, commit_local = rows[named], cid[named], commit_local[named]
-            commit_offset, commit_ts = commit_offset[named], commit_ts[named]
-        if group_ok is not None and len(rows):
-            wanted = np.array([group_ok(g) for g, _, _ in names], dtype=bool)[cid]
-            filtered_by_group = int((~wanted).sum())
-            rows, cid, commit_local = rows[wanted], cid[wanted], commit_local[wanted]
-            commit_offset, commit_ts = commit_offset[wanted], commit_ts[wanted]
-
-    side_local = np.flatnonzero(~ok)
-    side = keep[side_local]
     if len(side):
         idx = pa.array(side)
-        headers = [gm_header.get(r) for r in side.tolist()]
         kp = part[keep]
         block = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])  # each partition's first position
-        rank = side_local - block[np.searchsorted(block, side_local, side="right") - 1]
+        rank = side_j - block[np.searchsorted(block, side_j, side="right") - 1]
         out.append(_rows(KIND_SIDE, len(side), {
-            **{name: batch.column(name).take(idx) for name in ("partition", "offset", "timestamp_ms", "key", "value")},
+            **{c: table.column(c).take(idx) for c in ("partition", "offset", "timestamp_ms", "value")},
+            "key": pa.array(side_keys, type=_B), "record_type": types, "group_id": side_groups,
             "gm_generation": [None if h is None else h[0] for h in headers],
             "gm_member_count": [None if h is None else h[1] for h in headers],
             "chunk": np.full(len(side), chunk, dtype=np.int64), "records_in": rank}))
 
-    if len(rows):
-        cid_gm = np.array([gm_groups.get(g, -1) for g, _, _ in names], dtype=np.int64)
-        stretch = _local_stretch(gm_rank, gm_group_ids, commit_local.astype(np.int64), cid_gm[cid])
-        out.extend(_summarise(rows, cid, stretch, names, part, off, ts, values.null, commit_offset, commit_ts))
-        tombstones = int(values.null[rows].sum())
-        commits = len(rows) - tombstones
+    n_sum = int(summarised.sum()) - filtered_by_group
+    commits = int((status == STATUS_COMMIT).sum())
+    tombstones = int((status == STATUS_TOMBSTONE).sum())
+    if n_sum:
+        size = n_sum
+        p_name, p_first, p_last, p_commits, p_tombs, p_regs, p_fc, p_lc = (
+            np.empty(size, dtype=np.int64) for _ in range(8))
+        r_cur, r_prev = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+        n_parts, n_regs = summarise(keep, status, kind, name, gm_group, keys.key_group, part, commit_offset,
+                                    len(keys.keys), len(keys.groups), p_name, p_first, p_last, p_commits,
+                                    p_tombs, p_regs, p_fc, p_lc, r_cur, r_prev)
+        out.extend(_partial_rows(keys, keep, name, part, off, ts, commit_offset, commit_ts, p_name[:n_parts],
+                                 p_first[:n_parts], p_last[:n_parts], p_commits[:n_parts], p_tombs[:n_parts],
+                                 p_regs[:n_parts], p_fc[:n_parts], p_lc[:n_parts], r_cur[:n_regs], r_prev[:n_regs]))
 
     if len(keep):
         kp = part[keep]
@@ -426,64 +424,33 @@ def scan_chunk(batch: pa.RecordBatch, *, chunk: int, group_ok: Callable[[str], b
     return pa.Table.from_batches(out, schema=_ARROW_SCHEMA)
 
 
-def _summarise(rows: np.ndarray, cid: np.ndarray, stretch: np.ndarray, names: list[tuple[str, str, int]],
-               part: np.ndarray, off: np.ndarray, ts: np.ndarray, tomb_all: np.ndarray,
-               commit_offset: np.ndarray, commit_ts: np.ndarray) -> list[pa.RecordBatch]:
-    """`partial` and `regression` rows of a chunk's commits (`rows` in log order)."""
-    perm = np.argsort(cid, kind="stable")  # (topic-partition key, log order)
-    r, c, s = rows[perm], cid[perm], stretch[perm]
-    p, o_src, rts = part[r], off[r], ts[r]
-    tomb = tomb_all[r]
-    o, cts = commit_offset[perm], commit_ts[perm]
-    n = len(r)
-    new = np.ones(n, dtype=bool)
-    new[1:] = (c[1:] != c[:-1]) | (s[1:] != s[:-1]) | (p[1:] != p[:-1])
-    starts = np.flatnonzero(new)
-    ends = np.concatenate([starts[1:], [n]]) - 1
-    seg = np.cumsum(new) - 1
-    nseg = len(starts)
-    tombs = np.add.reduceat(tomb.astype(np.int64), starts)
-    counts = (ends - starts + 1) - tombs
-
-    live = np.flatnonzero(~tomb)
-    lseg = seg[live]
-    has = np.zeros(nseg, dtype=bool)
-    first_i = np.zeros(nseg, dtype=np.int64)
-    last_i = np.zeros(nseg, dtype=np.int64)
-    regress = np.zeros(nseg, dtype=np.int64)
-    reg_cur = reg_prev = np.empty(0, dtype=np.int64)
-    if len(live):
-        head = np.ones(len(live), dtype=bool)
-        head[1:] = lseg[1:] != lseg[:-1]
-        tail = np.ones(len(live), dtype=bool)
-        tail[:-1] = lseg[1:] != lseg[:-1]
-        has[lseg[head]] = True
-        first_i[lseg[head]] = live[head]
-        last_i[lseg[tail]] = live[tail]
-        back = ~head[1:] & (o[live[1:]] < o[live[:-1]])
-        reg_cur, reg_prev = live[1:][back], live[:-1][back]
-        regress = np.bincount(lseg[1:][back], minlength=nseg).astype(np.int64)
-
-    groups = np.array([g for g, _, _ in names], dtype=object)
-    topics = np.array([t for _, t, _ in names], dtype=object)
-    parts = np.array([q for _, _, q in names], dtype=np.int64)
-    sc = c[starts]
-    out = [_rows(KIND_PARTIAL, nseg, {
-        "partition": p[starts], "offset": o_src[starts], "group_id": groups[sc].tolist(),
-        "topic": topics[sc].tolist(), "partition_key": parts[sc], "last_source_offset": o_src[ends],
-        "commits": counts, "tombstones": tombs, "regressions": regress,
-        "first_commit_source_offset": _masked(o_src[first_i], has),
-        "first_commit_record_ts": _masked(rts[first_i], has),
-        "first_offset": _masked(o[first_i], has), "first_commit_timestamp": _masked(cts[first_i], has),
-        "last_commit_source_offset": _masked(o_src[last_i], has),
-        "last_offset": _masked(o[last_i], has), "last_commit_timestamp": _masked(cts[last_i], has)})]
-    if len(reg_cur):
-        rc = c[reg_cur]
-        out.append(_rows(KIND_REGRESSION, len(reg_cur), {
-            "partition": p[reg_cur], "offset": o_src[reg_cur], "timestamp_ms": rts[reg_cur],
-            "group_id": groups[rc].tolist(), "topic": topics[rc].tolist(), "partition_key": parts[rc],
-            "offset_value": o[reg_cur], "commit_timestamp": cts[reg_cur], "previous_offset": o[reg_prev],
-            "previous_commit_timestamp": cts[reg_prev], "previous_source_offset": o_src[reg_prev]}))
+def _partial_rows(keys: TaskKeys, keep: np.ndarray, name: np.ndarray, part: np.ndarray, off: np.ndarray, ts: np.ndarray,
+                  commit_offset: np.ndarray, commit_ts: np.ndarray, p_name: np.ndarray, p_first: np.ndarray,
+                  p_last: np.ndarray, commits: np.ndarray, tombs: np.ndarray, regress: np.ndarray,
+                  p_fc: np.ndarray, p_lc: np.ndarray, r_cur: np.ndarray, r_prev: np.ndarray) -> list[pa.RecordBatch]:
+    """`partial` and `regression` rows from `scan_kernel.summarise`'s output (positions in `keep`)."""
+    groups, topics, parts = keys.columns()
+    has = p_fc >= 0
+    fc, lc = np.where(has, p_fc, 0), np.where(has, p_lc, 0)
+    src = off[keep]
+    rts = ts[keep]
+    names = pa.array(p_name)
+    out = [_rows(KIND_PARTIAL, len(p_name), {
+        "partition": part[keep[p_first]], "offset": src[p_first], "group_id": groups.take(names),
+        "topic": topics.take(names), "partition_key": parts.take(names), "last_source_offset": src[p_last],
+        "commits": commits, "tombstones": tombs, "regressions": regress,
+        "first_commit_source_offset": _masked(src[fc], has), "first_commit_record_ts": _masked(rts[fc], has),
+        "first_offset": _masked(commit_offset[fc], has), "first_commit_timestamp": _masked(commit_ts[fc], has),
+        "last_commit_source_offset": _masked(src[lc], has), "last_offset": _masked(commit_offset[lc], has),
+        "last_commit_timestamp": _masked(commit_ts[lc], has)})]
+    if len(r_cur):
+        cur_names = pa.array(name[keep[r_cur]])
+        out.append(_rows(KIND_REGRESSION, len(r_cur), {
+            "partition": part[keep[r_cur]], "offset": src[r_cur], "timestamp_ms": rts[r_cur],
+            "group_id": groups.take(cur_names), "topic": topics.take(cur_names), "partition_key": parts.take(cur_names),
+            "offset_value": commit_offset[r_cur], "commit_timestamp": commit_ts[r_cur],
+            "previous_offset": commit_offset[r_prev], "previous_commit_timestamp": commit_ts[r_prev],
+            "previous_source_offset": src[r_prev]}))
     return out
 
 
@@ -493,16 +460,15 @@ def _scan_stream(batches: Iterator[pa.RecordBatch | None], *, task: int, chunk_r
     stream ends the current chunk (a unit boundary: a chunk never joins two files' row ranges)."""
     pending: list[pa.RecordBatch] = []
     size = number = 0
-    names: dict[bytes, tuple[str, str, int] | None] = {}
+    keys = TaskKeys(group_ok)
     for b in _with_end(batches):
         if b is not None and b.num_rows:
             pending.append(b)
             size += b.num_rows
         if pending and (b is None or size >= chunk_rows):
-            merged = pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+            chunk_table = pa.Table.from_batches(pending)
             pending, size = [], 0
-            yield from scan_chunk(merged, chunk=(task << 20) | number, group_ok=group_ok,
-                                  names_cache=names).to_batches()
+            yield from scan_chunk(chunk_table, chunk=(task << 20) | number, keys=keys).to_batches()
             number += 1
 
 
@@ -662,7 +628,7 @@ def make_file_scan_fn(*, chunk_rows: int = 500_000, groups: Sequence[str] = (), 
         for ub in units:
             for path, row_groups in zip(ub.column("path").to_pylist(), ub.column("row_groups").to_pylist(),
                                         strict=True):
-                with pq.ParquetFile(path) as pf:
+                with pq.ParquetFile(path, read_dictionary=["key"]) as pf:
                     for b in pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=columns):
                         yield _input_batch(b, since_ms, until_ms, start_after)
                 yield None  # a chunk never spans two units

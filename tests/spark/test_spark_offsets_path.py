@@ -90,33 +90,16 @@ LOG = [
 ]
 
 
-def test_classify(spark) -> None:
-    got = op.classify(_frame(spark, LOG)).select("offset", "record_type", "group_id")
-    expected = [(o, 2 if o in (1, 9, 11) else (0 if o == 6 else 1), "h" if o == 5 else "g") for o in range(len(LOG))]
-    assert_df_equality(got, spark.createDataFrame(expected, "offset long, record_type smallint, group_id string"),
-                       ignore_row_order=True, ignore_nullable=True)
-
-
-def test_decode_offset_commits_every_version(spark) -> None:
-    got = op.decode_offset_commits(_frame(spark, LOG)).select(
-        "offset", "group_id", "topic", "partition_key", "value_version", "offset_value", "leader_epoch",
-        "metadata_length", "commit_timestamp", "expire_timestamp", "tombstone", "valid")
-    expected = [
-        (0, "g", "t", 0, 3, 10, 7, 0, T + 1, -1, False, True),
-        (2, "g", "t", 0, 1, 20, -1, 0, T + 2, T + 99, False, True),
-        (3, "g", "t", 0, None, None, None, None, None, None, True, False),  # tombstone
-        (4, "g", "t", 0, 4, 15, 7, 0, T + 4, -1, False, True),
-        (5, "h", "t", 0, 3, 5, 7, 0, T + 5, -1, False, True),
-        (6, "g", "t", 1, 0, 30, -1, 0, T + 6, -1, False, True),
-        (7, "g", "t", 0, 2, 25, -1, 4, T + 7, -1, False, True),
-        (8, "g", "t", 0, 3, None, None, None, None, None, False, False),  # truncated value
-        (10, "g", "t", 0, 3, 3, 7, 0, T + 10, -1, False, True),
-        (12, "g", "t", 0, 4, 4, 7, 200, T + 12, -1, False, True),
-    ]
-    schema = ("offset long, group_id string, topic string, partition_key int, value_version smallint, "
-              "offset_value long, leader_epoch int, metadata_length int, commit_timestamp long, "
-              "expire_timestamp long, tombstone boolean, valid boolean")
-    assert_df_equality(got, spark.createDataFrame(expected, schema), ignore_row_order=True, ignore_nullable=True)
+def test_side_rows_carry_record_type_and_group(spark) -> None:
+    """The single pass classifies the records it leaves to the replay (no SQL codec)."""
+    _, _, scan = op.offset_path(_frame(spark, LOG))
+    try:
+        got = scan.side().select("offset", "record_type", "group_id")
+        expected = [(1, 2, "g"), (8, 1, "g"), (9, 2, "g"), (11, 2, "g")]
+        assert_df_equality(got, spark.createDataFrame(expected, "offset long, record_type smallint, group_id string"),
+                           ignore_row_order=True, ignore_nullable=True)
+    finally:
+        scan.unpersist()
 
 
 EXPECTED_SUMMARY = [

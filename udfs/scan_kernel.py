@@ -1,0 +1,427 @@
+"""The compiled loops of the single pass (`udfs.scan`): numba functions over Arrow buffers.
+
+They read `__consumer_offsets` key and value bytes in place (offsets + data buffers of a binary
+Arrow array, as numpy views) and never build a Python object per record:
+
+* `intern_keys`: classifies each key (an offset-commit key with a complete layout, a GroupMetadata
+  key whose group string is readable, anything else) and gives each offset-commit key body (the
+  bytes after its int16 type, so type 0 and type 1 keys of one topic-partition are one key) a dense
+  id from an open-addressing hash table that lives as long as the task (`KeyTable`);
+* `commit_status`: per record in log order, whether it is an offset commit the pass summarises
+  (with its committed offset and commitTimestamp read from the value), an offset tombstone, a
+  record for the replay, or a v4+ value with tagged fields for the codec to judge;
+* `summarise`: one partial summary per (topic-partition, stretch between two GroupMetadata records
+  of its group, Kafka partition) in the chunk, and every backwards step inside one.
+
+The layout rules are those of Kafka's `OffsetCommitKey` (versions 0-1) and `OffsetCommitValue`
+(versions 0-4, any later version read as 4, as `GroupCoordinatorRecordSerde` reads it) schemas, as
+`coordinator_core.records` decodes them: `tests/spark/test_spark_scan.py` holds the two equal on
+arbitrary bytes.
+
+Compilation: each function is compiled on its first call in a Python worker (about 2-4 s for all
+of them) and cached on disk under `NUMBA_CACHE_DIR` (the job points it at `.cache/numba` or a
+temporary directory) or next to this file; where no cache can be written (the module inside a
+`--py-files` zip) they compile once per worker process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KIND_COMMIT_KEY", "KIND_GROUP_METADATA_KEY", "KIND_OTHER", "STATUS_CHECK", "STATUS_COMMIT",
+           "STATUS_FILTERED", "STATUS_SIDE", "STATUS_TOMBSTONE", "KeyTable", "commit_status", "summarise"]
+
+KIND_OTHER, KIND_COMMIT_KEY, KIND_GROUP_METADATA_KEY = 0, 1, 2
+STATUS_SIDE, STATUS_COMMIT, STATUS_TOMBSTONE, STATUS_CHECK, STATUS_FILTERED = 0, 1, 2, 3, 4
+
+
+def _jit(fn: Callable[..., Any]) -> Any:
+    """`numba.njit(cache=True)`, or without the disk cache where numba finds no place for it."""
+    import numba
+
+    try:
+        return numba.njit(cache=True, nogil=True)(fn)
+    except RuntimeError:  # "cannot cache function ...: no locator available" (e.g. source in a zip)
+        return numba.njit(cache=False, nogil=True)(fn)
+
+
+def _be_signed(data: Any, at: int, size: int) -> int:
+    v = 0
+    for i in range(size):
+        v = (v << 8) | int(data[at + i])
+    if v >= 1 << (8 * size - 1):
+        v -= 1 << (8 * size)
+    return v
+
+
+be_signed = _jit(_be_signed)
+
+
+def _be_int64(data: Any, at: int) -> int:
+    v = np.uint64(0)
+    for i in range(8):
+        v = (v << np.uint64(8)) | np.uint64(data[at + i])
+    return np.int64(v)
+
+
+be_int64 = _jit(_be_int64)
+
+
+def _utf8_valid(data: Any, start: int, end: int) -> bool:
+    """Strict UTF-8, as Python's codec decodes it: no overlong forms, no surrogates, nothing above
+    U+10FFFF."""
+    i = start
+    while i < end:
+        b = data[i]
+        if b < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            n, lo, hi = 1, 0x80, 0xBF
+        elif b == 0xE0:
+            n, lo, hi = 2, 0xA0, 0xBF
+        elif 0xE1 <= b <= 0xEC or 0xEE <= b <= 0xEF:
+            n, lo, hi = 2, 0x80, 0xBF
+        elif b == 0xED:
+            n, lo, hi = 2, 0x80, 0x9F
+        elif b == 0xF0:
+            n, lo, hi = 3, 0x90, 0xBF
+        elif 0xF1 <= b <= 0xF3:
+            n, lo, hi = 3, 0x80, 0xBF
+        elif b == 0xF4:
+            n, lo, hi = 3, 0x80, 0x8F
+        else:
+            return False
+        if i + n >= end:
+            return False
+        c = data[i + 1]
+        if c < lo or c > hi:
+            return False
+        for k in range(2, n + 1):
+            c = data[i + k]
+            if c < 0x80 or c > 0xBF:
+                return False
+        i += n + 1
+    return True
+
+
+utf8_valid = _jit(_utf8_valid)
+
+
+def _intern(data: Any, s: int, blen: int, slots: Any, e_hash: Any, e_start: Any, e_len: Any, arena: Any,
+            counts: Any) -> int:
+    """The id of the bytes `data[s:s + blen]` in a table (`slots`, `e_*`, `arena`, `counts` =
+    [entries, arena bytes used]), added when new; -1 when the table is too full to add it."""
+    h = np.uint64(14695981039346656037)  # FNV-1a
+    for i in range(s, s + blen):
+        h = (h ^ np.uint64(data[i])) * np.uint64(1099511628211)
+    hv = np.int64(h & np.uint64(0x7FFFFFFFFFFFFFFF))
+    mask = len(slots) - 1
+    pos = hv & mask
+    while slots[pos] >= 0:
+        e = slots[pos]
+        if e_hash[e] == hv and e_len[e] == blen:
+            a = e_start[e]
+            same = True
+            for i in range(blen):
+                if arena[a + i] != data[s + i]:
+                    same = False
+                    break
+            if same:
+                return e
+        pos = (pos + 1) & mask
+    e = counts[0]
+    if 2 * (e + 1) > len(slots) or e >= len(e_hash) or counts[1] + blen > len(arena):
+        return -1
+    a = counts[1]
+    for i in range(blen):
+        arena[a + i] = data[s + i]
+    e_hash[e], e_start[e], e_len[e] = hv, a, blen
+    slots[pos] = e
+    counts[0] = e + 1
+    counts[1] = a + blen
+    return e
+
+
+intern = _jit(_intern)
+
+
+def _intern_keys(offsets: Any, data: Any, null: Any, first: int, kind: Any, ids: Any,
+                 k_slots: Any, k_hash: Any, k_start: Any, k_len: Any, k_arena: Any, k_counts: Any, k_group: Any,
+                 g_slots: Any, g_hash: Any, g_start: Any, g_len: Any, g_arena: Any, g_counts: Any) -> int:
+    """Classifies keys `first..` of a binary array (`offsets`, `data`, `null`) into `kind`: 1 an
+    offset-commit key (type 0 or 1, group and topic strings and the int32 partition complete; trailing
+    bytes allowed), 2 a GroupMetadata key (type 2) whose group string is complete, 0 anything else.
+    `ids`: for kind 1 the id of the key's topic-partition (its group, topic and partition bytes) in
+    the key table `k_*` (`k_group`: the id of each entry's group), for kind 2 its group's id in the
+    group table `g_*`. Returns the index of the first key a full table stopped (len(null) when
+    done): the caller grows the tables and calls again from there."""
+    n = len(null)
+    for r in range(first, n):
+        kind[r] = 0
+        ids[r] = -1
+        if null[r]:
+            continue
+        s = offsets[r]
+        klen = offsets[r + 1] - s
+        if klen < 4 or data[s] != 0:
+            continue
+        t = data[s + 1]
+        glen = be_signed(data, s + 2, 2)
+        if t == 2:
+            if 0 <= glen <= klen - 4:
+                g = intern(data, s + 4, glen, g_slots, g_hash, g_start, g_len, g_arena, g_counts)
+                if g < 0:
+                    return r
+                kind[r] = 2
+                ids[r] = g
+            continue
+        if t > 1 or glen < 0 or klen < 6 + glen:
+            continue
+        tlen = be_signed(data, s + 4 + glen, 2)
+        if tlen < 0 or klen < 10 + glen + tlen:
+            continue
+        before = k_counts[0]
+        e = intern(data, s + 2, 8 + glen + tlen, k_slots, k_hash, k_start, k_len, k_arena, k_counts)
+        if e < 0:
+            return r
+        if e == before:  # a new topic-partition: its group's id
+            g = intern(data, s + 4, glen, g_slots, g_hash, g_start, g_len, g_arena, g_counts)
+            if g < 0:
+                k_counts[0] = before  # undo: it is added again after the tables grow
+                k_counts[1] -= 8 + glen + tlen
+                k_slots[slot_of(k_slots, k_hash, e)] = -1
+                return r
+            k_group[e] = g
+        kind[r] = 1
+        ids[r] = e
+    return n
+
+
+intern_keys = _jit(_intern_keys)
+
+
+def _slot_of(slots: Any, e_hash: Any, e: int) -> int:
+    mask = len(slots) - 1
+    pos = e_hash[e] & mask
+    while slots[pos] != e:
+        pos = (pos + 1) & mask
+    return pos
+
+
+slot_of = _jit(_slot_of)
+
+
+def _entry_fields(arena: Any, e_start: Any, first: int, last: int, glen: Any, tlen: Any, part: Any,
+                  valid: Any) -> None:
+    """Group and topic lengths, partition and whether both names are UTF-8, of key-table entries
+    `first..last` (each: int16 group length, group, int16 topic length, topic, int32 partition)."""
+    for e in range(first, last):
+        a = e_start[e]
+        g = be_signed(arena, a, 2)
+        t = be_signed(arena, a + 2 + g, 2)
+        glen[e - first] = g
+        tlen[e - first] = t
+        part[e - first] = be_signed(arena, a + 4 + g + t, 4)
+        valid[e - first] = utf8_valid(arena, a + 2, a + 2 + g) and utf8_valid(arena, a + 4 + g, a + 4 + g + t)
+
+
+entry_fields = _jit(_entry_fields)
+
+
+def _rehash(slots: Any, e_hash: Any, count: int) -> None:
+    mask = len(slots) - 1
+    slots[:] = -1
+    for e in range(count):
+        pos = e_hash[e] & mask
+        while slots[pos] >= 0:
+            pos = (pos + 1) & mask
+        slots[pos] = e
+
+
+rehash = _jit(_rehash)
+
+
+class KeyTable:
+    """Byte strings with dense ids (`intern`), grown by doubling; `aux` is one int64 per entry for
+    the caller. `clear()` empties it (ids restart at 0)."""
+
+    def __init__(self, slots: int = 1 << 16, arena: int = 1 << 20) -> None:
+        self.slots = np.full(slots, -1, dtype=np.int64)
+        self.e_hash = np.zeros(slots // 2, dtype=np.int64)
+        self.e_start = np.zeros(slots // 2, dtype=np.int64)
+        self.e_len = np.zeros(slots // 2, dtype=np.int64)
+        self.aux = np.zeros(slots // 2, dtype=np.int64)
+        self.arena = np.zeros(arena, dtype=np.uint8)
+        self.counts = np.zeros(2, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.counts[0])
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return self.slots, self.e_hash, self.e_start, self.e_len, self.arena, self.counts
+
+    def clear(self) -> None:
+        self.slots[:] = -1
+        self.counts[:] = 0
+
+    def body(self, e: int) -> bytes:
+        start = int(self.e_start[e])
+        return self.arena[start:start + int(self.e_len[e])].tobytes()
+
+    def make_room(self, need_bytes: int) -> None:
+        """Room for one more entry of `need_bytes` bytes."""
+        count, used = int(self.counts[0]), int(self.counts[1])
+        if used + need_bytes > len(self.arena):
+            self.arena = np.concatenate([self.arena, np.zeros(max(len(self.arena), need_bytes), dtype=np.uint8)])
+        if 2 * (count + 1) > len(self.slots) or count >= len(self.e_hash):
+            size = 2 * len(self.slots)
+            extra = size // 2 - len(self.e_hash)
+            grow = np.zeros(extra, dtype=np.int64)
+            self.e_hash = np.concatenate([self.e_hash, grow])
+            self.e_start = np.concatenate([self.e_start, grow])
+            self.e_len = np.concatenate([self.e_len, grow])
+            self.aux = np.concatenate([self.aux, grow])
+            self.slots = np.full(size, -1, dtype=np.int64)
+            rehash(self.slots, self.e_hash, count)
+
+
+def classify_keys(offsets: np.ndarray, data: np.ndarray, null: np.ndarray, keys: KeyTable, groups: KeyTable
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(kind, id) of every key of a binary array (`intern_keys`), growing the tables as needed."""
+    n = len(null)
+    kind = np.zeros(n, dtype=np.int8)
+    ids = np.full(n, -1, dtype=np.int64)
+    at = 0
+    while True:
+        at = int(intern_keys(offsets, data, null, at, kind, ids, *keys.arrays(), keys.aux, *groups.arrays()))
+        if at >= n:
+            return kind, ids
+        size = int(offsets[at + 1] - offsets[at])
+        keys.make_room(size)
+        groups.make_room(size)
+
+
+def _commit_status(keep: Any, kind: Any, key_ok: Any, positioned: Any, v_offsets: Any, v_data: Any,
+                   v_null: Any, status: Any, offset: Any, commit_ts: Any) -> None:
+    """For each record `keep[j]` (log order): `status[j]`, and for commits the committed offset and
+    commitTimestamp. A commit is an offset-commit key (`kind` 1, `key_ok`: its names are UTF-8)
+    at a known log position with a null value (a tombstone) or a value of version >= 0 whose layout
+    is complete: v0/v2 20 + m bytes, v1 28 + m, v3 24 + m, v4+ 23 + varint + m, m the metadata
+    length (v4+: a compact length in one or two varint bytes), the metadata UTF-8. A v4+ value with
+    tagged fields is `STATUS_CHECK` (the codec decides)."""
+    for j in range(len(keep)):
+        r = keep[j]
+        status[j] = 0
+        if kind[r] != 1 or not key_ok[r] or not positioned[r]:
+            continue
+        if v_null[r]:
+            status[j] = 2
+            continue
+        s = v_offsets[r]
+        vlen = v_offsets[r + 1] - s
+        if vlen < 2:
+            continue
+        ver = be_signed(v_data, s, 2)
+        if ver < 0:
+            continue
+        vl = 0
+        if ver <= 2:
+            if vlen < 12:
+                continue
+            m = be_signed(v_data, s + 10, 2)
+            need = 28 + m if ver == 1 else 20 + m
+            ts_at = 12 + m
+        elif ver == 3:
+            if vlen < 16:
+                continue
+            m = be_signed(v_data, s + 14, 2)
+            need = 24 + m
+            ts_at = 16 + m
+        else:
+            if vlen < 15:
+                continue
+            b14 = int(v_data[s + 14])
+            if b14 < 128:
+                m, vl = b14 - 1, 1
+            else:
+                if vlen < 16:
+                    continue
+                b15 = int(v_data[s + 15])
+                if b15 >= 128:
+                    continue
+                m, vl = (b14 - 128) + b15 * 128 - 1, 2
+            need = 23 + vl + m
+            ts_at = 14 + vl + m
+        if m < 0 or vlen < need:
+            continue
+        if m > 0 and not utf8_valid(v_data, s + ts_at - m, s + ts_at):
+            continue
+        offset[j] = be_int64(v_data, s + 2)
+        commit_ts[j] = be_int64(v_data, s + ts_at)
+        status[j] = 3 if ver >= 4 and v_data[s + ts_at + 8] != 0 else 1
+
+
+commit_status = _jit(_commit_status)
+
+
+def _summarise(keep: Any, status: Any, kind: Any, name: Any, gm_group: Any, name_group: Any, part: Any,
+               commit_offset: Any, n_names: int, n_groups: int, p_name: Any, p_first: Any, p_last: Any,
+               p_commits: Any, p_tombs: Any, p_regs: Any, p_first_commit: Any, p_last_commit: Any,
+               r_cur: Any, r_prev: Any) -> Any:
+    """Partial summaries of the commits and tombstones among `keep` (positions j in log order,
+    `status` 1/2): one per (topic-partition `name`, Kafka partition, stretch between two GroupMetadata
+    records of the name's group), with first/last record, first/last commit (positions j), counts and
+    backwards steps (each also as a (current, previous) pair in `r_cur`/`r_prev`). Returns
+    (partials, regressions)."""
+    cur = np.full(n_names, -1, dtype=np.int64)
+    cur_stretch = np.zeros(n_names, dtype=np.int64)
+    gm_seen = np.zeros(max(n_groups, 1), dtype=np.int64)
+    np_ = 0
+    nr = 0
+    for j in range(len(keep)):
+        r = keep[j]
+        st = status[j]
+        if st == 0:
+            if kind[r] == 2 and gm_group[r] >= 0:
+                gm_seen[gm_group[r]] += 1
+            continue
+        if st != 1 and st != 2:
+            continue
+        nm = name[r]
+        g = name_group[nm]
+        stretch = gm_seen[g] if g >= 0 else 0
+        p = cur[nm]
+        if p < 0 or cur_stretch[nm] != stretch or part[keep[p_last[p]]] != part[r]:
+            p = np_
+            np_ += 1
+            cur[nm] = p
+            cur_stretch[nm] = stretch
+            p_name[p] = nm
+            p_first[p] = j
+            p_commits[p] = 0
+            p_tombs[p] = 0
+            p_regs[p] = 0
+            p_first_commit[p] = -1
+            p_last_commit[p] = -1
+        p_last[p] = j
+        if st == 2:
+            p_tombs[p] += 1
+            continue
+        p_commits[p] += 1
+        lc = p_last_commit[p]
+        if lc < 0:
+            p_first_commit[p] = j
+        elif commit_offset[j] < commit_offset[lc]:
+            p_regs[p] += 1
+            r_cur[nr] = j
+            r_prev[nr] = lc
+            nr += 1
+        p_last_commit[p] = j
+    return np_, nr
+
+
+summarise = _jit(_summarise)
