@@ -21,7 +21,7 @@ Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
   commit (committed offset, commitTimestamp, log offset), and the regressions inside the stretch;
   every backwards step inside a stretch becomes a `regression` candidate row. Which generation
   window a stretch belongs to, and whether that window was Stable, is decided after the pass
-  (`jobs.offsets_path.offset_commits`), where stretches of the same window from other chunks are
+  (`udfs.offsets.offset_commits`), where stretches of the same window from other chunks are
   also stitched together;
 * reports its `range` per Kafka partition (first and last offset) and its `counts`.
 
@@ -59,6 +59,8 @@ from udfs.scan_kernel import (
     classify_keys,
     commit_status,
     entry_fields,
+    in_log_order,
+    keep_rows,
     summarise,
 )
 
@@ -170,6 +172,12 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     data = np.frombuffer(bufs[2], dtype=np.uint8, count=end) if bufs[2] is not None and end else np.zeros(1, np.uint8)
     null = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else np.zeros(n, dtype=bool)
     return offsets, data, null
+
+
+def _int64s(arr: pa.Array) -> np.ndarray:
+    """An integer Arrow array as int64 numpy (nulls as 0)."""
+    out = (arr.fill_null(0) if arr.null_count else arr).to_numpy()
+    return out if out.dtype == np.int64 else out.astype(np.int64)
 
 
 def _codec_reads_commit(key: bytes, value: bytes) -> bool:
@@ -320,20 +328,15 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     n = table.num_rows
     part_a, off_a = table.column("partition").combine_chunks(), table.column("offset").combine_chunks()
     positioned = ~(part_a.is_null().to_numpy(zero_copy_only=False) | off_a.is_null().to_numpy(zero_copy_only=False))
-    part = part_a.fill_null(0).to_numpy().astype(np.int64)
-    off = off_a.fill_null(0).to_numpy().astype(np.int64)
-    inw = table.column("in_window").combine_chunks().fill_null(False).to_numpy(zero_copy_only=False)
-    ts = table.column("timestamp_ms").combine_chunks().fill_null(0).to_numpy().astype(np.int64)
+    part, off = _int64s(part_a), _int64s(off_a)
+    inw_a = table.column("in_window").combine_chunks()
+    inw = (inw_a.fill_null(False) if inw_a.null_count else inw_a).to_numpy(zero_copy_only=False)
+    ts = _int64s(table.column("timestamp_ms").combine_chunks())
 
-    in_order = n < 2 or bool(np.all((part[1:] > part[:-1]) | ((part[1:] == part[:-1]) & (off[1:] >= off[:-1]))))
-    order = np.arange(n) if in_order else np.lexsort((off, part))
-    order = order[inw[order]]
-    n_window = len(order)
-    dup = np.zeros(n_window, dtype=bool)
-    if n_window > 1:
-        p, o = part[order], off[order]
-        dup[1:] = (p[1:] == p[:-1]) & (o[1:] == o[:-1]) & positioned[order[1:]] & positioned[order[:-1]]
-    keep = order[~dup]  # in-window, distinct, in log order
+    order = np.empty(0, dtype=np.int64) if in_log_order(part, off) else np.lexsort((off, part))
+    keep = np.empty(n, dtype=np.int64)
+    n_keep, n_window, n_dup = keep_rows(order, part, off, inw, positioned, keep)
+    keep = keep[:n_keep]  # in-window, distinct, in log order
 
     kcol = table.column("key")
     kinds, names = [], []
@@ -419,7 +422,7 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
             "chunk": np.full(len(first), chunk, dtype=np.int64), "records_in": last - first + 1}))
     out.append(_rows(KIND_COUNTS, 1, {
         "chunk": [chunk], "records_in": [n], "filtered_by_window": [n - n_window],
-        "duplicates": [int(dup.sum())], "filtered_by_group": [filtered_by_group], "commits": [commits],
+        "duplicates": [n_dup], "filtered_by_group": [filtered_by_group], "commits": [commits],
         "tombstones": [tombstones], "side_records": [len(side)]}))
     return pa.Table.from_batches(out, schema=_ARROW_SCHEMA)
 

@@ -305,6 +305,44 @@ def classify_keys(offsets: np.ndarray, data: np.ndarray, null: np.ndarray, keys:
         groups.make_room(size)
 
 
+def _in_log_order(part: Any, off: Any) -> bool:
+    """Whether the rows are in log order: (partition, offset) ascending."""
+    for i in range(1, len(part)):
+        if part[i] < part[i - 1] or (part[i] == part[i - 1] and off[i] < off[i - 1]):
+            return False
+    return True
+
+
+in_log_order = _jit(_in_log_order)
+
+
+def _keep_rows(order: Any, part: Any, off: Any, inw: Any, positioned: Any, keep: Any) -> Any:
+    """The rows to summarise, in log order (`order`, or the rows' own order when `order` is empty):
+    those inside the run's window (`inw`), each (partition, offset) once (a positioned row equal to
+    the previous in-window one is a repeat). Fills `keep`; returns (kept, in window, repeats)."""
+    n = len(order) if len(order) else len(part)
+    nk = nw = nd = 0
+    have = False
+    pp = po = 0
+    ppos = False
+    for i in range(n):
+        r = order[i] if len(order) else i
+        if not inw[r]:
+            continue
+        nw += 1
+        if have and ppos and positioned[r] and part[r] == pp and off[r] == po:
+            nd += 1
+            continue
+        keep[nk] = r
+        nk += 1
+        have = True
+        pp, po, ppos = part[r], off[r], positioned[r]
+    return nk, nw, nd
+
+
+keep_rows = _jit(_keep_rows)
+
+
 def _commit_status(keep: Any, kind: Any, key_ok: Any, positioned: Any, v_offsets: Any, v_data: Any,
                    v_null: Any, status: Any, offset: Any, commit_ts: Any) -> None:
     """For each record `keep[j]` (log order): `status[j]`, and for commits the committed offset and
