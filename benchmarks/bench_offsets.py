@@ -148,12 +148,9 @@ def main(argv: list[str] | None = None) -> None:
     def unordered_summary() -> None:
         # what the summary costs without ordering (no windows, no first/last, no regressions): the floor
         # of any design that keeps commits off a sort
-        c = op.classify(raw).where(F.col("record_type").isin(0, 1))
+        c = raw.where(F.substring("key", 1, 2).isin(b"\x00\x00", b"\x00\x01"))
         c.groupBy(F.expr("substring(key, 3)")).agg(F.count(F.lit(1)), F.min("offset"), F.max("offset")) \
             .write.format("noop").mode("overwrite").save()
-
-    def classify_only() -> None:
-        op.classify(raw).groupBy("record_type").agg(F.count(F.lit(1)), F.count("group_id")).collect()
 
     def timed(fn) -> float:
         best = float("inf")
@@ -164,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         return best
 
     results: list[tuple[str, float]] = [("bare scan (first)", timed(bare))]
-    for name, fn in [("classify (type + group id)", classify_only), ("conv offset decode (issue 9 anchor)", conv_offset),
+    for name, fn in [("conv offset decode (issue 9 anchor)", conv_offset),
                      ("unordered summary (no windows/regressions)", unordered_summary),
                      ("Arrow transfer to Python (count only)", arrow_transfer),
                      ("the single pass alone (scan_log)", scan_only),

@@ -12,7 +12,7 @@ Pipeline (one Spark application, one pass over the input's bytes):
 2. scan     every record once, where it was read (`mapInArrow`, no shuffle): the run's window (after
             the base run's last offset per partition, else the time bounds) and repeated
             (partition, offset) rows are dropped, offset commits are decoded and summarised per
-            chunk with numpy, every other record is kept        `udfs.scan`, `jobs.offsets_path`
+            chunk in compiled code, every other record is kept   `udfs.scan`, `jobs.offsets_path`
 3. replay   the kept records (GroupMetadata, malformed commits, other types; a few percent of a
             log) and each carried group's saved state: repartition by group, sort within
             partitions by (group, partition, offset), and stream each partition group by group
@@ -21,8 +21,8 @@ Pipeline (one Spark application, one pass over the input's bytes):
             groups' new state, and marks the rows that close or change rows an earlier run wrote
 4. offsets  the chunks' partial summaries (and the carried open windows) take their generation
             windows (from the replayed GroupMetadata records and the carried ones) and are
-            stitched in log order: `offset_commits` and the `offset_regression` violations, with
-            the same definitions as the pure path
+            stitched in log order: `offset_commits` and the `offset_regression` violations, by
+            the rules of `coordinator_core.audit.offsets`                             `udfs.offsets`
 5. write    every table in one run (`jobs.delta_io`): staged files, then one Delta commit per
             table (and a MERGE of the carried rows) with `runs` last
 """
@@ -205,8 +205,8 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from jobs import offsets_path
     from jobs.inputs import filter_groups
+    from udfs import offsets
     from udfs.replay import replay_frame, split_counts, split_state, split_table
     from udfs.schemas import GROUP_STATE_SCHEMA, OFFSET_WINDOW_STRUCT
 
@@ -229,7 +229,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                 "group_id", F.col("window_partition").alias("partition"), F.col("window_start_offset").alias("offset"),
                 F.col("window_generation_id").alias("generation_id"), "window_state",
                 F.col("window_value").alias("value"))
-            carried_parts = offsets_path.carried_partials(
+            carried_parts = offsets.carried_partials(
                 state.select(F.explode("offset_windows").alias("w")).select("w.*"))
         replay_in = replay_in.repartition(shards, "group_id").sortWithinPartitions("group_id", "partition", "offset")
         mode = resume if resume in ("resume", "rerun", "warmup") else "resume"
@@ -242,19 +242,19 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     counts = {k: int(counts_row[k] or 0) for k in counts_row.asDict()}
 
     quarantine = split_table(wide, "quarantine")
-    excluded = quarantine.where(F.col("key_type") == offsets_path.GROUP_METADATA_TYPE).select(
+    excluded = quarantine.where(F.col("key_type") == offsets.GROUP_METADATA_TYPE).select(
         F.col("partition"), F.col("offset"))
     with stage(spark, "offsets (stitch the pass's partial summaries)") as st:
-        windows = offsets_path.group_metadata_windows(side, exclude=excluded, carried=carried_windows).persist(
+        windows = offsets.group_metadata_windows(side, exclude=excluded, carried=carried_windows).persist(
             StorageLevel.MEMORY_AND_DISK)
-        offset_rows, regressions = offsets_path.offset_commits(scan.df, windows, carried=carried_parts)
+        offset_rows, regressions = offsets.offset_commits(scan.df, windows, carried=carried_parts)
         offset_rows = offset_rows.persist(StorageLevel.MEMORY_AND_DISK)
         st.count(offset_rows)
 
     # split_table already yields each table's columns with its schema's types (REPLAY_SCHEMA is built
-    # from the same row dataclasses), and offsets_path conforms its own outputs.
+    # from the same row dataclasses), and udfs.offsets conforms its own outputs.
     violations = split_table(wide, "violations").unionByName(
-        offsets_path.offset_regression_violations(regressions, windows))
+        offsets.offset_regression_violations(regressions, windows))
     tables: dict[str, DataFrame] = {
         "generations": split_table(wide, "generations"),
         "assignments": split_table(wide, "assignments"),
@@ -270,12 +270,12 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
 
     offset_cols = [f.name for f in TABLE_SCHEMAS["offset_commits"].fields]
     tables["offset_commits"] = offset_rows.where(
-        ~F.col(offsets_path.CARRIED_FLAG) & ~F.col(offsets_path.UNCHANGED_FLAG)).select(*offset_cols)
-    tables["carried:offset_commits"] = offset_rows.where(F.col(offsets_path.CARRIED_FLAG)).select(*offset_cols)
+        ~F.col(offsets.CARRIED_FLAG) & ~F.col(offsets.UNCHANGED_FLAG)).select(*offset_cols)
+    tables["carried:offset_commits"] = offset_rows.where(F.col(offsets.CARRIED_FLAG)).select(*offset_cols)
     for name in ("generations", "assignments"):
         tables[f"carried:{name}"] = split_table(wide, name, carried=True)
     open_windows = (offset_rows.where(F.col("window_end_offset").isNull())
-                    .select("group_id", F.struct(*offset_cols, F.col(offsets_path.LAST_COMMIT_SOURCE).alias(
+                    .select("group_id", F.struct(*offset_cols, F.col(offsets.LAST_COMMIT_SOURCE).alias(
                         "last_commit_source_offset")).cast(OFFSET_WINDOW_STRUCT).alias("w"))
                     .groupBy("group_id").agg(F.collect_list("w").alias("offset_windows")))
     states = split_state(wide)

@@ -67,7 +67,6 @@ __all__ = [
     "INT32_NAME_SUFFIXES",
     "KAFKA_SOURCE_SCHEMA",
     "MILLIS_COLUMNS",
-    "OFFSET_COMMIT_STRUCT",
     "OFFSET_WINDOW_STRUCT",
     "RECORD_STRUCT",
     "RUNS_SCHEMA",
@@ -350,15 +349,6 @@ RECORD_STRUCT = StructType([
 """One decoded `__consumer_offsets` record: the fields of its kind are set, the others null;
 a record that does not decode has every field null but `error` (and record_type when readable)."""
 
-OFFSET_COMMIT_STRUCT = StructType([
-    StructField("value_version", ShortType(), True),
-    StructField("offset", LongType(), True),
-    StructField("leader_epoch", IntegerType(), True),
-    StructField("metadata_length", IntegerType(), True),
-    StructField("commit_timestamp", LongType(), True),
-    StructField("expire_timestamp", LongType(), True),
-])
-"""The SQL decode of an OffsetCommitValue (`jobs.offsets_path.decode_offset_commits`)."""
 
 
 OFFSET_WINDOW_STRUCT = StructType([

@@ -23,6 +23,7 @@ from coordinator_core.records import (
 )
 from jobs import offsets_path as op
 from tests.spark.test_spark_offsets_path import EXPECTED_SUMMARY, LOG, T, _frame
+from udfs import offsets as uo
 from udfs.scan import INPUT_COLUMNS, KIND_COUNTS, KIND_PARTIAL, KIND_SIDE, scan_chunk
 from udfs.schemas import TABLE_SCHEMAS
 
@@ -166,7 +167,7 @@ def test_arrow_and_spark_readers_agree_on_the_samples(spark) -> None:
     for reader in ("arrow", "spark"):
         scan = op.scan_log(df, since=since, until=until, reader=reader, chunk_rows=300)
         assert scan.reader == reader and not scan.reordered
-        rows, regressions = op.offset_commits(scan.df, op.group_metadata_windows(scan.side()))
+        rows, regressions = uo.offset_commits(scan.df, uo.group_metadata_windows(scan.side()))
         results[reader] = (scan.counts, sorted(map(tuple, rows.collect())), sorted(map(tuple, regressions.collect())),
                            sorted(map(tuple, scan.side().drop("group_id").collect())))
         scan.unpersist()
