@@ -119,6 +119,8 @@ class AuditConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (for the runs table's config_json); secret Kafka options redacted."""
+        # Imported here, not at the top: jobs.kafka_source loads pyspark (through jobs.inputs), and this
+        # module is also read by jobs.query, which answers from the Delta tables without Spark.
         from jobs.kafka_source import REDACTED, is_secret
 
         out = dataclasses.asdict(self)

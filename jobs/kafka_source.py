@@ -37,6 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from pyspark.sql import functions as F
+
 from jobs.inputs import DEFAULT_TOPIC, InputError
 
 if TYPE_CHECKING:
@@ -166,8 +168,6 @@ def read_kafka(spark: SparkSession, bootstrap: str, *, options: Mapping[str, str
                timeout_ms: int = 60_000) -> KafkaRead:
     """Reads [start, end) of every partition of `topic` in batch through Spark's Kafka source
     (module docstring); the rows have the Kafka-source schema."""
-    from pyspark.sql import functions as F
-
     opts = dict(options or {})
     if not re.fullmatch(r"[^\s,]+:\d+(,[^\s,]+:\d+)*", bootstrap or ""):
         raise KafkaInputError(f"kafka bootstrap {bootstrap!r}: expected HOST:PORT[,HOST:PORT...]")

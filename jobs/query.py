@@ -18,7 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
 from coordinator_core.errors import CoordinatorAuditError
+from jobs.config import parse_timestamp
 from udfs.history import latest
 
 __all__ = ["QueryError", "human_duration", "human_time", "load_rows", "main", "owner_at", "timeline", "worst"]
@@ -48,16 +52,14 @@ def human_duration(ms: int | None) -> str:
 
 def load_rows(tables: str, table: str, *, group: str | None = None) -> list[dict[str, Any]]:
     """Rows of one Delta table under the base path `tables` (only `group`'s when given)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
     uri = f"{tables.rstrip('/')}/{table}"
     try:
         dt = DeltaTable(uri)
     except TableNotFoundError:
         raise QueryError(f"no Delta table {table!r} at {uri} (run jobs.audit with --output {tables} first)") from None
     filters = [("group_id", "=", group)] if group is not None else None
-    return dt.to_pyarrow_table(filters=filters).to_pylist()
+    rows: list[dict[str, Any]] = dt.to_pyarrow_table(filters=filters).to_pylist()  # pyarrow: untyped
+    return rows
 
 
 def _derived(tables: str, table: str, *, group: str | None = None) -> list[dict[str, Any]]:
@@ -181,8 +183,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def _time(text: str | None, flag: str) -> int | None:
-    from jobs.config import parse_timestamp
-
     if text is None:
         return None
     if text.strip().isdigit():

@@ -22,6 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
+import plotly.io as pio
+
 from coordinator_core.errors import CoordinatorAuditError
 from jobs.query import QueryError, human_duration, human_time, load_rows
 from udfs.history import FLAPPING_THRESHOLDS, latest
@@ -70,8 +73,6 @@ def _esc(v: Any) -> str:
 
 def _timeline_figure(group: str, ownership: list[dict[str, Any]], generations: list[dict[str, Any]],
                      violations: list[dict[str, Any]], horizon: int) -> Any:
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     owners = sorted({_short(o["member_id"], o["group_instance_id"]) for o in ownership if o["owned"]})
     colour = {m: _OWNER_PALETTE[i % len(_OWNER_PALETTE)] for i, m in enumerate(owners)}
@@ -129,8 +130,6 @@ def _timeline_figure(group: str, ownership: list[dict[str, Any]], generations: l
 
 
 def _causes_figure(group: str, causes: list[dict[str, Any]]) -> Any:
-    import plotly.graph_objects as go
-
     counts = Counter(c["cause"] for c in causes if c["is_primary"])
     names = sorted(counts, key=lambda k: (-counts[k], k))
     fig = go.Figure(go.Bar(x=[counts[n] for n in names], y=names, orientation="h", marker={"color": "#1f77b4"}))
@@ -196,8 +195,6 @@ def _violation_table(violations: list[dict[str, Any]], *, with_group: bool = Fal
 
 def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = 50) -> str:
     """The report's HTML (module docstring). Raises QueryError when the tables are missing or empty."""
-    import plotly.io as pio
-
     health = latest(load_rows(tables, "group_health"), "group_health")
     if not health:
         raise QueryError(f"{tables.rstrip('/')}/group_health is empty: nothing to report")

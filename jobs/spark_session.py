@@ -26,12 +26,11 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pyspark.sql import SparkSession
 
 from coordinator_core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 __all__ = ["LOCAL_DEFAULTS", "ROOT", "Stage", "build_session", "cache_dir", "is_local_master", "load_spark_conf",
            "stage"]
@@ -108,7 +107,6 @@ def build_session(*, master: str | None = None, app_name: str = "coordinator-aud
     `LOCAL_DEFAULTS`. `conf` entries win over everything else."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     settings: dict[str, str] = {}
     effective_master = master or os.environ.get("MASTER") or _submitted_master()
@@ -176,6 +174,6 @@ def stage(spark: SparkSession, name: str, *, log: Callable[[str], None] | None =
         ok = True
     finally:
         current.elapsed = time.perf_counter() - current.started
-        sc.setJobDescription(previous)  # type: ignore[arg-type]
+        sc.setJobDescription(previous)  # type: ignore[arg-type]  # None (no description before) clears it
         rows = f"{current.rows:,} rows" if current.rows is not None else "done"
         emit(f"stage {name}: {rows} in {current.elapsed:.2f} s" + ("" if ok else " (failed)"))
