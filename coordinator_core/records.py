@@ -44,6 +44,7 @@ from coordinator_core.records_kip848 import (
 from coordinator_core.wire import Array, Field, Message, Struct, read_body, write_body
 
 __all__ = [
+    "OFFSETS_TOPIC_NUM_PARTITIONS",
     "RECORD_TYPE_NAMES",
     "ControlRecordKey",
     "ControlRecordValue",
@@ -617,7 +618,11 @@ def encode(rec: CoordinatorRecord) -> tuple[bytes, bytes | None]:
 # partitioning
 
 
-def partition_for(group_id: str, num_partitions: int = 50) -> int:
+OFFSETS_TOPIC_NUM_PARTITIONS = 50
+"""Kafka's default `offsets.topic.num.partitions` (GroupCoordinatorConfig.OFFSETS_TOPIC_PARTITIONS_DEFAULT)."""
+
+
+def partition_for(group_id: str, num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS) -> int:
     """The `__consumer_offsets` partition of a group (spec §8.2): Utils.abs(String#hashCode) modulo
     the partition count; follows GroupMetadataManager#partitionFor."""
     if not isinstance(num_partitions, int) or num_partitions < 1:

@@ -56,6 +56,7 @@ from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafk
 from jobs.offsets_path import scan_log
 from jobs.spark_session import build_session, stage
 from udfs.broker_log import attach_broker_account, broker_account_frame
+from udfs.json_lines import DEFAULT_TOPIC
 from udfs.replay import ResumeMode, replay_frame, split_counts, split_state, split_table
 from udfs.schemas import (
     BROKER_ACCOUNT_COLUMNS,
@@ -362,7 +363,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     t0 = time.perf_counter()
     run_id = run_id or delta_io.new_run_id(started)
     run_window = delta_io.window_label(cfg.since, cfg.until)
-    source = cfg.input_path or cfg.input_table or f"kafka://{cfg.kafka_bootstrap}/__consumer_offsets"
+    source = cfg.input_path or cfg.input_table or f"kafka://{cfg.kafka_bootstrap}/{DEFAULT_TOPIC}"
     is_table = bool(cfg.catalog_schema)
 
     def loc(table: str) -> str:

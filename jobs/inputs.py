@@ -65,6 +65,7 @@ from pyspark.sql.types import (
 from coordinator_core.errors import ConfigError
 from jobs.delta_io import read_table
 from udfs.json_lines import (
+    DEFAULT_TOPIC,
     FIT_SCHEMA,
     JSON_READ_SCHEMA,
     iter_lines,
@@ -94,7 +95,6 @@ Format = Literal["auto", "parquet", "delta", "json"]
 TextEncoding = Literal["auto", "hex", "base64"]
 
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
-DEFAULT_TOPIC = "__consumer_offsets"
 
 
 class InputError(ConfigError):

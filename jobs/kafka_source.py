@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import functions as F
 
-from jobs.inputs import DEFAULT_TOPIC, InputError
+from jobs.inputs import InputError
+from udfs.json_lines import DEFAULT_TOPIC
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -25,7 +25,11 @@ from coordinator_core.errors import CoordinatorAuditError
 from jobs.config import parse_timestamp
 from udfs.history import latest
 
-__all__ = ["QueryError", "human_duration", "human_time", "load_rows", "main", "owner_at", "timeline", "worst"]
+__all__ = ["WORST_LIMIT", "QueryError", "human_duration", "human_time", "load_rows", "main", "owner_at", "timeline",
+           "worst"]
+
+WORST_LIMIT = 10
+"""How many groups `worst` lists unless told."""
 
 
 class QueryError(CoordinatorAuditError):
@@ -144,7 +148,7 @@ def timeline(tables: str, *, group: str, since: int | None = None, until: int | 
     return sorted(events, key=lambda e: e[0])
 
 
-def worst(tables: str, *, day: str | None = None, limit: int = 10) -> tuple[str, list[dict[str, Any]]]:
+def worst(tables: str, *, day: str | None = None, limit: int = WORST_LIMIT) -> tuple[str, list[dict[str, Any]]]:
     """(day, the day's group_health rows, worst first): by flapping score, then violations."""
     rows = _derived(tables, "group_health")
     if not rows:
@@ -178,7 +182,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     t.add_argument("--until", metavar="TIME")
     w = sub.add_parser("worst", help="the day's least healthy groups (group_health, by flapping score)")
     w.add_argument("--day", metavar="YYYY-MM-DD", help="default: the latest day in the table")
-    w.add_argument("--limit", type=int, default=10)
+    w.add_argument("--limit", type=int, default=WORST_LIMIT, help="default %(default)s")
     return p.parse_args(argv)
 
 

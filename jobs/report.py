@@ -40,6 +40,8 @@ UNOWNED_COLOURS: dict[str, str] = {
 }
 """Unowned stretches by reason (owners get the qualitative palette below, which avoids these)."""
 
+MAX_GROUPS = 50
+"""Without a group filter, the least healthy groups that get a section of their own."""
 RANKING_ROWS = 500
 """Group-days shown in the health ranking (the worst first); the table holds them all."""
 
@@ -193,7 +195,7 @@ def _violation_table(violations: list[dict[str, Any]], *, with_group: bool = Fal
     return f"<table class='violations{' all' if with_group else ''}'>{head}{''.join(body)}</table>"
 
 
-def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = 50) -> str:
+def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = MAX_GROUPS) -> str:
     """The report's HTML (module docstring). Raises QueryError when the tables are missing or empty."""
     health = latest(load_rows(tables, "group_health"), "group_health")
     if not health:
@@ -263,8 +265,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tables", required=True, metavar="PATH", help="base path of the audit's Delta tables")
     p.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
     p.add_argument("--group", action="append", default=[], metavar="GLOB", help="only these groups (repeatable)")
-    p.add_argument("--max-groups", type=int, default=50, metavar="N",
-                   help="without --group: the N least healthy groups get a section (default 50)")
+    p.add_argument("--max-groups", type=int, default=MAX_GROUPS, metavar="N",
+                   help="without --group: the N least healthy groups get a section (default %(default)s)")
     return p.parse_args(argv)
 
 

@@ -31,9 +31,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from coordinator_core.errors import ConfigError
+from jobs.config import DEFAULT_APP_NAME
 
-__all__ = ["LOCAL_DEFAULTS", "ROOT", "Stage", "build_session", "cache_dir", "is_local_master", "load_spark_conf",
-           "stage"]
+__all__ = ["ALWAYS", "LOCAL_DEFAULTS", "ROOT", "Stage", "build_session", "cache_dir", "is_local_master",
+           "load_spark_conf", "stage"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,15 +42,13 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.master": "local[2]",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.enabled": "false",
     "spark.driver.memory": "2g",
     "spark.ui.showConsoleProgress": "false",
 }
 """Spark settings of a local master (a laptop or CI), built in so that they travel with the code;
 `conf/spark-local.toml` lists the same values (a test holds them equal) and is a template for a
-`spark.local_conf` file overriding them."""
+`spark.local_conf` file overriding them. The settings of every master (`ALWAYS`) are not repeated here."""
 
 ALWAYS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
@@ -97,7 +96,7 @@ def load_spark_conf(path: str | Path) -> dict[str, str]:
     return out
 
 
-def build_session(*, master: str | None = None, app_name: str = "coordinator-audit",
+def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME,
                   local_conf: str | Path | None = None,
                   conf: Mapping[str, str] | None = None) -> SparkSession:
     """Builds (or returns the active) SparkSession with the project's settings (module docstring).

@@ -28,6 +28,7 @@ from coordinator_core.audit.snapshot import GroupSnapshot
 from coordinator_core.consumer_protocol import decode_assignment, decode_subscription
 from coordinator_core.errors import CoordinatorAuditError
 from coordinator_core.records import (
+    OFFSETS_TOPIC_NUM_PARTITIONS,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -169,7 +170,7 @@ def decode_assignment_udf() -> Any:
     return decode_assignment_bytes
 
 
-def partition_for_udf(num_partitions: int = 50) -> Any:
+def partition_for_udf(num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS) -> Any:
     """UDF (group id string) -> int: the group's `__consumer_offsets` partition
     (`coordinator_core.records.partition_for`); null for a null group."""
     partition_for("", num_partitions)  # validates num_partitions here, not inside a task

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from coordinator_core.errors import ConfigError
+from coordinator_core.records import OFFSETS_TOPIC_NUM_PARTITIONS
 
 Flavor = Literal["java", "scala"]
 
@@ -27,7 +28,7 @@ class CoordinatorConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2_147_483_647
-    offsets_topic_num_partitions: int = 50
+    offsets_topic_num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
