@@ -126,7 +126,7 @@ def _subscription_dict(data: bytes | None) -> dict[str, Any] | None:
 def _assignment_dict(data: bytes | None) -> dict[str, Any] | None:
     if data is None:
         return None
-    if len(data) == 0:  # a member the leader gave nothing (spec §6.1 W1)
+    if len(data) == 0:  # a member the leader gave nothing (classicGroupSyncToClassicGroup: EMPTY_ASSIGNMENT)
         return {"version": None, "assigned_partitions": [], "user_data": None, "error": None}
     try:
         a = decode_assignment(bytes(data))

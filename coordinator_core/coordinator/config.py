@@ -1,4 +1,5 @@
-"""Broker settings the classic coordinator reads (spec §8.1), with Kafka's defaults, plus the flavour switch."""
+"""Broker settings the classic coordinator reads (GroupCoordinatorConfig), with Kafka's defaults, plus the flavour
+switch."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 class CoordinatorConfig:
     """The coordinator's configuration.
 
-    `flavor` picks the implementation being imitated: "java" (the group-coordinator module, the only
-    one in 4.x) or "scala" (core's GroupCoordinator, the default up to 3.x); spec §11 lists the
-    differences. The value versions mimic the inter-broker/metadata version: GroupMetadataValue v3 and
-    OffsetCommitValue v3 for every modern broker; lower values imitate old IBPs (spec §6.1, §6.2).
+    `flavor` picks the implementation being imitated: "java" (the group-coordinator module, the only one in
+    4.x) or "scala" (core's GroupCoordinator, the default up to 3.x); the `is_java` branches of the port are
+    the differences. The value versions mimic the inter-broker/metadata version: GroupMetadataValue v3 and
+    OffsetCommitValue v3 for every modern broker; lower values imitate old IBPs
+    (GroupCoordinatorRecordHelpers#newGroupMetadataRecord, #newOffsetCommitRecord).
     """
 
     group_min_session_timeout_ms: int = 6000
