@@ -49,7 +49,7 @@ Records = list[tuple[int, int, int, bytes, bytes | None]]
 
 
 def _commit_value(offset: int, ts: int) -> bytes:
-    # OffsetCommitValue v3 (spec §7.3): version, offset, leader epoch, metadata "", commit timestamp
+    # OffsetCommitValue v3 (OffsetCommitValue.json): version, offset, leader epoch, metadata "", commit timestamp
     return struct.pack(">hqihq", 3, offset, 0, 0, ts)
 
 

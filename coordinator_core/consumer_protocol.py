@@ -1,4 +1,5 @@
-"""The consumer protocol's embedded bytes (spec §7.6, §7.7): ConsumerProtocolSubscription and
+"""The consumer protocol's embedded bytes (ConsumerProtocolSubscription.json, ConsumerProtocolAssignment.json,
+ConsumerProtocol; the sticky assignors' userData): ConsumerProtocolSubscription and
 ConsumerProtocolAssignment v0–v3 (classic encoding, never flexible, int16 version prefix), and the
 assignors' user data (sticky V0/V1, cooperative-sticky).
 
@@ -245,7 +246,7 @@ def _group_partitions_by_topic(pairs: Iterable[tuple[str, int]]) -> list[tuple[s
     """Follows CollectionUtils#groupPartitionsByTopic: returns the topics in the iteration order of
     the java.util.HashMap it fills with computeIfAbsent, each with its partitions in given order.
 
-    computeIfAbsent differs from put (spec §2.5 describes put): it resizes *before* looking a key
+    computeIfAbsent differs from put (`hashorder.JavaHashMap` emulates put): it resizes *before* looking a key
     up, once size > threshold (so only on the call after the one that crossed it), and links a new
     key at the *head* of its bucket. A bucket reaching 8 keys resizes the table while capacity < 64;
     from 64 on Java turns the bucket into a tree, whose order is not emulated (it needs 8 topics

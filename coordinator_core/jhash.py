@@ -1,5 +1,5 @@
 """Java's String.hashCode and Kafka's Utils.abs, shared by partition mapping and the HashMap
-iteration-order emulation (spec §8.2, §2.5)."""
+iteration-order emulation (GroupCoordinatorService#partitionFor, java.util.HashMap)."""
 
 from __future__ import annotations
 

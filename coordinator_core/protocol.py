@@ -5,9 +5,9 @@ fields whose value changes the coordinator's behaviour are kept; wire-only detai
 tagged fields) are left out. Every request carries a `correlation_id` that its response echoes, so
 a caller can match a parked JoinGroup answered steps later.
 
-`api_version` defaults to the newest version of the snapshot (spec §0); set it where behaviour depends
-on it: JoinGroup v4+ (MEMBER_ID_REQUIRED), v9 (skipAssignment), LeaveGroup v0-2 (single member id)
-vs v3+ (batch), OffsetCommit v9 (GROUP_ID_NOT_FOUND for unknown groups in the Java coordinator).
+`api_version` defaults to the newest version at Kafka commit 1eb7644 (between 3.9 and 4.0); set it where
+behaviour depends on it: JoinGroup v4+ (MEMBER_ID_REQUIRED), v9 (skipAssignment), LeaveGroup v0-2 (single
+member id) vs v3+ (batch), OffsetCommit v9 (GROUP_ID_NOT_FOUND for unknown groups in the Java coordinator).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ DEFAULT_RETENTION_TIME = -1
 
 
 class Errors(IntEnum):
-    """Error codes with Kafka's numbers (clients/.../protocol/Errors.java, spec §0.1)."""
+    """Error codes with Kafka's numbers (clients/.../protocol/Errors.java)."""
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0

@@ -1,23 +1,24 @@
 """`__consumer_offsets` records: key/value schemas as data, `decode`, `encode` and `partition_for`
-(spec §7.2–§7.5, §8.2).
+(OffsetCommitKey/Value.json, GroupMetadataKey/Value.json and the KIP-848 records of Kafka's
+group-coordinator module; GroupCoordinatorRecordSerde).
 
 A key starts with an int16 record type (0/1 offset commit, 2 group metadata, 3–17 KIP-848,
 share and streams groups); a value starts with an int16 schema version; a null value is a
 tombstone. Decoding dispatches on the record type through one table:
 
-* 0/1, 2 and the KIP-848 types with a layout in §7.5 (3–8, 16) decode to frozen dataclasses;
+* 0/1, 2 and the KIP-848 types with a known layout (3–8, 16) decode to frozen dataclasses;
 * 9–15 and 17 are recognised by name only and keep their raw bytes (`UnknownRecordKey`/`Value`);
 * any other type (negative, or beyond the table) also decodes to an `UnknownRecordKey` whose
   `name` is None: Kafka's loaders skip and count such records, so it is not an error;
 * with `is_control=True` the record is a transaction marker (key: int16 version, int16 type
   0=ABORT 1=COMMIT; value: int16 version, int32 coordinator epoch), never an offset key.
 
-Versions: fields absent from an older value version take the defaults Kafka's readers fill
-(leader_epoch -1, expire_timestamp -1, current_state_timestamp -1, group_instance_id None,
-rebalance_timeout -1; spec §7.1). A value version above the highest known is read with the highest
-known (v4, flexible) layout and unknown tagged fields are kept raw (KIP-915's intent; the Scala
-loader would throw instead); `encode` refuses such a version with `RecordEncodeError`, because its
-layout is not actually known. Negative value versions are a decode error (the Scala loader throws).
+Versions: fields absent from an older value version take the defaults Kafka's readers fill (leader_epoch -1,
+expire_timestamp -1, current_state_timestamp -1, group_instance_id None, rebalance_timeout -1: the generated
+messages' field defaults). A value version above the highest known is read with the highest known (v4,
+flexible) layout and unknown tagged fields are kept raw (KIP-915's intent; the Scala loader would throw
+instead); `encode` refuses such a version with `RecordEncodeError`, because its layout is not actually known.
+Negative value versions are a decode error (the Scala loader throws).
 
 Kafka's readers ignore bytes after the last field. They are kept here in
 `CoordinatorRecord.key_trailing`/`value_trailing` (normally empty) so that `encode` is the exact
@@ -44,6 +45,7 @@ from coordinator_core.records_kip848 import (
 from coordinator_core.wire import Array, Field, Message, Struct, read_body, write_body
 
 __all__ = [
+    "OFFSETS_TOPIC_NUM_PARTITIONS",
     "RECORD_TYPE_NAMES",
     "ControlRecordKey",
     "ControlRecordValue",
@@ -135,7 +137,7 @@ class UnknownRecordKey:
 
     @property
     def name(self) -> str | None:
-        """The key schema's name when the record type is in spec §7.2's table, else None."""
+        """The key schema's name when Kafka names the record type (`_KEY_SCHEMA_NAMES`), else None."""
         return _KEY_SCHEMA_NAMES.get(self.record_type)
 
 
@@ -285,7 +287,7 @@ class CoordinatorRecord:
 
     @property
     def record_type_name(self) -> str:
-        """"OffsetCommit", "GroupMetadata", a KIP-848/share/streams name from spec §7.2,
+        """"OffsetCommit", "GroupMetadata", a KIP-848/share/streams name (`_KEY_SCHEMA_NAMES`),
         "Control(COMMIT)"-style for markers, or "Unknown(<type>)"."""
         if isinstance(self.key, ControlRecordKey):
             return f"Control({self.key.type_name})"
@@ -617,8 +619,12 @@ def encode(rec: CoordinatorRecord) -> tuple[bytes, bytes | None]:
 # partitioning
 
 
-def partition_for(group_id: str, num_partitions: int = 50) -> int:
-    """The `__consumer_offsets` partition of a group (spec §8.2): Utils.abs(String#hashCode) modulo
+OFFSETS_TOPIC_NUM_PARTITIONS = 50
+"""Kafka's default `offsets.topic.num.partitions` (GroupCoordinatorConfig.OFFSETS_TOPIC_PARTITIONS_DEFAULT)."""
+
+
+def partition_for(group_id: str, num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS) -> int:
+    """The `__consumer_offsets` partition of a group: Utils.abs(String#hashCode) modulo
     the partition count; follows GroupMetadataManager#partitionFor."""
     if not isinstance(num_partitions, int) or num_partitions < 1:
         raise ConfigError(f"offsets.topic.num.partitions must be a positive int, got {num_partitions!r}")

@@ -1,5 +1,6 @@
 """KIP-848 consumer-group records (key types 3–8) and the regular-expression record (type 16), as
-laid out in spec §7.5: keys are classic (int16-length strings) with the record type as their
+laid out in ConsumerGroup*Key.json / ConsumerGroup*Value.json of Kafka's group-coordinator
+module (KIP-848): keys are classic (int16-length strings) with the record type as their
 version; values are flexible v0 (compact encodings, a tagged-field section closing every struct).
 
 These are the snapshot's layouts. They were "in development" in 3.7 and changed incompatibly

@@ -1,4 +1,5 @@
-"""One schema-driven reader and writer for Kafka's message encodings (spec §7.1).
+"""One schema-driven reader and writer for Kafka's message encodings (the generated
+messages' types: org.apache.kafka.common.protocol.types, KIP-482 tagged fields).
 
 A schema is data: a `Message` names its valid and flexible versions and holds a root `Struct`; a
 `Struct` is a tuple of `Field`s plus the class its decoded values are built with. Field names are

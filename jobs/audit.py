@@ -31,20 +31,46 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pyspark import SparkContext, StorageLevel
+from pyspark.sql import functions as F
 
 from coordinator_core import __version__
 from coordinator_core.errors import ConfigError, CoordinatorAuditError
+from jobs import delta_io, nightly
+from jobs.config import AuditConfig, load_config
+from jobs.delta_io import read_table
+from jobs.derived_step import derived_highlights, derived_tables_for_run
+from jobs.inputs import filter_groups, read_input
+from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafka
+from jobs.offsets_path import scan_log
+from jobs.spark_session import build_session, stage
+from udfs import offsets
+from udfs.broker_log import attach_broker_account, broker_account_frame
+from udfs.json_lines import DEFAULT_TOPIC
+from udfs.replay import ResumeMode, replay_frame, split_counts, split_state, split_table
+from udfs.schemas import (
+    BROKER_ACCOUNT_COLUMNS,
+    GROUP_STATE_SCHEMA,
+    OFFSET_WINDOW_STRUCT,
+    RUNS_SCHEMA,
+    TABLE_SCHEMAS,
+    with_time_columns,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.config import AuditConfig
     from jobs.offsets_path import Scan
 
 __all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "cli", "main", "parse_args", "run_audit"]
@@ -119,8 +145,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def config_from_args(args: argparse.Namespace) -> AuditConfig:
-    from jobs.config import load_config
-
     overrides: dict[str, Any] = {
         "input.path": args.input, "input.table": args.input_table, "input.format": args.format,
         "input.text_encoding": args.text_encoding, "window.since": args.since, "window.until": args.until,
@@ -191,6 +215,10 @@ class AuditPass:
     persisted: list[Any]
 
 
+_RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "warmup": "warmup"}
+"""The replay's mode for a pass's `resume` (a plan's "fresh" replays as "resume": no group has state)."""
+
+
 def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str] = (),
                  stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
@@ -202,14 +230,6 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     output is persisted (it feeds the tables and the counts); the caller unpersists `wide` after
     writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
     base run, to merge) and `group_state` (every group's state after this pass)."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from jobs.inputs import filter_groups
-    from udfs import offsets
-    from udfs.replay import replay_frame, split_counts, split_state, split_table
-    from udfs.schemas import GROUP_STATE_SCHEMA, OFFSET_WINDOW_STRUCT
-
     side = filter_groups(scan.side(missing), groups)
     with stage(spark, "replay (mapInArrow, one pass per group)") as st:
         replay_in = side.select("group_id", "partition", "offset", "timestamp_ms", "key", "value",
@@ -232,13 +252,13 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
             carried_parts = offsets.carried_partials(
                 state.select(F.explode("offset_windows").alias("w")).select("w.*"))
         replay_in = replay_in.repartition(shards, "group_id").sortWithinPartitions("group_id", "partition", "offset")
-        mode = resume if resume in ("resume", "rerun", "warmup") else "resume"
-        wide = replay_frame(replay_in, mode=mode, gaps=gaps).persist(StorageLevel.MEMORY_AND_DISK)  # type: ignore[arg-type]
+        mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
+        wide = replay_frame(replay_in, mode=mode, gaps=gaps).persist(StorageLevel.MEMORY_AND_DISK)
         st.count(wide)
 
     counts_row = split_counts(wide).agg(*[F.sum(c).alias(c) for c in
                                           ("records_in", "duplicates", "replayed", "quarantined",
-                                           "skipped_other_type", "group_records")]).first()
+                                           "skipped_other_type", "group_records")]).collect()[0]
     counts = {k: int(counts_row[k] or 0) for k in counts_row.asDict()}
 
     quarantine = split_table(wide, "quarantine")
@@ -266,8 +286,6 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     if state is None:
         return tables, counts, wide
 
-    from udfs.schemas import TABLE_SCHEMAS
-
     offset_cols = [f.name for f in TABLE_SCHEMAS["offset_commits"].fields]
     tables["offset_commits"] = offset_rows.where(
         ~F.col(offsets.CARRIED_FLAG) & ~F.col(offsets.UNCHANGED_FLAG)).select(*offset_cols)
@@ -292,12 +310,10 @@ def _scan_reader(cfg: AuditConfig, data: Any) -> str:
     """The single pass's reader for this input: the configured one for Parquet files and for a
     Delta table whose current version is plain Parquet files (`delta_io.plain_parquet_snapshot`),
     else Spark's (the rows reach the kernel through mapInArrow)."""
-    from jobs.delta_io import plain_parquet_snapshot
-
     if data.format == "parquet":
         return cfg.scan_reader
     if data.format == "delta":
-        why = plain_parquet_snapshot(data.source)
+        why = delta_io.plain_parquet_snapshot(data.source)
         if why is None:
             return cfg.scan_reader
         _log(f"single pass: Spark reads the Delta table ({why})")
@@ -308,11 +324,6 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
                 until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
                 base_missing: Mapping[int, int], resume: str, gap_time: datetime | None) -> AuditPass:
     """Scan, replay and stitch one window (module docstring, steps 2-4)."""
-    from jobs import nightly
-    from jobs.offsets_path import scan_log
-    from jobs.spark_session import stage
-    from udfs.schemas import GROUP_STATE_SCHEMA
-
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
                         reader=_scan_reader(cfg, data), shards=cfg.shards,
@@ -363,19 +374,11 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     With `cfg.kafka_bootstrap` the records come from the cluster (`jobs.kafka_source.read_kafka`,
     to the end offsets at the start of the run) from `kafka_starting_offsets`, else from just after
     the base run's end offsets (`runs.end_offsets`), else from the earliest."""
-    from pyspark import StorageLevel
-
-    from jobs import delta_io, nightly
-    from jobs.derived_step import derived_tables_for_run
-    from jobs.inputs import read_input
-    from jobs.spark_session import stage
-    from udfs.schemas import BROKER_ACCOUNT_COLUMNS, RUNS_SCHEMA, with_time_columns
-
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     run_id = run_id or delta_io.new_run_id(started)
     run_window = delta_io.window_label(cfg.since, cfg.until)
-    source = cfg.input_path or cfg.input_table or f"kafka://{cfg.kafka_bootstrap}/__consumer_offsets"
+    source = cfg.input_path or cfg.input_table or f"kafka://{cfg.kafka_bootstrap}/{DEFAULT_TOPIC}"
     is_table = bool(cfg.catalog_schema)
 
     def loc(table: str) -> str:
@@ -390,8 +393,6 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     kafka = None
     data: Any
     if cfg.kafka_bootstrap:
-        from jobs.kafka_source import parse_kafka_options, read_kafka
-
         starting = kafka_starting_offsets
         if starting is None and plan.start_after:  # continue where the base run stopped
             starting = {p: end + 1 for p, end in plan.start_after.items()}
@@ -440,7 +441,6 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         tables["quarantine"] = tables["quarantine"].unionByName(data.rejects)
     if not cfg.quarantine:
         tables["quarantine"] = tables["quarantine"].limit(0)
-    from udfs.broker_log import attach_broker_account, broker_account_frame
 
     account = broker_account_frame(spark, cfg.server_log) if cfg.server_log else None
     tables["generations"] = attach_broker_account(tables["generations"], account)
@@ -532,11 +532,6 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
     """A one-line summary of each written table, read back from Delta (so it also proves the
     tables are readable): what a person checks first after a run. It reads the rows that carry this
     run's id: the new ones and the earlier windows' rows this run closed or updated (merged)."""
-    from pyspark.sql import functions as F
-
-    from jobs.delta_io import read_table
-    from jobs.derived_step import derived_highlights
-
     def top(df: DataFrame, column: str, n: int = 6) -> str:
         rows = df.groupBy(column).count().orderBy(F.desc("count"), column).limit(n).collect()
         return ", ".join(f"{r[column]} {r['count']}" for r in rows) or "none"
@@ -544,10 +539,10 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
     run = F.col("run_id") == summary.run_id
     t = {name: read_table(spark, loc).where(run) for name, loc in summary.locations.items() if name != "runs"}
     g = t["generations"].agg(F.countDistinct("group_id").alias("groups"), F.count("*").alias("n"),
-                             F.sum("missing_generations").alias("missing")).first()
+                             F.sum("missing_generations").alias("missing")).collect()[0]
     a = t["assignments"].agg(F.countDistinct("group_id", "member_id").alias("members"),
-                             F.countDistinct("group_id", "topic", "partition").alias("partitions")).first()
-    o = t["offset_commits"].agg(F.sum("commits").alias("commits"), F.sum("regressions").alias("reg")).first()
+                             F.countDistinct("group_id", "topic", "partition").alias("partitions")).collect()[0]
+    o = t["offset_commits"].agg(F.sum("commits").alias("commits"), F.sum("regressions").alias("reg")).collect()[0]
     return {
         "generations": f"{g['n']} generations of {g['groups']} groups ({g['missing'] or 0} generation ids skipped)"
                        + (f"; {summary.rows_merged['generations']} of them earlier windows' rows this run closed or "
@@ -595,8 +590,6 @@ own progress lines and summary (printed to stderr and stdout, not through log4j)
 def _first_line(exc: BaseException) -> str:
     """The message of an exception on one line: for an error of a Python worker, its last line
     (``TypeError: ...``); for a JVM error, its first line that is not a stack frame."""
-    import re
-
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     if any(ln.startswith("Traceback") for ln in lines):
         python_error = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b: ", ln)
@@ -614,11 +607,6 @@ def _quiet_jvm_start() -> None:
     it log errors only from its first line (`jobs/log4j2-quiet.properties`), unless the environment
     already names a log4j configuration. Under spark-submit the JVM runs already (see
     scripts/spark-submit.sh)."""
-    import os
-    from pathlib import Path
-
-    from pyspark import SparkContext
-
     conf = Path(__file__).resolve().with_name("log4j2-quiet.properties")
     opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
     running = "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._active_spark_context is not None
@@ -630,10 +618,6 @@ def _quiet_jvm_start() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: one clear line on stderr for any failure (exit 2 for configuration and
     input errors found before Spark runs a job, 1 otherwise); the full trace only with --verbose."""
-    import traceback
-
-    from jobs.spark_session import build_session
-
     args = parse_args(argv)
     prog = "coordinator-audit"
     hint = "" if args.verbose else " (--verbose shows the full trace)"
@@ -641,8 +625,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = config_from_args(args)
         if args.kafka_starting_offsets:
-            from jobs.kafka_source import parse_offsets_json
-
             starting = parse_offsets_json(args.kafka_starting_offsets, what="--kafka-starting-offsets")
     except CoordinatorAuditError as exc:
         print(f"{prog}: configuration error: {exc}", file=sys.stderr)

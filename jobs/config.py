@@ -9,7 +9,9 @@ validates everything and returns a frozen `AuditConfig`. Every problem raises
 allowed. Unknown sections and keys are errors too (a typo must not be silently ignored).
 
 The keys, their types and defaults are declared once, in `SPEC`; `conf/audit.toml` documents them
-with the same values (a test holds the file to `SPEC`).
+with the same values (a test holds the file to `SPEC`). The defaults other modules' signatures
+repeat are named here (`DEFAULT_SHARDS`, `DEFAULT_SCAN_CHUNK_ROWS`, `DEFAULT_APP_NAME`) and
+imported from here.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from typing import Any, Literal, get_args
 from coordinator_core.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_APP_NAME",
+    "DEFAULT_SCAN_CHUNK_ROWS",
+    "DEFAULT_SHARDS",
     "SPEC",
     "AuditConfig",
     "InputFormat",
@@ -41,6 +46,14 @@ TextEncoding = Literal["auto", "hex", "base64"]
 WriteMode = Literal["replace_window", "overwrite", "append"]
 Writer = Literal["auto", "native", "embedded"]
 ScanReader = Literal["auto", "arrow", "spark"]
+
+DEFAULT_SHARDS = 8
+"""job.shards: Spark partitions of the per-group replay."""
+DEFAULT_SCAN_CHUNK_ROWS = 500_000
+"""job.scan_chunk_rows: rows per chunk of the single pass (a Python worker's memory is about 700
+bytes per row of its chunk)."""
+DEFAULT_APP_NAME = "coordinator-audit"
+"""spark.app_name: the Spark application name."""
 
 @dataclass(frozen=True, slots=True)
 class _Key:
@@ -67,9 +80,9 @@ SPEC: dict[str, dict[str, _Key]] = {
         "include": _Key(list, [], "glob patterns of group ids to audit"),
     },
     "job": {
-        "shards": _Key(int, 8, "Spark partitions of the per-group replay"),
+        "shards": _Key(int, DEFAULT_SHARDS, "Spark partitions of the per-group replay"),
         "quarantine": _Key(bool, True, "write undecodable records to the quarantine table"),
-        "scan_chunk_rows": _Key(int, 500_000, "rows per chunk of the single pass (bounds a Python worker's memory)"),
+        "scan_chunk_rows": _Key(int, DEFAULT_SCAN_CHUNK_ROWS, "rows per chunk of the single pass (bounds a Python worker's memory)"),
         "scan_reader": _Key(ScanReader, "auto", "how the single pass reads Parquet input: auto, arrow or spark"),
         "derived_tables": _Key(bool, True, "write partition_ownership, rebalances and group_health"),
     },
@@ -81,7 +94,7 @@ SPEC: dict[str, dict[str, _Key]] = {
     },
     "spark": {
         "master": _Key(str, "", "Spark master ('' keeps spark-submit's)"),
-        "app_name": _Key(str, "coordinator-audit", "Spark application name"),
+        "app_name": _Key(str, DEFAULT_APP_NAME, "Spark application name"),
         "local_conf": _Key(str, "", "a TOML file of Spark settings overriding the built-in local ones"),
     },
 }
@@ -119,6 +132,8 @@ class AuditConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (for the runs table's config_json); secret Kafka options redacted."""
+        # Imported here, not at the top: jobs.kafka_source loads pyspark (through jobs.inputs), and this
+        # module is also read by jobs.query, which answers from the Delta tables without Spark.
         from jobs.kafka_source import REDACTED, is_secret
 
         out = dataclasses.asdict(self)

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -77,10 +78,18 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from delta.tables import DeltaTable as SparkDeltaTable  # the delta-spark Python package (the native writer)
+from deltalake import DeltaTable, Schema
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
 from coordinator_core.errors import CoordinatorAuditError
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
@@ -208,7 +217,7 @@ def delta_spark_available(spark: SparkSession) -> bool:
     """True when the Delta Spark classes can be loaded by the session's JVM (probes
     `io.delta.sql.DeltaSparkSessionExtension` and `org.apache.spark.sql.delta.DeltaLog`)."""
     try:
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm = spark.sparkContext._jvm
     except Exception:  # Spark Connect (e.g. Databricks serverless): Delta is the platform default
         return True
     if jvm is None:
@@ -251,8 +260,6 @@ class _Staged:
 
 
 def _with_run_columns(df: DataFrame, run_id: str) -> DataFrame:
-    from pyspark.sql import functions as F
-
     if PARTITION_COLUMN in df.columns:
         df = df.drop(PARTITION_COLUMN)
     if RUN_ID_COLUMN not in df.columns:
@@ -332,12 +339,10 @@ def _merge_condition(m: Merge, *, quote: str = "") -> str:
 
 
 def _merge_source(m: Merge, run_id: str, run_window: str) -> DataFrame:
-    from pyspark.sql import functions as F
-
     return _with_run_columns(m.rows, run_id).withColumn(PARTITION_COLUMN, F.lit(run_window))
 
 
-def _user_metadata(table: str, run_id: str, run_window: str, mode: WriteMode, **extra: Any) -> str:
+def _user_metadata(table: str, run_id: str, run_window: str, mode: WriteMode | Literal["merge"], **extra: Any) -> str:
     return json.dumps({METADATA_KEY: {"run_id": run_id, "run_window": run_window, "table": table,
                                       "mode": mode, **extra}}, sort_keys=True)
 
@@ -346,11 +351,7 @@ def _user_metadata(table: str, run_id: str, run_window: str, mode: WriteMode, **
 
 
 def _fs_and_path(uri: str) -> tuple[Any, str]:
-    import pyarrow.fs as pafs
-
     if "://" not in uri:
-        import os
-
         uri = os.path.abspath(uri)
         return pafs.LocalFileSystem(), uri
     fs, path = pafs.FileSystem.from_uri(uri)
@@ -359,7 +360,6 @@ def _fs_and_path(uri: str) -> tuple[Any, str]:
 
 def _delete_dir(uri: str) -> None:
     fs, path = _fs_and_path(uri)
-    import pyarrow.fs as pafs
 
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.Directory:
@@ -367,21 +367,15 @@ def _delete_dir(uri: str) -> None:
 
 
 def _is_delta_table(uri: str) -> bool:
-    from deltalake import DeltaTable
-
     return bool(DeltaTable.is_deltatable(uri))
 
 
 def _arrow_schema(spark_schema: Any) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     return to_arrow_schema(spark_schema, timezone="UTC")
 
 
 def _table_schema(df_schema: Any) -> pa.Schema:
     """Arrow schema of the stored table: the written columns, then the partition column."""
-    import pyarrow as pa
-
     arrow = _arrow_schema(df_schema)
     return arrow.append(pa.field(PARTITION_COLUMN, pa.string(), nullable=False))
 
@@ -389,8 +383,6 @@ def _table_schema(df_schema: Any) -> pa.Schema:
 def _stats_json(metadata: Any, arrow_schema: pa.Schema) -> str:
     """Delta file statistics from a Parquet footer: numRecords, and nullCount / minValues /
     maxValues for top-level integer, timestamp (floored/ceiled to ms) and short string columns."""
-    import pyarrow as pa
-
     stats: dict[str, Any] = {"numRecords": metadata.num_rows}
     if metadata.num_row_groups == 0:
         return json.dumps(stats)
@@ -441,10 +433,6 @@ def _ts_stat(value: Any, *, up: bool) -> str:
 
 def _list_staged(st: _Staged, run_window: str) -> None:
     """Fills `st.adds` with one AddAction per Parquet file of the staged directory."""
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
-    from deltalake.transaction import AddAction
-
     fs, stage_path = _fs_and_path(st.stage_dir)
     _, table_path = _fs_and_path(st.uri)
     arrow = _arrow_schema(st.df_schema)
@@ -464,9 +452,6 @@ def _list_staged(st: _Staged, run_window: str) -> None:
 
 
 def _current_files(uri: str) -> list[dict[str, Any]]:
-    import pyarrow as pa
-    from deltalake import DeltaTable
-
     actions = pa.table(DeltaTable(uri).get_add_actions(flatten=False))
     out = []
     for row in actions.to_pylist():
@@ -486,13 +471,8 @@ def _removes_for(uri: str, mode: WriteMode, run_window: str) -> list[dict[str, A
 
 def _check_schema(uri: str, wanted: pa.Schema) -> Any:
     """The existing table's Delta schema if it matches `wanted` by names and types; else an error."""
-    from deltalake import DeltaTable
-
     existing = DeltaTable(uri).schema()
-    have = existing.to_arrow() if hasattr(existing, "to_arrow") else existing.to_pyarrow()
-    import pyarrow as pa
-
-    have_schema = pa.schema(have)
+    have_schema = pa.schema(existing.to_arrow())
     a = [(f.name, _strip(f.type)) for f in have_schema]
     b = [(f.name, _strip(f.type)) for f in wanted]
     if a != b:
@@ -504,8 +484,6 @@ def _check_schema(uri: str, wanted: pa.Schema) -> Any:
 
 def _strip(t: Any) -> str:
     """A type's identity for schema comparison: ignores nullability, large/view variants."""
-    import pyarrow as pa
-
     if pa.types.is_large_string(t) or pa.types.is_string_view(t) or pa.types.is_string(t):
         return "string"
     if pa.types.is_large_binary(t) or pa.types.is_binary_view(t) or pa.types.is_binary(t):
@@ -522,9 +500,6 @@ def _strip(t: Any) -> str:
 
 
 def _commit_embedded(st: _Staged, run_id: str, run_window: str) -> tuple[CommitResult, list[dict[str, Any]]]:
-    from deltalake import DeltaTable, Schema
-    from deltalake.transaction import CommitProperties, RemoveAction, create_table_with_add_actions
-
     wanted = _table_schema(st.df_schema)
     created = not _is_delta_table(st.uri)
     removes: list[dict[str, Any]] = []
@@ -549,16 +524,12 @@ def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run
     """Merges `m` into the table with delta-rs (module docstring, merges); returns the rows merged.
     The rows pass through the driver: they are a run's carried rows (the open rows of the groups
     that changed), small next to the table."""
-    import pyarrow as pa
-    from deltalake import DeltaTable
-    from deltalake.transaction import CommitProperties
-
     src = _merge_source(m, run_id, run_window)
-    arrow = src.toArrow() if hasattr(src, "toArrow") else pa.Table.from_pandas(src.toPandas())
+    arrow = src.toArrow()
     if arrow.num_rows == 0:
         return 0
     dt = DeltaTable(st.uri)
-    target = pa.schema(dt.schema().to_arrow() if hasattr(dt.schema(), "to_arrow") else dt.schema().to_pyarrow())
+    target = pa.schema(dt.schema().to_arrow())
     arrow = arrow.select(target.names).cast(pa.schema([pa.field(f.name, f.type) for f in target]))
     meta = _user_metadata(st.table, run_id, run_window, "merge", rows_merged=arrow.num_rows)
     columns = [c for c in target.names if c != PARTITION_COLUMN]
@@ -573,13 +544,12 @@ def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run
 def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[str, Any]], run_id: str,
                          run_window: str) -> None:
     """Undoes one committed table of a failed run (module docstring, phase 2)."""
-    from deltalake import DeltaTable
-    from deltalake.transaction import AddAction, CommitProperties, RemoveAction
-
     if result.created:
         _delete_dir(st.uri)
         return
     if result.merged:  # two commits (files, then the merge): back to the version before both
+        if result.version_before is None:  # only a table this run created has none (handled above)
+            raise DeltaWriteError(f"{st.table}: merged at {st.uri} without a version before the run to restore")
         meta = _user_metadata(st.table, run_id, run_window, st.mode, compensates_version=result.version)
         DeltaTable(st.uri).restore(result.version_before, commit_properties=CommitProperties(
             custom_metadata={"userMetadata": meta}))
@@ -616,11 +586,9 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
             _delete_dir(st.stage_dir)
         raise
     finally:
-        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]  # None clears it; the stub says str
         if previous is not None:
             spark.conf.set("spark.sql.parquet.outputTimestampType", previous)
-
-    from deltalake import DeltaTable
 
     results: dict[str, CommitResult] = {}
     done: list[tuple[_Staged, CommitResult, list[dict[str, Any]]]] = []
@@ -664,9 +632,6 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
                   run_id: str, run_window: str, base_path: str | None,
                   catalog_schema: str | None, merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
     """Delta Spark path: `format("delta")` writes, `replaceWhere` windows, `DeltaTable.merge`."""
-    from delta.tables import DeltaTable as SparkDeltaTable  # the delta-spark Python package
-    from pyspark.sql import functions as F
-
     def handle(name: str) -> tuple[str, Any]:
         loc = table_location(name, base_path=base_path, catalog_schema=catalog_schema)
         try:
@@ -727,7 +692,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
         state = "earlier tables restored" if not problems else "not restored: " + "; ".join(problems)
         raise DeltaWriteError(f"run {run_id}: writing failed ({exc}); {state}") from exc
     finally:
-        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]  # None clears it; the stub says str
     return results
 
 
@@ -785,21 +750,14 @@ def read_table(spark: SparkSession, path: str, *, version: int | None = None) ->
     """A Delta table as a Spark DataFrame: through Delta Spark when present, otherwise the Parquet
     files of the requested version (listed by delta-rs) with the partition columns added from the
     Delta log. For tests and notebooks; the job itself never reads its outputs."""
-    from pyspark.sql import functions as F
-
     if delta_spark_available(spark):
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
         return reader.load(path)
 
-    import pyarrow as pa
-    from deltalake import DeltaTable
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     dt = DeltaTable(path, version=version)
-    schema = dt.schema()
-    arrow = pa.schema(schema.to_arrow() if hasattr(schema, "to_arrow") else schema.to_pyarrow())
+    arrow = pa.schema(dt.schema().to_arrow())
     spark_schema = from_arrow_schema(arrow, prefer_timestamp_ntz=False)
     partition_cols = list(dt.metadata().partition_columns)
     data_schema = type(spark_schema)([f for f in spark_schema.fields if f.name not in partition_cols])
@@ -824,8 +782,6 @@ def read_table(spark: SparkSession, path: str, *, version: int | None = None) ->
 
 
 def _run_ids_of(path: str) -> list[tuple[int, dict[str, Any]]]:
-    from deltalake import DeltaTable
-
     out = []
     for entry in DeltaTable(path).history():
         raw = entry.get("userMetadata")
@@ -845,8 +801,6 @@ def find_incomplete_runs(base_path: str, tables: Sequence[str] | None = None) ->
     compensation that failed): what to heal by re-running that window. Path-based tables only.
 
     `tables` None checks every Delta table directly under `base_path`."""
-    import os
-
     if tables is None:
         tables = sorted(d for d in os.listdir(base_path) if _is_delta_table(os.path.join(base_path, d)))
     runs_uri = f"{base_path.rstrip('/')}/{RUNS_TABLE}"

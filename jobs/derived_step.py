@@ -15,6 +15,11 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+
+from jobs.delta_io import _is_delta_table, read_table
+from udfs.derived import BASE_INPUTS, derive_wide, overlapping_window, split_wide
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -36,11 +41,6 @@ def stored_history(spark: SparkSession, base_path: str, groups: DataFrame, *, ru
                    since: datetime | None) -> dict[str, DataFrame] | None:
     """The base rows earlier runs stored for `groups` (a one-column frame of group ids) in other
     windows, or None when the output has no base tables yet."""
-    from pyspark.sql import functions as F
-
-    from jobs.delta_io import _is_delta_table, read_table
-    from udfs.derived import BASE_INPUTS
-
     uris = {name: f"{base_path.rstrip('/')}/{name}" for name in BASE_INPUTS}
     if not all(_is_delta_table(u) for u in uris.values()):
         return None
@@ -60,10 +60,6 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
                            since: datetime | None, until: datetime | None, base_path: str | None,
                            stage: Callable[..., Any]) -> dict[str, DataFrame]:
     """{derived table: DataFrame} for the run (module docstring), computed once (checkpointed)."""
-    from pyspark.sql import functions as F
-
-    from udfs.derived import BASE_INPUTS, derive_wide, overlapping_window, split_wide
-
     base = {name: tables[name] for name in BASE_INPUTS}
     history = None
     if base_path:
@@ -81,14 +77,12 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
 
 def derived_highlights(t: Mapping[str, DataFrame]) -> dict[str, str]:
     """The job's one-line summaries of the derived tables (read back from Delta)."""
-    from pyspark.sql import functions as F
-
     o = t["partition_ownership"].agg(
         F.sum(F.when(~F.col("owned") & (F.col("unowned_reason") != "group_empty"), F.col("duration_ms"))).alias("ms"),
-        F.sum(F.when(~F.col("owned"), 1)).alias("gaps")).first()
+        F.sum(F.when(~F.col("owned"), 1)).alias("gaps")).collect()[0]
     r = t["rebalances"].where("outcome != 'aborted'").agg(
         F.count("*").alias("n"), F.percentile_approx("duration_ms", 0.5).alias("p50"),
-        F.max("duration_ms").alias("max")).first()
+        F.max("duration_ms").alias("max")).collect()[0]
     worst = t["group_health"].orderBy(F.desc("flapping_score"), F.desc("violations"), "group_id").limit(3).collect()
     return {
         "partition_ownership": f"{o['gaps'] or 0} unowned stretches, {(o['ms'] or 0) / 1000:,.1f} partition-seconds "

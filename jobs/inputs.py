@@ -37,13 +37,44 @@ to fix.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.errors import AnalysisException
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from coordinator_core.errors import ConfigError
+from jobs.delta_io import read_table
+from udfs.json_lines import (
+    DEFAULT_TOPIC,
+    FIT_SCHEMA,
+    JSON_READ_SCHEMA,
+    iter_lines,
+    make_fit_fn,
+    make_json_read_fn,
+    open_file,
+)
+from udfs.scan import footer_null_positions
+from udfs.schemas import TABLE_SCHEMAS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -64,7 +95,6 @@ Format = Literal["auto", "parquet", "delta", "json"]
 TextEncoding = Literal["auto", "hex", "base64"]
 
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
-DEFAULT_TOPIC = "__consumer_offsets"
 
 
 class InputError(ConfigError):
@@ -107,13 +137,11 @@ class InputData:
     def counts(self) -> InputCounts:
         """Counts the input in one Spark job (a scan of the input plus a shuffle of (partition,
         offset) pairs within the window; the key and value bytes are not shuffled)."""
-        from pyspark.sql import functions as F
-
         w = self.window
         agg = self.raw.agg(
             F.count(F.lit(1)).alias("records_in"),
             F.count_if(w).alias("in_window"),
-        ).first()
+        ).collect()[0]
         distinct = self.windowed.select("partition", "offset").distinct().count()
         records_in, in_window = int(agg["records_in"]), int(agg["in_window"])
         return InputCounts(records_in, records_in - in_window, in_window - distinct, distinct)
@@ -160,10 +188,6 @@ def detect_format(path: str) -> Literal["parquet", "delta", "json"]:
 def _looks_like_dump(file: Path) -> bool:
     """Whether a JSON file's first non-blank line is a record of a dump (an object with partition
     and offset), as opposed to a JSON document such as a pretty-printed truth file."""
-    import json
-
-    from udfs.json_lines import iter_lines, open_file
-
     try:
         with open_file(str(file)) as stream:
             for _, raw in iter_lines(stream):
@@ -197,18 +221,6 @@ def choose_text_encoding(texts: int, hex_fit: int, base64_fit: int, *, source: s
 def normalize_schema(df: DataFrame, *, source: str) -> DataFrame:
     """Casts a binary-keyed DataFrame to exactly the Kafka-source schema (module docstring rules);
     InputError naming the column and the fix otherwise."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import (
-        BinaryType,
-        ByteType,
-        IntegerType,
-        LongType,
-        ShortType,
-        StringType,
-        TimestampNTZType,
-        TimestampType,
-    )
-
     types = {f.name.lower(): (f.name, f.dataType) for f in df.schema.fields}
     expected = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
     missing = [c for c in ("key", "value", "partition", "offset", "timestamp") if c not in types]
@@ -255,9 +267,6 @@ def normalize_schema(df: DataFrame, *, source: str) -> DataFrame:
 def _json_files(path: str) -> list[str]:
     """The data files of a JSON-lines input: the file itself, or a directory's files (hidden and
     `_`-prefixed ones aside) with JSON names, or all of them when none has one."""
-    import pyarrow as pa
-    import pyarrow.fs as pafs
-
     if "://" in path and not path.startswith("file://"):
         try:
             fs, root = pafs.FileSystem.from_uri(path)
@@ -283,15 +292,10 @@ def _json_files(path: str) -> list[str]:
 
 def _read_json(spark: SparkSession, path: str, encoding: TextEncoding) -> tuple[DataFrame, DataFrame, str]:
     """(records, rejected lines as quarantine rows, the encoding) of a JSON-lines input."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from udfs.json_lines import FIT_SCHEMA, JSON_READ_SCHEMA, make_fit_fn, make_json_read_fn
-
     uris = _json_files(path)
     files = spark.createDataFrame(spark.sparkContext.parallelize([(u,) for u in uris], len(uris)), "uri string")
     row = files.mapInArrow(make_fit_fn(), from_arrow_schema(FIT_SCHEMA)).agg(
-        *[F.sum(c).alias(c) for c in FIT_SCHEMA.names]).first()
+        *[F.sum(c).alias(c) for c in FIT_SCHEMA.names]).collect()[0]
     fit = {c: int(row[c] or 0) for c in FIT_SCHEMA.names}
     if fit["lines"] and not fit["positioned"]:
         raise InputError(f"input {path}: no JSON line with 'partition' and 'offset' fields in {len(uris)} file(s); "
@@ -309,10 +313,6 @@ def _quarantine_rows(df: DataFrame) -> DataFrame:
     """Rejected input rows as rows of the quarantine table (its content schema): `df` has the
     Kafka-source columns (those it lacks are null), `error`, and optionally `input_file`,
     `input_line`, `input_text`."""
-    from pyspark.sql import functions as F
-
-    from udfs.schemas import TABLE_SCHEMAS
-
     cols = set(df.columns)
     key = F.col("key") if "key" in cols else F.lit(None).cast("binary")
     values = {
@@ -329,16 +329,12 @@ def _quarantine_rows(df: DataFrame) -> DataFrame:
 
 
 def _null_positions(df: DataFrame) -> Column:
-    from pyspark.sql import functions as F
-
     return F.col("partition").isNull() | F.col("offset").isNull() | F.col("timestamp").isNull()
 
 
 def _position_rejects(df: DataFrame, *, source: str) -> tuple[DataFrame, DataFrame | None]:
     """(records with partition, offset and timestamp, rejected records without one as quarantine
     rows); (df, None) when Parquet footers show no nulls in those columns."""
-    from pyspark.sql import functions as F
-
     if not _may_have_null_positions(df):
         return df, None
     missing = F.concat_ws(", ", *[F.when(F.col(c).isNull(), F.lit(c)) for c in ("partition", "offset", "timestamp")])
@@ -353,12 +349,6 @@ def _position_rejects(df: DataFrame, *, source: str) -> tuple[DataFrame, DataFra
 def _may_have_null_positions(df: DataFrame) -> bool:
     """False when every input file is a local Parquet file whose footer statistics count no null
     partition, offset or timestamp (no Spark job); True otherwise."""
-    from urllib.parse import unquote, urlparse
-
-    import pyarrow.parquet as pq
-
-    from udfs.scan import footer_null_positions
-
     try:
         uris = df.inputFiles()
     except Exception:  # not a file-based source
@@ -378,8 +368,6 @@ def _may_have_null_positions(df: DataFrame) -> bool:
 def _check_parquet_files(source: str) -> None:
     """InputError naming the first local Parquet file of `source` whose footer does not read (a
     truncated or corrupt file), before Spark meets it."""
-    import pyarrow.parquet as pq
-
     if "://" in source and not source.startswith("file://"):
         return
     root = Path(source.removeprefix("file://"))
@@ -399,9 +387,6 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
                until: datetime | None = None, deduplicate: bool = True) -> InputData:
     """Reads `source` (a path, or a catalog table with `is_table=True`) as Kafka-source records,
     windowed on timestamps (since <= ts < until) and deduplicated on (partition, offset)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.utils import AnalysisException
-
     encoding: str | None = None
     rejects: DataFrame | None = None
     if is_table:
@@ -453,8 +438,6 @@ def window_condition(since: datetime | None, until: datetime | None,
     lower bound on those partitions by an offset bound: a record is in the window iff its offset is
     above the previous run's last one, whatever its timestamp (runs continue exactly where the
     previous one stopped, even when timestamps are not monotonic)."""
-    from pyspark.sql import functions as F
-
     cond = None
     if since is not None:
         cond = F.col("timestamp") >= F.lit(since)
@@ -471,15 +454,11 @@ def window_condition(since: datetime | None, until: datetime | None,
 
 def _read_delta(spark: SparkSession, path: str) -> DataFrame:
     """A Delta table through Delta Spark when present, else the files of its current version."""
-    from jobs.delta_io import read_table
-
     return read_table(spark, path)
 
 
-def filter_groups(df: DataFrame, patterns: tuple[str, ...] | list[str], *, column: str = "group_id") -> DataFrame:
+def filter_groups(df: DataFrame, patterns: Sequence[str], *, column: str = "group_id") -> DataFrame:
     """Keeps rows whose `column` matches one of the glob `patterns` (fnmatch syntax); no patterns keeps all."""
-    from pyspark.sql import functions as F
-
     if not patterns:
         return df
     cond = F.lit(False)

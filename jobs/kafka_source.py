@@ -37,7 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from jobs.inputs import DEFAULT_TOPIC, InputError
+from pyspark.sql import functions as F
+
+from jobs.inputs import InputError
+from udfs.json_lines import DEFAULT_TOPIC
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -166,8 +169,6 @@ def read_kafka(spark: SparkSession, bootstrap: str, *, options: Mapping[str, str
                timeout_ms: int = 60_000) -> KafkaRead:
     """Reads [start, end) of every partition of `topic` in batch through Spark's Kafka source
     (module docstring); the rows have the Kafka-source schema."""
-    from pyspark.sql import functions as F
-
     opts = dict(options or {})
     if not re.fullmatch(r"[^\s,]+:\d+(,[^\s,]+:\d+)*", bootstrap or ""):
         raise KafkaInputError(f"kafka bootstrap {bootstrap!r}: expected HOST:PORT[,HOST:PORT...]")

@@ -28,8 +28,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
+from pyspark.sql import functions as F
+
 from coordinator_core.audit.auditor import HistoryGap
 from coordinator_core.errors import CoordinatorAuditError
+from jobs.delta_io import _is_delta_table, read_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,8 +99,6 @@ def _window_text(r: ChainRun) -> str:
 
 def read_runs(spark: SparkSession, location: str, *, is_table: bool) -> list[ChainRun]:
     """The complete runs written to an output (every `runs` row is a complete run), oldest first."""
-    from jobs.delta_io import _is_delta_table, read_table
-
     if is_table:
         if not spark.catalog.tableExists(location):
             return []
@@ -170,10 +171,6 @@ def plan_run(runs: Sequence[ChainRun], *, since: datetime | None, until: datetim
 
 def read_state(spark: SparkSession, location: str, base: ChainRun, *, is_table: bool) -> DataFrame:
     """The base run's `group_state` rows."""
-    from pyspark.sql import functions as F
-
-    from jobs.delta_io import read_table
-
     df = spark.table(location) if is_table else read_table(spark, location)
     return df.where((F.col("run_window") == base.run_window) & (F.col("run_id") == base.run_id))
 
@@ -210,8 +207,6 @@ def home_windows(chain: Sequence[ChainRun], spans: Mapping[int, tuple[int, int]]
 
 def spans_of(df: DataFrame, partition_col: str, offset_col: str) -> dict[int, tuple[int, int]]:
     """{partition: (min offset, max offset)} of a (small) DataFrame's rows."""
-    from pyspark.sql import functions as F
-
     rows = df.groupBy(partition_col).agg(F.min(offset_col).alias("lo"), F.max(offset_col).alias("hi")).collect()
     return {int(r[partition_col]): (int(r["lo"]), int(r["hi"])) for r in rows if r[partition_col] is not None}
 

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from coordinator_core.errors import ConfigError
+from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
 from udfs.offsets import group_metadata_windows, offset_commits, offset_regression_violations
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ _COUNT_NAMES = ("records_in", "filtered_by_window", "duplicates", "filtered_by_g
 
 
 def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[str] = (),
-               chunk_rows: int = 500_000) -> DataFrame:
+               chunk_rows: int = DEFAULT_SCAN_CHUNK_ROWS) -> DataFrame:
     """The kernel over Kafka-source rows (lazy): `udfs.scan.make_scan_fn` in `mapInArrow`.
     `window` is the run's time-window condition (default: every record is inside)."""
     from pyspark.sql import functions as F
@@ -203,7 +204,7 @@ def _millis(t: datetime | None) -> int | None:
 
 
 def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | None = None,
-             groups: Sequence[str] = (), chunk_rows: int = 500_000, reader: str = "auto",
+             groups: Sequence[str] = (), chunk_rows: int = DEFAULT_SCAN_CHUNK_ROWS, reader: str = "auto",
              shards: int | None = None, log: Callable[[str], None] | None = None,
              start_after: Mapping[int, int] | None = None) -> Scan:
     """Runs the single pass over `df` (Kafka-source rows, not deduplicated: the kernel drops

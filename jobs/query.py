@@ -18,10 +18,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
 from coordinator_core.errors import CoordinatorAuditError
+from jobs.config import parse_timestamp
 from udfs.history import latest
 
-__all__ = ["QueryError", "human_duration", "human_time", "load_rows", "main", "owner_at", "timeline", "worst"]
+__all__ = ["WORST_LIMIT", "QueryError", "human_duration", "human_time", "load_rows", "main", "owner_at", "timeline",
+           "worst"]
+
+WORST_LIMIT = 10
+"""How many groups `worst` lists unless told."""
 
 
 class QueryError(CoordinatorAuditError):
@@ -48,16 +56,14 @@ def human_duration(ms: int | None) -> str:
 
 def load_rows(tables: str, table: str, *, group: str | None = None) -> list[dict[str, Any]]:
     """Rows of one Delta table under the base path `tables` (only `group`'s when given)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
     uri = f"{tables.rstrip('/')}/{table}"
     try:
         dt = DeltaTable(uri)
     except TableNotFoundError:
         raise QueryError(f"no Delta table {table!r} at {uri} (run jobs.audit with --output {tables} first)") from None
     filters = [("group_id", "=", group)] if group is not None else None
-    return dt.to_pyarrow_table(filters=filters).to_pylist()
+    rows: list[dict[str, Any]] = dt.to_pyarrow_table(filters=filters).to_pylist()  # pyarrow: untyped
+    return rows
 
 
 def _derived(tables: str, table: str, *, group: str | None = None) -> list[dict[str, Any]]:
@@ -142,7 +148,7 @@ def timeline(tables: str, *, group: str, since: int | None = None, until: int | 
     return sorted(events, key=lambda e: e[0])
 
 
-def worst(tables: str, *, day: str | None = None, limit: int = 10) -> tuple[str, list[dict[str, Any]]]:
+def worst(tables: str, *, day: str | None = None, limit: int = WORST_LIMIT) -> tuple[str, list[dict[str, Any]]]:
     """(day, the day's group_health rows, worst first): by flapping score, then violations."""
     rows = _derived(tables, "group_health")
     if not rows:
@@ -176,13 +182,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     t.add_argument("--until", metavar="TIME")
     w = sub.add_parser("worst", help="the day's least healthy groups (group_health, by flapping score)")
     w.add_argument("--day", metavar="YYYY-MM-DD", help="default: the latest day in the table")
-    w.add_argument("--limit", type=int, default=10)
+    w.add_argument("--limit", type=int, default=WORST_LIMIT, help="default %(default)s")
     return p.parse_args(argv)
 
 
 def _time(text: str | None, flag: str) -> int | None:
-    from jobs.config import parse_timestamp
-
     if text is None:
         return None
     if text.strip().isdigit():

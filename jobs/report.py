@@ -22,6 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
+import plotly.io as pio
+
 from coordinator_core.errors import CoordinatorAuditError
 from jobs.query import QueryError, human_duration, human_time, load_rows
 from udfs.history import FLAPPING_THRESHOLDS, latest
@@ -37,6 +40,8 @@ UNOWNED_COLOURS: dict[str, str] = {
 }
 """Unowned stretches by reason (owners get the qualitative palette below, which avoids these)."""
 
+MAX_GROUPS = 50
+"""Without a group filter, the least healthy groups that get a section of their own."""
 RANKING_ROWS = 500
 """Group-days shown in the health ranking (the worst first); the table holds them all."""
 
@@ -70,8 +75,6 @@ def _esc(v: Any) -> str:
 
 def _timeline_figure(group: str, ownership: list[dict[str, Any]], generations: list[dict[str, Any]],
                      violations: list[dict[str, Any]], horizon: int) -> Any:
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     owners = sorted({_short(o["member_id"], o["group_instance_id"]) for o in ownership if o["owned"]})
     colour = {m: _OWNER_PALETTE[i % len(_OWNER_PALETTE)] for i, m in enumerate(owners)}
@@ -129,8 +132,6 @@ def _timeline_figure(group: str, ownership: list[dict[str, Any]], generations: l
 
 
 def _causes_figure(group: str, causes: list[dict[str, Any]]) -> Any:
-    import plotly.graph_objects as go
-
     counts = Counter(c["cause"] for c in causes if c["is_primary"])
     names = sorted(counts, key=lambda k: (-counts[k], k))
     fig = go.Figure(go.Bar(x=[counts[n] for n in names], y=names, orientation="h", marker={"color": "#1f77b4"}))
@@ -194,10 +195,8 @@ def _violation_table(violations: list[dict[str, Any]], *, with_group: bool = Fal
     return f"<table class='violations{' all' if with_group else ''}'>{head}{''.join(body)}</table>"
 
 
-def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = 50) -> str:
+def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = MAX_GROUPS) -> str:
     """The report's HTML (module docstring). Raises QueryError when the tables are missing or empty."""
-    import plotly.io as pio
-
     health = latest(load_rows(tables, "group_health"), "group_health")
     if not health:
         raise QueryError(f"{tables.rstrip('/')}/group_health is empty: nothing to report")
@@ -266,8 +265,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tables", required=True, metavar="PATH", help="base path of the audit's Delta tables")
     p.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
     p.add_argument("--group", action="append", default=[], metavar="GLOB", help="only these groups (repeatable)")
-    p.add_argument("--max-groups", type=int, default=50, metavar="N",
-                   help="without --group: the N least healthy groups get a section (default 50)")
+    p.add_argument("--max-groups", type=int, default=MAX_GROUPS, metavar="N",
+                   help="without --group: the N least healthy groups get a section (default %(default)s)")
     return p.parse_args(argv)
 
 

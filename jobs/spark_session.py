@@ -26,15 +26,15 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pyspark.sql import SparkSession
 
 from coordinator_core.errors import ConfigError
+from jobs.config import DEFAULT_APP_NAME
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-__all__ = ["LOCAL_DEFAULTS", "ROOT", "Stage", "build_session", "cache_dir", "is_local_master", "load_spark_conf",
-           "stage"]
+__all__ = ["ALWAYS", "LOCAL_DEFAULTS", "ROOT", "Stage", "build_session", "cache_dir", "is_local_master",
+           "load_spark_conf", "stage"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,15 +42,13 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.master": "local[2]",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.enabled": "false",
     "spark.driver.memory": "2g",
     "spark.ui.showConsoleProgress": "false",
 }
 """Spark settings of a local master (a laptop or CI), built in so that they travel with the code;
 `conf/spark-local.toml` lists the same values (a test holds them equal) and is a template for a
-`spark.local_conf` file overriding them."""
+`spark.local_conf` file overriding them. The settings of every master (`ALWAYS`) are not repeated here."""
 
 ALWAYS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
@@ -98,7 +96,7 @@ def load_spark_conf(path: str | Path) -> dict[str, str]:
     return out
 
 
-def build_session(*, master: str | None = None, app_name: str = "coordinator-audit",
+def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME,
                   local_conf: str | Path | None = None,
                   conf: Mapping[str, str] | None = None) -> SparkSession:
     """Builds (or returns the active) SparkSession with the project's settings (module docstring).
@@ -108,7 +106,6 @@ def build_session(*, master: str | None = None, app_name: str = "coordinator-aud
     `LOCAL_DEFAULTS`. `conf` entries win over everything else."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     settings: dict[str, str] = {}
     effective_master = master or os.environ.get("MASTER") or _submitted_master()
@@ -176,6 +173,6 @@ def stage(spark: SparkSession, name: str, *, log: Callable[[str], None] | None =
         ok = True
     finally:
         current.elapsed = time.perf_counter() - current.started
-        sc.setJobDescription(previous)  # type: ignore[arg-type]
+        sc.setJobDescription(previous)  # type: ignore[arg-type]  # None (no description before) clears it
         rows = f"{current.rows:,} rows" if current.rows is not None else "done"
         emit(f"stage {name}: {rows} in {current.elapsed:.2f} s" + ("" if ok else " (failed)"))

@@ -16,14 +16,19 @@ message, naming schema, field and byte position), never a failed Spark task.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa  # module level: the UDFs' `pa.Array` type hints are resolved against it
+from pyspark.sql.pandas.functions import arrow_udf
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import DataType
 
 from coordinator_core.audit.snapshot import GroupSnapshot
 from coordinator_core.consumer_protocol import decode_assignment, decode_subscription
 from coordinator_core.errors import CoordinatorAuditError
 from coordinator_core.records import (
+    OFFSETS_TOPIC_NUM_PARTITIONS,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -45,10 +50,17 @@ __all__ = [
 ]
 
 
-def _arrow_type(spark_type: Any) -> pa.DataType:
-    from pyspark.sql.pandas.types import to_arrow_type
-
+def _arrow_type(spark_type: DataType) -> pa.DataType:
     return to_arrow_type(spark_type, timezone="UTC")
+
+
+def _scalar_arrow_udf(return_type: DataType | str) -> Callable[[Callable[..., pa.Array]], Any]:
+    """`arrow_udf(return_type)` as a decorator: a scalar Arrow UDF whose kind pyspark reads from the
+    decorated function's type hints (`pa.Array` in, `pa.Array` out)."""
+    # pyspark's stubs declare only the forms with an explicit functionType, which pyspark itself
+    # warns against ("It is preferred to specify type hints for arrow UDF"); the hint form has no overload.
+    udf: Callable[[Callable[..., pa.Array]], Any] = arrow_udf(return_type)  # type: ignore[call-overload]
+    return udf
 
 
 def _blank(names: list[str], error: str) -> dict[str, Any]:
@@ -114,7 +126,7 @@ def _subscription_dict(data: bytes | None) -> dict[str, Any] | None:
 def _assignment_dict(data: bytes | None) -> dict[str, Any] | None:
     if data is None:
         return None
-    if len(data) == 0:  # a member the leader gave nothing (spec §6.1 W1)
+    if len(data) == 0:  # a member the leader gave nothing (classicGroupSyncToClassicGroup: EMPTY_ASSIGNMENT)
         return {"version": None, "assigned_partitions": [], "user_data": None, "error": None}
     try:
         a = decode_assignment(bytes(data))
@@ -126,11 +138,9 @@ def _assignment_dict(data: bytes | None) -> dict[str, Any] | None:
 
 def decode_record_udf() -> Any:
     """UDF (key binary, value binary) -> RECORD_STRUCT: `coordinator_core.records.decode` per row."""
-    from pyspark.sql.functions import arrow_udf
-
     out_type = _arrow_type(RECORD_STRUCT)
 
-    @arrow_udf(RECORD_STRUCT)  # type: ignore[misc]
+    @_scalar_arrow_udf(RECORD_STRUCT)
     def decode_record(keys: pa.Array, values: pa.Array) -> pa.Array:
         return pa.array([record_to_dict(k, v) for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True)],
                         type=out_type)
@@ -140,11 +150,9 @@ def decode_record_udf() -> Any:
 
 def decode_subscription_udf() -> Any:
     """UDF (binary) -> SUBSCRIPTION_STRUCT: `coordinator_core.consumer_protocol.decode_subscription`."""
-    from pyspark.sql.functions import arrow_udf
-
     out_type = _arrow_type(SUBSCRIPTION_STRUCT)
 
-    @arrow_udf(SUBSCRIPTION_STRUCT)  # type: ignore[misc]
+    @_scalar_arrow_udf(SUBSCRIPTION_STRUCT)
     def decode_subscription_bytes(data: pa.Array) -> pa.Array:
         return pa.array([_subscription_dict(d) for d in data.to_pylist()], type=out_type)
 
@@ -153,25 +161,21 @@ def decode_subscription_udf() -> Any:
 
 def decode_assignment_udf() -> Any:
     """UDF (binary) -> ASSIGNMENT_STRUCT: `coordinator_core.consumer_protocol.decode_assignment`."""
-    from pyspark.sql.functions import arrow_udf
-
     out_type = _arrow_type(ASSIGNMENT_STRUCT)
 
-    @arrow_udf(ASSIGNMENT_STRUCT)  # type: ignore[misc]
+    @_scalar_arrow_udf(ASSIGNMENT_STRUCT)
     def decode_assignment_bytes(data: pa.Array) -> pa.Array:
         return pa.array([_assignment_dict(d) for d in data.to_pylist()], type=out_type)
 
     return decode_assignment_bytes
 
 
-def partition_for_udf(num_partitions: int = 50) -> Any:
+def partition_for_udf(num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS) -> Any:
     """UDF (group id string) -> int: the group's `__consumer_offsets` partition
     (`coordinator_core.records.partition_for`); null for a null group."""
-    from pyspark.sql.functions import arrow_udf
-
     partition_for("", num_partitions)  # validates num_partitions here, not inside a task
 
-    @arrow_udf("int")  # type: ignore[misc]
+    @_scalar_arrow_udf("int")
     def partition_of(groups: pa.Array) -> pa.Array:
         return pa.array([None if g is None else partition_for(g, num_partitions) for g in groups.to_pylist()],
                         type=pa.int32())
@@ -197,11 +201,9 @@ def group_metadata_header(key: bytes, value: bytes | None) -> tuple[int, int] | 
 def group_metadata_header_udf() -> Any:
     """UDF (key binary, value binary) -> struct<generation int, member_count int>:
     `group_metadata_header` per row; null when it gives None."""
-    from pyspark.sql.functions import arrow_udf
-
     out_type = pa.struct([("generation", pa.int32()), ("member_count", pa.int32())])
 
-    @arrow_udf("struct<generation int, member_count int>")  # type: ignore[misc]
+    @_scalar_arrow_udf("struct<generation int, member_count int>")
     def header(keys: pa.Array, values: pa.Array) -> pa.Array:
         out: list[dict[str, int] | None] = []
         for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True):
@@ -215,11 +217,7 @@ def group_metadata_header_udf() -> Any:
 def owners_udf() -> Any:
     """UDF (GroupMetadata value binary, group id, topic, partition) -> array<string>: the members
     the record assigns that partition to (`GroupSnapshot.owners`), empty when none or unreadable."""
-    from pyspark.sql.functions import arrow_udf
-
-    from coordinator_core.records import decode as decode_record
-
-    @arrow_udf("array<string>")  # type: ignore[misc]
+    @_scalar_arrow_udf("array<string>")
     def owners(values: pa.Array, groups: pa.Array, topics: pa.Array, partitions: pa.Array) -> pa.Array:
         cache: dict[tuple[bytes, str], dict[tuple[str, int], list[str]]] = {}
         out: list[list[str]] = []
@@ -233,9 +231,10 @@ def owners_udf() -> Any:
             if table is None:
                 table = {}
                 try:
-                    rec = decode_record(b"\x00\x02" + len(g.encode()).to_bytes(2, "big") + g.encode(), v)
-                    snap = GroupSnapshot.from_value(rec.value, group_id=g)  # type: ignore[arg-type]
-                    table = {tp: [m.member_id for m in ms] for tp, ms in snap.owners().items()}
+                    rec = decode(b"\x00\x02" + len(g.encode()).to_bytes(2, "big") + g.encode(), v)
+                    if isinstance(rec.value, GroupMetadataValue):  # v is not None: never a tombstone
+                        snap = GroupSnapshot.from_value(rec.value, group_id=g)
+                        table = {tp: [m.member_id for m in ms] for tp, ms in snap.owners().items()}
                 except CoordinatorAuditError:
                     table = {}
                 cache[key] = table

@@ -14,11 +14,17 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
 from udfs import schemas
 from udfs.history import DERIVED_KEYS, astuple_fast, derive_group
+from udfs.replay import group_runs
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 __all__ = [
@@ -72,9 +78,6 @@ OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {"generations": ("rebalance_starte
 def latest_rows(df: DataFrame, table: str) -> DataFrame:
     """One row per natural key (NATURAL_KEYS / DERIVED_KEYS): the one with its closing column set,
     then the latest run's. Frames without `run_id` (a run's own, in memory) are returned as they are."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     key, closing = {**NATURAL_KEYS, **DERIVED_KEYS}[table]
     if "run_id" not in df.columns:
         return df
@@ -88,8 +91,6 @@ _TAG = "_base_table"
 
 
 def _wide_schema() -> Any:
-    from pyspark.sql.types import StringType, StructField, StructType
-
     return StructType([StructField("table", StringType(), False),
                        *[StructField(name, schema, True) for name, schema in DERIVED_SCHEMAS.items()]])
 
@@ -100,8 +101,6 @@ _ARROW_SCHEMA: list[pa.Schema] = []
 def _arrow_schema() -> pa.Schema:
     """The wide schema in Arrow, built once per Python worker (not once per group)."""
     if not _ARROW_SCHEMA:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         _ARROW_SCHEMA.append(to_arrow_schema(_wide_schema()))
     return _ARROW_SCHEMA[0]
 
@@ -109,8 +108,6 @@ def _arrow_schema() -> pa.Schema:
 def _arrow_batch(produced: Mapping[str, list[Any]]) -> pa.RecordBatch:
     """Derived rows of some groups as one wide RecordBatch: `table`, and per table a struct column
     set on that table's rows only (built column-wise)."""
-    import pyarrow as pa
-
     schema = _arrow_schema()
     total = sum(len(rows) for rows in produced.values())
     columns: list[pa.Array] = []
@@ -133,21 +130,19 @@ def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192
     """mapInArrow body over one Spark partition of packed base rows, sorted by group: each group's
     rows (one run, possibly across batches) go to `derive_group`; the derived rows leave in
     batches of about `flush_rows`."""
-    from udfs.replay import group_runs
-
     out: dict[str, list[Any]] = {name: [] for name in DERIVED_TABLES}
     inputs: dict[str, list[dict[str, Any]]] = {name: [] for name in BASE_INPUTS}
     current: object = object()
 
     def close() -> None:
         if isinstance(current, str):
-            produced = derive_group(
+            produced: tuple[list[Any], ...] = derive_group(
                 current, generations=inputs["generations"], assignments=inputs["assignments"],
                 commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
             for name, rows in zip(DERIVED_TABLES, produced, strict=True):
                 out[name].extend(rows)
-        for rows in inputs.values():
-            rows.clear()
+        for pending in inputs.values():
+            pending.clear()
 
     for batch in batches:
         d = batch.to_pydict()
@@ -181,16 +176,11 @@ def derive_tables(base: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
 
 
 def split_wide(wide: DataFrame) -> dict[str, DataFrame]:
-    from pyspark.sql import functions as F
-
     return {name: wide.where(F.col("table") == name).select(f"{name}.*") for name in DERIVED_TABLES}
 
 
 def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
     """The derivation's output before the split: a `table` column and one struct column per table."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampType
-
     packed = None
     for name, columns in BASE_INPUTS.items():
         df = latest_rows(base[name], name)
@@ -215,8 +205,6 @@ def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | Non
     """The derived rows a run writes into its window: those overlapping [since, until) (an interval
     or a rebalance that crosses the window's bounds appears in both windows; readers keep one with
     `latest_rows`). Unbounded windows keep everything."""
-    from pyspark.sql import functions as F
-
     if since is None and until is None:
         return dict(tables)
     lo = F.lit(_ms(since)) if since is not None else None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gzip
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 __all__ = [
     "FIT_SCHEMA",
@@ -219,10 +221,6 @@ def parse_line(raw: bytes, encoding: str) -> ParsedLine:
 def open_file(uri: str) -> Any:
     """A binary stream over a local path or a URI pyarrow opens; `*.gz` is decompressed with
     Python's gzip, which raises on a truncated file (pyarrow's own decompressor ends quietly)."""
-    import gzip
-
-    import pyarrow.fs as pafs
-
     if "://" in uri and not uri.startswith("file://"):
         fs, path = pafs.FileSystem.from_uri(uri)
     else:

@@ -327,8 +327,8 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             auditor = group.auditor
             for row in (*auditor.gap_rows(), *auditor.finish()):
                 group.route(row, out)
-            out.add_counts(auditor.group_id if auditor.group_id is not None else current,  # type: ignore[arg-type]
-                           auditor.counts)
+            key = current if isinstance(current, str) else None  # a group is open: current is its key
+            out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts)
             if auditor.group_id is not None:
                 out.add_state(auditor, group.changed)
 

@@ -176,8 +176,8 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _int64s(arr: pa.Array) -> np.ndarray:
     """An integer Arrow array as int64 numpy (nulls as 0)."""
-    out = (arr.fill_null(0) if arr.null_count else arr).to_numpy()
-    return out if out.dtype == np.int64 else out.astype(np.int64)
+    out: np.ndarray = np.asarray((arr.fill_null(0) if arr.null_count else arr).to_numpy(), dtype=np.int64)
+    return out
 
 
 def _codec_reads_commit(key: bytes, value: bytes) -> bool:
@@ -281,10 +281,13 @@ class TaskKeys:
     def columns(self) -> tuple[pa.Array, pa.Array, pa.Array]:
         """(group_id, topic, partition_key) of every topic-partition id, to `take` from."""
         if self._columns is None:
-            self._columns = tuple(pa.concat_arrays([c[i] for c in self._chunks]) if self._chunks  # type: ignore[assignment]
-                                  else pa.array([], type=t) for i, t in enumerate((_S, _S, _I)))
-            self._chunks = [self._columns] if self._chunks else []  # type: ignore[list-item]
-        assert self._columns is not None
+            if self._chunks:
+                self._columns = (pa.concat_arrays([c[0] for c in self._chunks]),
+                                 pa.concat_arrays([c[1] for c in self._chunks]),
+                                 pa.concat_arrays([c[2] for c in self._chunks]))
+                self._chunks = [self._columns]
+            else:
+                self._columns = (pa.array([], type=_S), pa.array([], type=_S), pa.array([], type=_I))
         return self._columns
 
 
@@ -356,12 +359,14 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     commit_ts = np.zeros(len(keep), dtype=np.int64)
     commit_status(keep, kind, key_ok, positioned, v_offsets, v_data, v_null, status, commit_offset, commit_ts)
 
-    def raw(col: pa.ChunkedArray | pa.Array, r: int) -> bytes | None:
-        return col[r].as_py()
+    def raw(col: pa.ChunkedArray | pa.Array, row: int) -> bytes | None:
+        value: bytes | None = col[row].as_py()
+        return value
 
     for j in np.flatnonzero(status == STATUS_CHECK):  # v4+ values with tagged fields (rare): the codec decides
-        r = int(keep[j])
-        status[j] = STATUS_COMMIT if _codec_reads_commit(raw(kcol, r), raw(vcol, r)) else STATUS_SIDE
+        key, value = raw(kcol, int(keep[j])), raw(vcol, int(keep[j]))
+        assert key is not None and value is not None  # an offset-commit key with a value
+        status[j] = STATUS_COMMIT if _codec_reads_commit(key, value) else STATUS_SIDE
     summarised = (status == STATUS_COMMIT) | (status == STATUS_TOMBSTONE)
     filtered_by_group = 0
     if keys.group_ok is not None and summarised.any():
@@ -378,11 +383,11 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     side_keys = [raw(kcol, int(r)) for r in side]
     types, side_groups = _side_classes(side_keys)
     headers: list[tuple[int, int] | None] = []
-    for r, k in zip(side.tolist(), side_keys, strict=True):
+    for row, side_key in zip(side.tolist(), side_keys, strict=True):
         header = None
-        if kind[r] == KIND_GROUP_METADATA_KEY:
-            assert k is not None
-            header = group_metadata_header(k, raw(vcol, r))
+        if kind[row] == KIND_GROUP_METADATA_KEY:
+            assert side_key is not None
+            header = group_metadata_header(side_key, raw(vcol, row))
         headers.append(header)
 
     out: list[pa.RecordBatch] = []
@@ -487,7 +492,7 @@ def _task_id() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-def make_scan_fn(*, chunk_rows: int = 500_000, groups: Sequence[str] = ()
+def make_scan_fn(*, chunk_rows: int, groups: Sequence[str] = ()
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `df.select(*INPUT_COLUMNS).mapInArrow(fn, SCAN_SCHEMA)`: gathers up to
     `chunk_rows` rows per chunk (bounding the worker's memory), then runs `scan_chunk` on each."""
@@ -615,7 +620,7 @@ def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None,
          b.column("offset").cast(pa.int64()), ms, inside], names=list(INPUT_COLUMNS))
 
 
-def make_file_scan_fn(*, chunk_rows: int = 500_000, groups: Sequence[str] = (), since_ms: int | None = None,
+def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: int | None = None,
                       until_ms: int | None = None, batch_rows: int = 131_072,
                       start_after: dict[int, int] | None = None,
                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

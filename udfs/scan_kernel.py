@@ -60,7 +60,7 @@ def _be_signed(data: Any, at: int, size: int) -> int:
 be_signed = _jit(_be_signed)
 
 
-def _be_int64(data: Any, at: int) -> int:
+def _be_int64(data: Any, at: int) -> Any:
     v = np.uint64(0)
     for i in range(8):
         v = (v << np.uint64(8)) | np.uint64(data[at + i])
@@ -112,7 +112,7 @@ utf8_valid = _jit(_utf8_valid)
 
 
 def _intern(data: Any, s: int, blen: int, slots: Any, e_hash: Any, e_start: Any, e_len: Any, arena: Any,
-            counts: Any) -> int:
+            counts: Any) -> Any:
     """The id of the bytes `data[s:s + blen]` in a table (`slots`, `e_*`, `arena`, `counts` =
     [entries, arena bytes used]), added when new; -1 when the table is too full to add it."""
     h = np.uint64(14695981039346656037)  # FNV-1a
@@ -204,7 +204,7 @@ def _intern_keys(offsets: Any, data: Any, null: Any, first: int, kind: Any, ids:
 intern_keys = _jit(_intern_keys)
 
 
-def _slot_of(slots: Any, e_hash: Any, e: int) -> int:
+def _slot_of(slots: Any, e_hash: Any, e: int) -> Any:
     mask = len(slots) - 1
     pos = e_hash[e] & mask
     while slots[pos] != e:

@@ -32,6 +32,7 @@ import types
 import typing
 from typing import Any, Union
 
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -112,10 +113,10 @@ def spark_type_for_field(name: str, annotation: Any) -> tuple[DataType, bool]:
         inner, _ = spark_type_for_field(name, args[0])
         return inner, True
     if origin in (tuple, list):
-        args = typing.get_args(annotation)
-        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        items = typing.get_args(annotation)
+        if origin is tuple and not (len(items) == 2 and items[1] is Ellipsis):
             raise TypeError(f"field {name!r}: only homogeneous tuple[X, ...] maps to an array, got {annotation!r}")
-        element, element_nullable = spark_type_for_field(name, args[0])
+        element, element_nullable = spark_type_for_field(name, items[0])
         return ArrayType(element, containsNull=element_nullable), False
     if annotation is int:
         return (IntegerType() if _is_int32_name(name) else LongType()), False
@@ -256,8 +257,6 @@ TIME_COMPANIONS: dict[str, tuple[tuple[str, str], ...]] = {
 def with_time_columns(df: Any, table: str) -> Any:
     """`df` (a table's content columns) with the TIMESTAMP companion of each of its epoch-ms columns
     appended (`TIME_COMPANIONS`); tables without any are returned as they are."""
-    from pyspark.sql import functions as F
-
     pairs = TIME_COMPANIONS.get(table, ())
     if not pairs:
         return df

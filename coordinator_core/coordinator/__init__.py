@@ -1,4 +1,5 @@
-"""A deterministic port of Kafka's classic group coordinator (spec §1-§6, §11).
+"""A deterministic port of Kafka's classic group coordinator (GroupMetadataManager and ClassicGroup of the
+group-coordinator module; core's Scala GroupCoordinator where the two differ).
 
 Split by concern: `config` (broker settings, flavour), `state` (states and transitions), `group`
 (group and member state), `hashorder` (Java/Scala hash-map iteration order), `join`, `sync`,

@@ -1,4 +1,5 @@
-"""OffsetCommit (spec §3.5, rows C1-C10; §6.2 records)."""
+"""OffsetCommit: OffsetMetadataManager#commitOffset (J) / GroupCoordinator#handleCommitOffsets (S), rows
+C1-C10, and the records GroupCoordinatorRecordHelpers#newOffsetCommitRecord writes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Broker settings the classic coordinator reads (spec §8.1), with Kafka's defaults, plus the flavour switch."""
+"""Broker settings the classic coordinator reads (GroupCoordinatorConfig), with Kafka's defaults, plus the flavour
+switch."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from coordinator_core.errors import ConfigError
+from coordinator_core.records import OFFSETS_TOPIC_NUM_PARTITIONS
 
 Flavor = Literal["java", "scala"]
 
@@ -17,17 +19,18 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 class CoordinatorConfig:
     """The coordinator's configuration.
 
-    `flavor` picks the implementation being imitated: "java" (the group-coordinator module, the only
-    one in 4.x) or "scala" (core's GroupCoordinator, the default up to 3.x); spec §11 lists the
-    differences. The value versions mimic the inter-broker/metadata version: GroupMetadataValue v3 and
-    OffsetCommitValue v3 for every modern broker; lower values imitate old IBPs (spec §6.1, §6.2).
+    `flavor` picks the implementation being imitated: "java" (the group-coordinator module, the only one in
+    4.x) or "scala" (core's GroupCoordinator, the default up to 3.x); the `is_java` branches of the port are
+    the differences. The value versions mimic the inter-broker/metadata version: GroupMetadataValue v3 and
+    OffsetCommitValue v3 for every modern broker; lower values imitate old IBPs
+    (GroupCoordinatorRecordHelpers#newGroupMetadataRecord, #newOffsetCommitRecord).
     """
 
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2_147_483_647
-    offsets_topic_num_partitions: int = 50
+    offsets_topic_num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096

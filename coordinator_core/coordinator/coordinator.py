@@ -67,23 +67,23 @@ class GroupCoordinator:
     # requests
 
     def join_group(self, request: JoinGroupRequest, *, now_ms: int) -> CoordinatorResult:
-        """Handles a JoinGroup (spec §3.0, §3.1)."""
+        """Handles a JoinGroup (GroupMetadataManager#classicGroupJoin / GroupCoordinator#handleJoinGroup)."""
         return self._run(now_ms, lambda: self._join(request))
 
     def sync_group(self, request: SyncGroupRequest, *, now_ms: int) -> CoordinatorResult:
-        """Handles a SyncGroup (spec §3.2)."""
+        """Handles a SyncGroup (GroupMetadataManager#classicGroupSync / GroupCoordinator#handleSyncGroup)."""
         return self._run(now_ms, lambda: self._sync(request))
 
     def heartbeat(self, request: HeartbeatRequest, *, now_ms: int) -> CoordinatorResult:
-        """Handles a Heartbeat (spec §3.3)."""
+        """Handles a Heartbeat (GroupMetadataManager#classicGroupHeartbeat / GroupCoordinator#handleHeartbeat)."""
         return self._run(now_ms, lambda: self._heartbeat(request))
 
     def leave_group(self, request: LeaveGroupRequest, *, now_ms: int) -> CoordinatorResult:
-        """Handles a LeaveGroup (spec §3.4)."""
+        """Handles a LeaveGroup (GroupMetadataManager#classicGroupLeave / GroupCoordinator#handleLeaveGroup)."""
         return self._run(now_ms, lambda: self._leave(request))
 
     def commit_offsets(self, request: OffsetCommitRequest, *, now_ms: int) -> CoordinatorResult:
-        """Handles an OffsetCommit (spec §3.5)."""
+        """Handles an OffsetCommit (OffsetMetadataManager#commitOffset / GroupCoordinator#handleCommitOffsets)."""
         return self._run(now_ms, lambda: self._commit(request))
 
     def delete_groups(self, request: DeleteGroupsRequest, *, now_ms: int) -> CoordinatorResult:
@@ -98,8 +98,9 @@ class GroupCoordinator:
     # load path and lifecycle
 
     def replay(self, record: CoordinatorRecord, *, now_ms: int | None = None) -> None:
-        """The load path: applies one decoded `__consumer_offsets` record (spec §6.3). `now_ms`, if
-        given, stamps groups created from offsets alone; it starts no timer."""
+        """The load path: applies one decoded `__consumer_offsets` record (GroupCoordinatorShard#replay /
+        GroupMetadataManager#loadGroupsAndOffsets). `now_ms`, if given, stamps groups created from offsets
+        alone; it starts no timer."""
         replay(self._shard, record, now_ms)
 
     def begin_load(self) -> None:
@@ -107,8 +108,9 @@ class GroupCoordinator:
         self._shard.status = CoordinatorStatus.LOADING
 
     def complete_load(self, *, now_ms: int) -> CoordinatorResult:
-        """Load completion (spec §6.3 "After loading"): session timers for every member, rebalance of
-        over-capacity groups, the offset-expiration task; the coordinator becomes active."""
+        """Load completion (GroupMetadataManager#onLoaded / GroupCoordinator#onGroupLoaded): session timers
+        for every member, rebalance of over-capacity groups, the offset-expiration task; the coordinator
+        becomes active."""
         return self._run(now_ms, lambda: complete_load(self._shard), fire_timers=False)
 
     def unload(self, *, now_ms: int) -> CoordinatorResult:
@@ -121,7 +123,7 @@ class GroupCoordinator:
 
     def fail_next_append(self, error: Errors, *, written: bool = False) -> None:
         """Makes the next append fail with `error` (queued; one per call). With `written=True` the records
-        still reach the log (an append that timed out after the leader wrote it, spec §12)."""
+        still reach the log (an append that timed out after the leader wrote it)."""
         if not isinstance(error, Errors) or error == Errors.NONE:
             raise ValueError(f"fail_next_append needs a non-NONE Errors value, got {error!r}")
         self._shard.fail_queue.append((error, written))
@@ -221,7 +223,8 @@ class GroupCoordinator:
             raise AssertionError(f"unknown timer kind {timer.kind!r}")
 
     def _precheck(self, group_id: str, *, api: str) -> Errors:
-        """Spec §3.0 items 2-5 (coordinator state and group id)."""
+        """The checks before any group logic: the group id (GroupCoordinatorService#isGroupIdNotEmpty /
+        GroupCoordinator#isValidGroupId), then the coordinator's state (GroupCoordinator#validateGroupStatus)."""
         shard = self._shard
         if api != "commit" and group_id == "":
             return Errors.INVALID_GROUP_ID

@@ -1,4 +1,5 @@
-"""Offset expiration (spec §6.4), group tombstones (W4) and DeleteGroups."""
+"""Offset expiration (OffsetMetadataManager#cleanupExpiredOffsets / GroupMetadataManager#cleanupGroupMetadata),
+group tombstones (W4) and DeleteGroups."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Group and member state of a classic group (spec §2): ClassicGroup / GroupMetadata and their members."""
+"""Group and member state of a classic group: ClassicGroup / GroupMetadata and their members."""
 
 from __future__ import annotations
 
@@ -299,7 +299,7 @@ class ClassicGroup:
         self.pending_sync_members.add(member_id)
 
     def validate_member(self, member_id: str, instance_id: str | None, operation: str) -> Errors:
-        """Follows ClassicGroup#validateMember / GroupCoordinator#validateCurrentMember (spec §2.4)."""
+        """Follows ClassicGroup#validateMember / GroupCoordinator#validateCurrentMember."""
         if instance_id is not None:
             existing = self.static_members.get(instance_id)
             if existing is None:
@@ -323,7 +323,7 @@ class ClassicGroup:
             self.supported_protocols[name] = self.supported_protocols.get(name, 0) - 1
 
     def supports_protocols(self, protocol_type: str, names: set[str]) -> bool:
-        """Follows ClassicGroup#supportsProtocols (spec §2.3)."""
+        """Follows ClassicGroup#supportsProtocols."""
         if self.state == EMPTY:
             return protocol_type != "" and len(names) > 0
         size = len(self.members)
@@ -351,7 +351,7 @@ class ClassicGroup:
         return best
 
     def compute_subscribed_topics(self) -> frozenset[str] | None:
-        """Follows ClassicGroup#computeSubscribedTopics (spec §2.1 subscribedTopics)."""
+        """Follows ClassicGroup#computeSubscribedTopics."""
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return None
         if len(self.members) == 0:

@@ -1,4 +1,4 @@
-"""Iteration order of the hash maps Kafka keeps members and votes in (spec §2.5).
+"""Iteration order of the hash maps Kafka keeps members and votes in.
 
 The order of the members map decides the member order inside GroupMetadata records, the member list
 sent to the leader, the next leader after the leader leaves, and the leader elected when the old one
@@ -7,15 +7,15 @@ did not rejoin. Two emulations:
 * `JavaHashMap` - java.util.HashMap<String, V> (Java coordinator): table of 16 buckets that doubles
   right after an insertion makes size > 0.75 * capacity, bucket = spread(hashCode) & (capacity - 1),
   insertion order inside a bucket (kept across resizes and removals). Tree bins (a bucket of 9+ keys
-  with capacity >= 64) are not emulated; the spec notes they practically never occur.
+  with capacity >= 64) are not emulated: that needs 9 keys in one bucket, practically never seen.
 * `ScalaHashMap` - scala.collection.mutable.HashMap of Scala 2.13 (Scala coordinator): same bucket
   function, chains sorted by the improved hash (signed ascending, a new key after equal hashes), and
   the table doubles *before* an insertion when size + 1 >= 0.75 * capacity. Taken from the library
-  source (spec §12: not run against a Scala broker).
+  source (not run against a Scala broker).
 
 `champ_order` gives the iteration order of a Scala 2.13 immutable.HashMap (CHAMP trie), which decides
 ties in the Scala coordinator's protocol vote (`groupBy(identity).maxBy`). Also from the library
-source only (Hashing.improve, payload-before-subnode iteration); spec §12 marks S tie order unverified.
+source only (Hashing.improve, payload-before-subnode iteration); S's tie order is not verified on a broker.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Heartbeat (spec §3.3, rows H1-H8)."""
+"""Heartbeat: GroupMetadataManager#classicGroupHeartbeat (J) / GroupCoordinator#handleHeartbeat (S), rows H1-H8."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""JoinGroup (spec §3.1, §4.1, §4.4): decision table J2-J20; J1 and the pre-checks live in the facade."""
+"""JoinGroup (GroupMetadataManager#classicGroupJoin / GroupCoordinator#handleJoinGroup): decision table
+J2-J20; J1 and the pre-checks live in the facade."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def join_reason(shard: Shard, req: JoinGroupRequest) -> str:
 
 
 def accept_joining_member(shard: Shard, group: ClassicGroup, member_id: str) -> bool:
-    """Follows GroupMetadataManager#acceptJoiningMember (spec §3.1.1)."""
+    """Follows GroupMetadataManager#acceptJoiningMember."""
     max_size = shard.config.group_max_size
     if group.is_in(EMPTY, DEAD):
         return True
@@ -136,8 +137,7 @@ def _join_new_member(shard: Shard, group: ClassicGroup, req: JoinGroupRequest) -
 
 
 def add_member_and_rebalance(shard: Shard, group: ClassicGroup, req: JoinGroupRequest, member_id: str) -> None:
-    """Follows GroupMetadataManager#addMemberThenRebalanceOrCompleteJoin / GroupCoordinator#addMemberAndRebalance
-    (spec §4.1)."""
+    """Follows GroupMetadataManager#addMemberThenRebalanceOrCompleteJoin / GroupCoordinator#addMemberAndRebalance."""
     member = Member(member_id=member_id, group_instance_id=req.group_instance_id, client_id=req.client_id,
                     client_host=req.client_host, rebalance_timeout_ms=req.effective_rebalance_timeout_ms,
                     session_timeout_ms=req.session_timeout_ms, protocol_type=req.protocol_type,
@@ -158,7 +158,7 @@ def add_member_and_rebalance(shard: Shard, group: ClassicGroup, req: JoinGroupRe
 
 def _update_static_member(shard: Shard, group: ClassicGroup, req: JoinGroupRequest, old_id: str, new_id: str) -> None:
     """Follows GroupMetadataManager#updateStaticMemberThenRebalanceOrCompleteJoin /
-    GroupCoordinator#updateStaticMemberAndRebalance (spec §4.4)."""
+    GroupCoordinator#updateStaticMemberAndRebalance."""
     instance_id = req.group_instance_id
     assert instance_id is not None
     current_leader = group.leader_id

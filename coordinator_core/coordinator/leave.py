@@ -1,4 +1,5 @@
-"""LeaveGroup (spec §3.4, rows L1/L2 and per-member a-e; S per-member vs J batched rebalance)."""
+"""LeaveGroup: GroupMetadataManager#classicGroupLeave (J) / GroupCoordinator#handleLeaveGroup (S), rows L1/L2 and
+per-member a-e; S rebalances per member, J once per batch."""
 
 from __future__ import annotations
 

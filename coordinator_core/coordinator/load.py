@@ -1,4 +1,5 @@
-"""The load path (spec §6.3): replay of `__consumer_offsets` records, load completion, unloading.
+"""The load path (GroupCoordinatorShard#replay, GroupMetadataManager#onLoaded / #loadGroupsAndOffsets): replay
+of `__consumer_offsets` records, load completion, unloading.
 
 Transactional offset commits (TxnOffsetCommit, control batches) are not modelled: every offset record
 is taken as a plain, committed one.

@@ -1,7 +1,8 @@
-"""server.log lines the coordinator would print (spec §9), per flavour, kept as data on each result.
+"""server.log lines the coordinator would print (the log.info calls of GroupCoordinator (S) and
+GroupMetadataManager (J)), per flavour, kept as data on each result.
 
-Layout `[%d] %p %m (%c)` with the date rendered in UTC from the step's `now_ms`. Only the events of
-§9.2/§9.3 that the port reaches are emitted; DEBUG/TRACE lines are not.
+Layout `[%d] %p %m (%c)` with the date rendered in UTC from the step's `now_ms`. Only the INFO lines
+of the events the port reaches are emitted; DEBUG/TRACE lines are not.
 """
 
 from __future__ import annotations

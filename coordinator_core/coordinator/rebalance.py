@@ -1,6 +1,6 @@
-"""Rebalance procedures shared by the handlers and the timers (spec §4, §5): prepareRebalance,
-join completion, the initial delay, heartbeat / pending-member / pending-sync expiry, assignment
-propagation."""
+"""Rebalance procedures shared by the handlers and the timers (GroupMetadataManager / GroupCoordinator):
+prepareRebalance, join completion, the initial delay, heartbeat / pending-member / pending-sync expiry,
+assignment propagation."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def cancel_heartbeat(shard: Shard, group: ClassicGroup, member_id: str) -> None:
 
 
 def prepare_rebalance(shard: Shard, group: ClassicGroup, reason: str) -> None:
-    """Follows GroupMetadataManager#prepareRebalance / GroupCoordinator#prepareRebalance (spec §4.2)."""
+    """Follows GroupMetadataManager#prepareRebalance / GroupCoordinator#prepareRebalance."""
     if group.is_in(COMPLETING_REBALANCE):
         reset_and_propagate_assignment_with_error(shard, group, Errors.REBALANCE_IN_PROGRESS)
     remove_sync_expiration(shard, group)
@@ -98,7 +98,7 @@ def check_join_completion(shard: Shard, group: ClassicGroup) -> None:
 
 
 def complete_join(shard: Shard, group: ClassicGroup) -> None:
-    """Follows GroupMetadataManager#completeClassicGroupJoin / GroupCoordinator#onCompleteJoin (spec §4.3)."""
+    """Follows GroupMetadataManager#completeClassicGroupJoin / GroupCoordinator#onCompleteJoin."""
     shard.timers.cancel(join_key(group.group_id))
     not_yet = group.not_yet_rejoined_members()
     dropped = [m for m in not_yet if not m.is_static]
@@ -142,8 +142,7 @@ def complete_join(shard: Shard, group: ClassicGroup) -> None:
 
 
 def expire_initial_delay(shard: Shard, group_id: str, delay_ms: int, remaining_ms: int) -> None:
-    """Follows GroupMetadataManager#tryCompleteInitialRebalanceElseSchedule / InitialDelayedJoin#onComplete
-    (spec §5.4)."""
+    """Follows GroupMetadataManager#tryCompleteInitialRebalanceElseSchedule / InitialDelayedJoin#onComplete."""
     group = shard.groups.get(group_id)
     if group is None:
         return
@@ -158,7 +157,8 @@ def expire_initial_delay(shard: Shard, group_id: str, delay_ms: int, remaining_m
 
 
 def expire_join(shard: Shard, group_id: str) -> None:
-    """The join (rebalance) timer fired: complete the join phase (spec §5.5)."""
+    """The join (rebalance) timer fired: complete the join phase (the timer of
+    GroupMetadataManager#completeClassicGroupJoin(String) / DelayedJoin#onExpiration)."""
     group = shard.groups.get(group_id)
     if group is not None:
         complete_join(shard, group)
@@ -180,8 +180,9 @@ def remove_member_and_update_group(shard: Shard, group: ClassicGroup, member: Me
 
 
 def _complete_join_after_removal(shard: Shard, group: ClassicGroup) -> None:
-    """J completes the join as soon as everybody joined, even during the initial delay (spec §11.5);
-    S runs the purgatory check, which the initial delay refuses."""
+    """J completes the join as soon as everybody joined, even during the initial delay
+    (GroupMetadataManager#removeMemberAndUpdateClassicGroup); S runs the purgatory check, which
+    InitialDelayedJoin#tryComplete refuses."""
     if shard.config.is_java:
         if group.has_all_members_joined():
             complete_join(shard, group)
@@ -197,9 +198,10 @@ def remove_pending_member_and_update_group(shard: Shard, group: ClassicGroup, me
 
 
 def expire_heartbeat(shard: Shard, group_id: str, member_id: str, scheduled_as_pending: bool = False) -> None:
-    """Follows GroupMetadataManager#expireClassicGroupMemberHeartbeat / GroupCoordinator#onExpireHeartbeat
-    (spec §5.1-§5.3). J asks whether the id is pending when the timer fires; S's delayed heartbeat remembers
-    that it was created for a pending id and takes the pending path even after the id left (spec §3.4 c)."""
+    """Follows GroupMetadataManager#expireClassicGroupMemberHeartbeat / GroupCoordinator#onExpireHeartbeat.
+    J asks whether the id is pending when the timer fires; S's delayed heartbeat remembers that it was
+    created for a pending id and takes the pending path even after the id left (DelayedHeartbeat's
+    isPending)."""
     group = shard.groups.get(group_id)
     if group is None:
         return
@@ -237,7 +239,7 @@ def remove_pending_sync_member(shard: Shard, group: ClassicGroup, member_id: str
 
 
 def expire_pending_sync(shard: Shard, group_id: str, generation_id: int) -> None:
-    """Follows GroupMetadataManager#expirePendingSync / GroupCoordinator#onExpirePendingSync (spec §5.6)."""
+    """Follows GroupMetadataManager#expirePendingSync / GroupCoordinator#onExpirePendingSync."""
     group = shard.groups.get(group_id)
     if group is None:
         return
@@ -293,7 +295,7 @@ def propagate_assignment(shard: Shard, group: ClassicGroup, error: Errors) -> No
 
 def map_group_metadata_append_error(shard: Shard, error: Errors) -> Errors:
     """Follows GroupMetadataManager#appendGroupMetadataErrorToResponseError (J) and
-    GroupMetadataManager#storeGroup's mapping (S) (spec §6.5)."""
+    GroupMetadataManager#storeGroup's mapping (S)."""
     if error in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_ENOUGH_REPLICAS):
         return Errors.COORDINATOR_NOT_AVAILABLE
     if error == Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
@@ -308,7 +310,8 @@ def map_group_metadata_append_error(shard: Shard, error: Errors) -> Errors:
 
 
 def map_offset_commit_append_error(shard: Shard, error: Errors) -> Errors:
-    """S: GroupMetadataManager#storeOffsets' mapping; J: the generic operation-error mapping (spec §3.5)."""
+    """S: GroupMetadataManager#storeOffsets' mapping; J: the generic operation-error mapping
+    (CoordinatorOperationExceptionHelper#handleOperationException)."""
     if not shard.config.is_java:
         if error in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_ENOUGH_REPLICAS,
                      Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND):

@@ -1,4 +1,4 @@
-"""The records the coordinator writes (spec §6.1 W1-W5, §6.2): follows GroupCoordinatorRecordHelpers."""
+"""The records the coordinator writes (GroupMetadata W1-W5, offset commits): follows GroupCoordinatorRecordHelpers."""
 
 from __future__ import annotations
 

@@ -39,7 +39,8 @@ class DeterministicMemberIds:
 
 
 class CoordinatorStatus(Enum):
-    """Whether this coordinator currently owns its groups (spec §3.0 items 3-5, §6.3)."""
+    """Whether this coordinator currently owns its groups (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS:
+    CoordinatorRuntime (J), GroupCoordinator#validateGroupStatus (S))."""
 
     ACTIVE = "active"
     LOADING = "loading"
@@ -156,7 +157,7 @@ class Shard:
         return group
 
     def partition_for(self, group_id: str) -> int:
-        """The `__consumer_offsets` partition of a group (spec §8.2)."""
+        """The `__consumer_offsets` partition of a group (GroupCoordinatorService#partitionFor)."""
         from coordinator_core.jhash import java_string_hashcode, kafka_abs
 
         return kafka_abs(java_string_hashcode(group_id)) % self.config.offsets_topic_num_partitions

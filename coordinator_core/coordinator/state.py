@@ -1,4 +1,4 @@
-"""Group states and the valid-previous-state table (spec §1)."""
+"""Group states and the valid-previous-state table (ClassicGroupState / GroupState#validPreviousStates)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SyncGroup (spec §3.2, rows S1-S10; W1 and "append completes" semantics)."""
+"""SyncGroup: GroupMetadataManager#classicGroupSync (J) / GroupCoordinator#handleSyncGroup (S), rows S1-S10;
+the leader's GroupMetadata record (W1) and its "append completes" semantics."""
 
 from __future__ import annotations
 

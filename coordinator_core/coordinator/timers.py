@@ -1,4 +1,4 @@
-"""Timers as data: keyed entries with deadlines, fired by the caller advancing time (spec §5).
+"""Timers as data: keyed entries with deadlines, fired by the caller advancing time (CoordinatorTimer).
 
 Scheduling a key that already exists replaces it (Java's CoordinatorTimer#schedule; the Scala
 purgatory's complete-then-watch has the same effect). Timers due at the same deadline fire in the order

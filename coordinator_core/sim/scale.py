@@ -27,13 +27,13 @@ _VALUE_V3 = struct.Struct(">hqihq")  # version 3, offset, leader epoch, metadata
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    """OffsetCommitKey (record type 1), spec §7.2 / example E1."""
+    """OffsetCommitKey (record type 1, OffsetCommitKey.json)."""
     g, t = group.encode(), topic.encode()
     return struct.pack(f">hh{len(g)}sh{len(t)}si", 1, len(g), g, len(t), t, partition)
 
 
 def offset_commit_value(offset: int, commit_ms: int, leader_epoch: int = 0) -> bytes:
-    """OffsetCommitValue v3 with empty metadata, spec §7.3 / example E2."""
+    """OffsetCommitValue v3 (OffsetCommitValue.json) with empty metadata."""
     return _VALUE_V3.pack(3, offset, leader_epoch, 0, commit_ms)
 
 

@@ -18,8 +18,8 @@ from pyspark.sql.types import (
 )
 
 from coordinator_core.errors import ConfigError
-from jobs.config import SPEC, load_config, parse_timestamp
-from jobs.spark_session import LOCAL_DEFAULTS, is_local_master, load_spark_conf
+from jobs.config import DEFAULT_SCAN_CHUNK_ROWS, SPEC, load_config, parse_timestamp
+from jobs.spark_session import ALWAYS, LOCAL_DEFAULTS, is_local_master, load_spark_conf
 from udfs.schemas import (
     MILLIS_COLUMNS,
     TABLE_SCHEMAS,
@@ -131,7 +131,7 @@ def test_timestamps_are_utc() -> None:
 
 def test_spark_local_conf(tmp_path: Path) -> None:
     conf = load_spark_conf("conf/spark-local.toml")
-    assert conf["spark.sql.shuffle.partitions"] == "2" and conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.sql.shuffle.partitions"] == "2" and ALWAYS["spark.sql.session.timeZone"] == "UTC"
     bad = tmp_path / "s.toml"
     bad.write_text("[spark]\nshuffle = 2\n")
     with pytest.raises(ConfigError, match=r"spark\.shuffle .*start with 'spark\.'"):
@@ -159,7 +159,7 @@ def test_conf_files_document_the_built_in_defaults() -> None:
 
 def test_a_config_file_overrides_only_its_keys(tmp_path: Path) -> None:
     cfg = load_config(_write(tmp_path, "[job]\nshards = 3\n"), {"input.path": "x"})
-    assert cfg.shards == 3 and cfg.output_path == "output/delta" and cfg.scan_chunk_rows == 500_000
+    assert cfg.shards == 3 and cfg.output_path == "output/delta" and cfg.scan_chunk_rows == DEFAULT_SCAN_CHUNK_ROWS
 
 
 def test_every_millisecond_time_column_has_a_timestamp_companion() -> None:

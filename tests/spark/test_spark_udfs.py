@@ -68,7 +68,7 @@ def test_subscription_and_assignment_udfs(spark) -> None:
 
 
 def test_partition_for_udf_matches_the_jvm_table(spark) -> None:
-    # spec §8.2, checked on a JVM
+    # Utils.abs(String#hashCode) % 50 (GroupCoordinatorService#partitionFor), checked on a JVM
     df = spark.createDataFrame([("my-group",), ("console-consumer-12345",), ("test",), ("",), (None,)], "g string")
     assert [r.p for r in df.select(partition_for_udf(50)("g").alias("p")).collect()] == [12, 6, 48, 0, None]
 

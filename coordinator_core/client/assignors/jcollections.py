@@ -1,5 +1,5 @@
 """Just enough of java.util's ordering behaviour for the assignors to walk their collections in the
-order Kafka's Java code does (spec §2.5): HashMap/HashSet iteration, String.compareTo, and the hash
+order Kafka's Java code does: HashMap/HashSet iteration, String.compareTo, and the hash
 codes of the keys the assignors store (String, TopicPartition)."""
 
 from __future__ import annotations

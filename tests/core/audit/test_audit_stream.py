@@ -200,7 +200,8 @@ def test_regressions_match_a_plain_definition(commits) -> None:
 
 
 def test_commit_value_struct_layout_matches_spec_e2() -> None:
-    # the commit records built by the test log are OffsetCommitValue v3 exactly as spec §7.8 E2
+    # the commit records built by the test log are OffsetCommitValue v3 exactly as Kafka serializes it
+    # (OffsetCommitValue.json)
     log = LogBuilder("my-group").commit("orders", 3, 1234, at=1_700_000_000_000)
     value = log.records[0][4]
     assert value == struct.pack(">hqihq", 3, 1234, 0, 0, 1_700_000_000_000)

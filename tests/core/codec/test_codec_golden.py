@@ -1,5 +1,5 @@
-"""Golden bytes: every worked example of spec §7.8 (E1–E12), decoded field by field and re-encoded
-byte for byte. The hex is written out as in the spec, one field per line."""
+"""Golden bytes: twelve records (E1–E12) byte-identical to what Kafka's generated record classes
+serialize, decoded field by field and re-encoded byte for byte. The hex is written one field per line."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def test_e3_offset_commit_v1_with_expire_timestamp() -> None:
         OffsetCommitValue(offset=1234, leader_epoch=-1, metadata="x", commit_timestamp=TS,
                           expire_timestamp=1700086400000),
         key_version=1, value_version=1))
-    # the writer's rule (§6.2): an expire timestamp means v1
+    # the writer's rule (GroupCoordinatorRecordHelpers#newOffsetCommitRecord): an expire timestamp means v1
     assert CoordinatorRecord.of(OffsetCommitKey("my-group", "orders", 3),
                                 decode(E1_KEY, E3_VALUE).value).value_version == 1
 

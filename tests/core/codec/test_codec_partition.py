@@ -1,4 +1,5 @@
-"""partition_for (spec §8.2): Utils.abs(String#hashCode) % partitions, over UTF-16 code units."""
+"""partition_for (GroupCoordinatorService#partitionFor): Utils.abs(String#hashCode) % partitions, over UTF-16
+code units."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def test_every_record_decodes_and_re_encodes_byte_identically(rows: list[dict[st
         assert rec.key_trailing == b"" and rec.value_trailing == b"", where
         assert partition_for(rec.key.group) == row["partition"], where
         kinds[(rec.record_type_name, rec.value_version)] += 1
-    # what a 3.9 broker writes (§6.1, §6.2): offset commits v3, group metadata v3, key v1/v2
+    # what a 3.9 broker writes (GroupCoordinatorRecordHelpers): offset commits v3, group metadata v3, key v1/v2
     assert kinds == {("OffsetCommit", 3): 1116, ("GroupMetadata", 3): 22}
 
 
@@ -83,7 +83,7 @@ def test_embedded_consumer_protocol_bytes(rows: list[dict[str, Any]]) -> None:
             if rec.value.protocol == "cooperative-sticky":
                 coop_generations.append((decode_cooperative_user_data(sub.user_data), sub.generation_id))
                 assert asg is not None and asg.version == 3
-    # kafka-python 3.0.12 writes Subscription/Assignment v0, the Java 3.9 client v3 (§7.6)
+    # kafka-python 3.0.12 writes Subscription/Assignment v0, the Java 3.9 client v3 (ConsumerProtocol)
     assert set(protocols) == {("range", 0, 0), ("range", 3, 3), ("cooperative-sticky", 3, 3)}
     # cooperative-sticky members send the generation twice: userData (4 bytes) and GenerationId
     assert coop_generations and all(g is not None for g, _ in coop_generations)

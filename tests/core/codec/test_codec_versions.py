@@ -82,7 +82,7 @@ def test_offset_commit_key_versions(key_version: int) -> None:
     (4, OffsetCommitValue(42, 3, "meta", TS, -1)),  # flexible
 ])
 def test_offset_commit_value_versions(version: int, expected: OffsetCommitValue) -> None:
-    """Writing drops the (ignorable) fields a version lacks; reading fills -1 (spec §7.1)."""
+    """Writing drops the (ignorable) fields a version lacks; reading fills -1 (the generated messages' defaults)."""
     back = round_trip(CoordinatorRecord(OFFSET_KEY, FULL_OFFSET, 1, version))
     assert back.value == expected and back.value_version == version
 
@@ -139,7 +139,7 @@ def test_kip848_records(key: object, value: object) -> None:
 
 
 def test_kip848_value_of_the_3_7_layout_is_a_decode_error_not_a_misread() -> None:
-    # 3.7's ConsumerGroupPartitionMetadataValue began with an int32 Epoch (§7.5)
+    # 3.7's ConsumerGroupPartitionMetadataValue began with an int32 Epoch (ConsumerGroupPartitionMetadataValue.json)
     key = encode(CoordinatorRecord.of(ConsumerGroupPartitionMetadataKey("g")))[0]
     with pytest.raises(RecordDecodeError, match="ConsumerGroupPartitionMetadataValue"):
         decode(key, bytes.fromhex("0000" "00000005" "02" "0f1e2d3c4b5a69788796a5b4c3d2e1f0" "02" "6f"))

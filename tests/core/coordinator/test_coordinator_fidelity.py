@@ -160,7 +160,7 @@ def test_scala_unexpected_sync_expiration_text() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# iteration orders of the sets printed in logs (spec §2.5)
+# iteration orders of the sets printed in logs (java.util.HashMap / Scala HashMap)
 
 
 def _scala_small_or_champ(ids: list[str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""JoinGroup decision table J1-J20 (spec §3.1), acceptJoiningMember, static replacement in every state (§4.4)."""
+"""JoinGroup decision table J1-J20 (GroupMetadataManager#classicGroupJoin), acceptJoiningMember, static replacement
+in every state (#updateStaticMemberThenRebalanceOrCompleteJoin)."""
 
 from __future__ import annotations
 
@@ -219,7 +220,8 @@ def test_j6_stable_w3_failure_rolls_back(flavor: str) -> None:
     assert v.state == GroupState.STABLE and v.member_ids == (old,) and v.leader_id == old
     m = v.members[0]
     assert m.session_timeout_ms == SESSION  # both restore the timeouts
-    # J restores the old protocols; S keeps the request's (spec §4.4, §11.16)
+    # J restores the old protocols; S keeps the request's (updateStaticMemberThenRebalanceOrCompleteJoin /
+    # updateStaticMemberAndRebalance)
     assert m.supported_protocols == (RANGE if flavor == "java" else new_protocols)
 
 

@@ -1,5 +1,6 @@
-"""LeaveGroup L1/L2, a-e, S vs J batching (spec §3.4, §11.4, §11.15); OffsetCommit C1-C10 (§3.5);
-offset expiration and DeleteGroups (§6.4, W4)."""
+"""LeaveGroup L1/L2, a-e, S vs J batching (GroupMetadataManager#classicGroupLeave, GroupCoordinator#handleLeaveGroup);
+OffsetCommit C1-C10 (OffsetMetadataManager#commitOffset); offset expiration and DeleteGroups
+(OffsetMetadataManager#cleanupExpiredOffsets, W4)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ def test_leave_c_pending_member(flavor: str) -> None:
     res = ctx.leave(pending)
     assert res.responses == leave_resp(ctx, Errors.NONE, (pending, None, Errors.NONE))
     assert pending not in ctx.view().pending_members
-    # J counts it as a successful leave: a Stable group rebalances although nobody left (spec §11.15)
+    # J counts it as a successful leave: a Stable group rebalances although nobody left
+    # (GroupMetadataManager#classicGroupLeaveToClassicGroup)
     if flavor == "java":
         assert ctx.view().state == GroupState.PREPARING_REBALANCE
         assert any(f"explicit `LeaveGroup` request for ({pending}) members." in line for line in res.logs)

@@ -1,4 +1,5 @@
-"""The load path (spec §6.3), load completion, unload/failover, and the append-failure rows (§6.1 W2/W5, §6.5)."""
+"""The load path (GroupCoordinatorShard#replay), load completion, unload/failover, and the append-failure rows
+(W2/W5, GroupMetadataManager#appendGroupMetadataErrorToResponseError)."""
 
 from __future__ import annotations
 
@@ -164,7 +165,7 @@ def test_written_but_failed_append_reaches_the_log() -> None:
     ctx.at(3000)
     ctx.fail_next_append(Errors.REQUEST_TIMED_OUT, written=True)
     res = ctx.sync(a, 1, ((a, b"x"),))
-    assert len(res.records) == 1  # in the log although the coordinator saw a failure (spec §12)
+    assert len(res.records) == 1  # in the log although the coordinator saw a failure (not verified on a broker)
     assert res.responses[0].error_code == Errors.COORDINATOR_NOT_AVAILABLE
     assert ctx.view().state == GroupState.PREPARING_REBALANCE
 

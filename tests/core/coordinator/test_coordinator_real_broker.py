@@ -109,7 +109,7 @@ def _real_lines(group: str) -> list[tuple[int, str]]:
 
 @pytest.mark.skipif(not SERVER_LOG.exists(), reason="shared real-broker sample not present")
 def test_simulated_grp_s01_reproduces_the_broker_log_lines_and_records() -> None:
-    """GroupCoordinator (S) log texts (§9.2) and W1/W2 contents, for the steady scenario grp-s01: three
+    """GroupCoordinator (S) log texts and W1/W2 contents, for the steady scenario grp-s01: three
     kafka-python consumers (JoinGroup with MEMBER_ID_REQUIRED), range, then LeaveGroup one by one."""
     real = _real_lines("grp-s01")
     assert len(real) == 14

@@ -1,4 +1,4 @@
-"""Every legal and illegal state transition (spec §1) and the hash-map order emulation (§2.5)."""
+"""Every legal and illegal state transition (ClassicGroupState) and the hash-map order emulation (java.util.HashMap)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def test_illegal_transition_raises(current: GroupState, target: GroupState) -> N
 
 
 def test_java_hashmap_bucket_order_of_builtin_assignors() -> None:
-    # spec §2.3: sticky 8, range 9, roundrobin 10, cooperative-sticky 15 in a 16-bucket table
+    # the protocol vote's HashMap (ClassicGroup#selectProtocol): sticky 8, range 9, roundrobin 10,
+    # cooperative-sticky 15 in a 16-bucket table
     assert java_hashmap_order(["cooperative-sticky", "roundrobin", "range", "sticky"]) == [
         "sticky", "range", "roundrobin", "cooperative-sticky"]
 

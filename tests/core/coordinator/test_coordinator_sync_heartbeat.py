@@ -1,4 +1,4 @@
-"""SyncGroup S1-S10 (spec §3.2, W1) and Heartbeat H1-H8 (§3.3)."""
+"""SyncGroup S1-S10 (GroupMetadataManager#classicGroupSync, W1) and Heartbeat H1-H8 (#classicGroupHeartbeat)."""
 
 from __future__ import annotations
 

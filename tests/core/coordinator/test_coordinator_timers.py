@@ -1,5 +1,5 @@
-"""Timers of spec §5: session, new-member, pending-member, initial delay (+ extensions, stale flag),
-join/rebalance, pending-sync; firing order."""
+"""The coordinator's timers (CoordinatorTimer keys / S's delayed operations): session, new-member,
+pending-member, initial delay (+ extensions, stale flag), join/rebalance, pending-sync; firing order."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_initial_delay_capped_by_rebalance_timeout() -> None:
 
 @pytest.mark.parametrize("flavor,extended", [("java", True), ("scala", False)])
 def test_initial_delay_extension_for_reforming_group(flavor: str, extended: bool) -> None:
-    # S sets newMemberAdded only at generation 0 (spec §11.1)
+    # S sets newMemberAdded only at generation 0 (GroupCoordinator#addMemberAndRebalance)
     ctx = Ctx(flavor=flavor)
     (a,) = ctx.stable_group(1)
     ctx.leave(a)  # Empty, generation 2
