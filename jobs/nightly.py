@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
-from coordinator_core.audit.auditor import HistoryGap
+from coordinator_core.audit import HistoryGap
 from coordinator_core.errors import CoordinatorAuditError
 
 if TYPE_CHECKING:

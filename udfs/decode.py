@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa  # module level: the UDFs' `pa.Array` type hints are resolved against it
 
-from coordinator_core.audit.snapshot import GroupSnapshot
+from coordinator_core.audit import GroupSnapshot
 from coordinator_core.consumer_protocol import decode_assignment, decode_subscription
 from coordinator_core.errors import CoordinatorAuditError
 from coordinator_core.records import (
@@ -31,13 +31,13 @@ from coordinator_core.records import (
     decode,
     partition_for,
 )
+from coordinator_core.records_fast import group_metadata_header
 from udfs.schemas import ASSIGNMENT_STRUCT, RECORD_STRUCT, SUBSCRIPTION_STRUCT
 
 __all__ = [
     "decode_assignment_udf",
     "decode_record_udf",
     "decode_subscription_udf",
-    "group_metadata_header",
     "group_metadata_header_udf",
     "owners_udf",
     "partition_for_udf",
@@ -177,21 +177,6 @@ def partition_for_udf(num_partitions: int = 50) -> Any:
                         type=pa.int32())
 
     return partition_of
-
-
-def group_metadata_header(key: bytes, value: bytes | None) -> tuple[int, int] | None:
-    """(generation, member count) of a GroupMetadata value the codec decodes (the struct fast path
-    `group_record_fast`, else `decode`); None for a tombstone, another record type or bad bytes."""
-    from coordinator_core.audit.fastpath import group_record_fast
-
-    if value is None:
-        return None
-    try:
-        rec = group_record_fast(key, value)  # None: the codec decides
-        v = (rec if rec is not None else decode(key, value)).value
-    except CoordinatorAuditError:
-        return None
-    return (v.generation, len(v.members)) if isinstance(v, GroupMetadataValue) else None
 
 
 def group_metadata_header_udf() -> Any:

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udfs.decode import group_metadata_header
+from coordinator_core.records_fast import group_metadata_header
 
 __all__ = [
     "FILE_UNIT_SCHEMA",

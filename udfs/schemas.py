@@ -48,7 +48,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from coordinator_core.audit.rows import (
+from coordinator_core.audit import (
     AssignmentRow,
     GenerationRow,
     OffsetCommitRow,

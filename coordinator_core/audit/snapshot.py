@@ -13,8 +13,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from coordinator_core.audit.fastpath import assignment_groups_fast, subscription_fast
 from coordinator_core.consumer_protocol import (
+    TopicPartitions,
     decode_assignment,
     decode_cooperative_user_data,
     decode_sticky_user_data,
@@ -22,6 +22,7 @@ from coordinator_core.consumer_protocol import (
 )
 from coordinator_core.errors import CoordinatorInvariantError, RecordDecodeError
 from coordinator_core.records import GroupMetadataValue, MemberMetadata
+from coordinator_core.records_fast import assignment_groups_fast, subscription_fast
 
 __all__ = ["EAGER_ONLY_ASSIGNORS", "GroupSnapshot", "MemberView", "TopicPartition"]
 
@@ -33,10 +34,10 @@ EAGER_ONLY_ASSIGNORS = frozenset({"range", "roundrobin", "sticky"})
 """Built-in assignors that support only the EAGER protocol (spec §10.2)."""
 
 
-def _flatten(entries: object) -> tuple[TopicPartition, ...]:
+def _flatten(entries: tuple[TopicPartitions, ...]) -> tuple[TopicPartition, ...]:
     """[(topic, partitions)] entries -> ((topic, partition), ...) in wire order."""
     out: list[TopicPartition] = []
-    for entry in entries or ():  # type: ignore[attr-defined]
+    for entry in entries:
         topic = entry.topic
         out.extend((topic, p) for p in entry.partitions)
     return tuple(out)
