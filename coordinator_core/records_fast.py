@@ -91,7 +91,9 @@ _record = fast_constructor(CoordinatorRecord)
 
 
 def group_record_fast(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
-    """A GroupMetadata record (key type 2, value v0–v3 or a tombstone) read with struct, or None."""
+    """A GroupMetadata record read with struct, or None: Kafka's GroupMetadataKey (key type 2) with a
+    GroupMetadataValue v0–v3 (the non-flexible versions of `GroupMetadataValue.json` in Kafka's
+    group-coordinator module) or a tombstone."""
     return _read_group(key, value, None)[0]
 
 
@@ -280,7 +282,8 @@ SubscriptionFields = tuple[int, tuple[str, ...], bytes | None, tuple[tuple[str, 
 
 def subscription_fast(b: bytes) -> SubscriptionFields | None:
     """(version, topics, user_data, owned (topic, partition) pairs, generation_id, rack_id) of a
-    ConsumerProtocolSubscription v0–v3 with nothing after its last field, or None."""
+    ConsumerProtocolSubscription v0–v3 (Kafka's `ConsumerProtocolSubscription.json`, read by
+    `ConsumerProtocol#deserializeSubscription`) with nothing after its last field, or None."""
     try:
         size = len(b)
         if size < 2 or b[0] != 0 or b[1] > 3:
@@ -336,7 +339,8 @@ def subscription_fast(b: bytes) -> SubscriptionFields | None:
 
 def assignment_fast(b: bytes) -> tuple[int, tuple[tuple[str, int], ...], bytes | None] | None:
     """(version, assigned (topic, partition) pairs, user_data) of a ConsumerProtocolAssignment
-    v0–v3 with nothing after its last field, or None."""
+    v0–v3 (Kafka's `ConsumerProtocolAssignment.json`, read by `ConsumerProtocol#deserializeAssignment`)
+    with nothing after its last field, or None."""
     try:
         size = len(b)
         if size < 2 or b[0] != 0 or b[1] > 3:

@@ -49,7 +49,7 @@ class GenerationRow:
     member_count: int
     static_member_count: int
     state: str
-    """"Stable" when the record lists members, else "Empty" (Kafka's load path, spec §6.3)."""
+    """"Stable" when the record lists members, else "Empty" (Kafka's load path, `GroupMetadataManager#replay`)."""
     state_timestamp: int | None
     """currentStateTimestamp of the opening record (ms); None when absent (value v0/v1) or -1."""
     record_timestamp: int
@@ -153,7 +153,7 @@ class OffsetCommitRow:
     """Summary of the commits of one topic-partition within one generation window.
 
     A window runs from one GroupMetadata record (value or tombstone) of the group to the next; see
-    `coordinator_core.audit.offsets` for the exact definition shared with the Spark SQL path.
+    `coordinator_core.audit.offsets.OffsetSummary` for the rules, which the Spark job's offset path follows too.
     "first"/"last" mean first/last in log order.
     """
 

@@ -1,8 +1,10 @@
 """A group as one GroupMetadata record persisted it, with the embedded consumer-protocol bytes decoded.
 
 The audit compares successive snapshots; everything here is derived from one record value. For
-protocol type "consumer" each member's subscription and assignment are decoded (spec §7.6) and so
-is the assignor's userData for the built-in sticky assignors (§7.7); for any other protocol type
+protocol type "consumer" each member's subscription and assignment are decoded (Kafka's
+ConsumerProtocolSubscription / ConsumerProtocolAssignment, `ConsumerProtocol#deserializeSubscription`)
+and so is the assignor's userData for the built-in sticky assignors (`StickyAssignor#memberData`,
+`CooperativeStickyAssignor#memberData`); for any other protocol type
 (Connect, ...) those bytes are opaque and only compared as bytes. An embedded part that does not
 decode leaves that part unknown (None) and an error text in `MemberView.errors`; the record itself
 is still valid for Kafka's load path, which never parses the assignment.
@@ -31,7 +33,8 @@ TopicPartition = tuple[str, int]
 _I = struct.Struct(">i")
 
 EAGER_ONLY_ASSIGNORS = frozenset({"range", "roundrobin", "sticky"})
-"""Built-in assignors that support only the EAGER protocol (spec §10.2)."""
+"""Built-in assignors that support only the EAGER protocol (the default
+`ConsumerPartitionAssignor#supportedProtocols`; only CooperativeStickyAssignor adds COOPERATIVE, KIP-429)."""
 
 
 def _flatten(entries: tuple[TopicPartitions, ...]) -> tuple[TopicPartition, ...]:

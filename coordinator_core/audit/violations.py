@@ -1,5 +1,5 @@
 """Broken protocol guarantees visible in the persisted assignments (offset regressions are found on
-the offset-commit path, see `coordinator_core.audit.offsets`).
+the offset-commit path, see `coordinator_core.audit.offsets.OffsetSummary.commit`).
 
 Checks on one record alone (run on every new generation, including the first of a partial history):
 * `duplicate_assignment`: a partition is assigned to two or more members of one generation.
