@@ -106,8 +106,7 @@ class GenerationObserver:
         gen = snap.generation if snap is not None else None
         new_generation = snap is not None and any(
             isinstance(r, RebalanceCauseRow) and r.is_primary and r.generation_id == gen for r in rows)
-        # (the generation named beside the previous record is the new one's, as this evidence always said)
-        evidence = f"{gap.evidence()}; " + self._evidence_at(p, o, gen, before)
+        evidence = f"{gap.evidence()}; " + self._evidence_at(p, o, prev_gen, before)
         detail = gap.describe() + (f" before generation {gen}" if gen is not None else " before the tombstone")
         row = self._cause_row(Cause("history_gap", detail=detail), gen, prev_gen, new_generation, p, o, ts, evidence)
         if new_generation:
