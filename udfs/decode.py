@@ -199,14 +199,12 @@ def group_metadata_header_udf() -> Any:
 
 def owners_udf() -> Any:
     """UDF (GroupMetadata value binary, group id, topic, partition) -> array<string>: the members
-    the record assigns that partition to (`GroupSnapshot.owners`), empty when none or unreadable."""
+    the record assigns that partition to (`GroupSnapshot.owner_ids`), empty when none or unreadable."""
     from pyspark.sql.functions import arrow_udf
-
-    from coordinator_core.records import decode as decode_record
 
     @arrow_udf("array<string>")  # type: ignore[misc]
     def owners(values: pa.Array, groups: pa.Array, topics: pa.Array, partitions: pa.Array) -> pa.Array:
-        cache: dict[tuple[bytes, str], dict[tuple[str, int], list[str]]] = {}
+        cache: dict[tuple[bytes, str], dict[tuple[str, int], tuple[str, ...]]] = {}
         out: list[list[str]] = []
         for v, g, t, p in zip(values.to_pylist(), groups.to_pylist(), topics.to_pylist(), partitions.to_pylist(),
                               strict=True):
@@ -216,15 +214,12 @@ def owners_udf() -> Any:
             key = (v, g)
             table = cache.get(key)
             if table is None:
-                table = {}
                 try:
-                    rec = decode_record(b"\x00\x02" + len(g.encode()).to_bytes(2, "big") + g.encode(), v)
-                    snap = GroupSnapshot.from_value(rec.value, group_id=g)  # type: ignore[arg-type]
-                    table = {tp: [m.member_id for m in ms] for tp, ms in snap.owners().items()}
+                    table = GroupSnapshot.from_value_bytes(v, group_id=g).owner_ids()
                 except CoordinatorAuditError:
                     table = {}
                 cache[key] = table
-            out.append(table.get((t, p), []))
+            out.append(list(table.get((t, p), ())))
         return pa.array(out, type=pa.list_(pa.string()))
 
     return owners

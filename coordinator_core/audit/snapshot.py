@@ -23,7 +23,14 @@ from coordinator_core.consumer_protocol import (
     decode_subscription,
 )
 from coordinator_core.errors import CoordinatorInvariantError, RecordDecodeError
-from coordinator_core.records import GroupMetadataValue, MemberMetadata
+from coordinator_core.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    decode,
+    encode,
+)
 from coordinator_core.records_fast import assignment_groups_fast, subscription_fast
 
 __all__ = ["EAGER_ONLY_ASSIGNORS", "GroupSnapshot", "MemberView", "TopicPartition"]
@@ -425,6 +432,22 @@ class GroupSnapshot:
             for tp in dict.fromkeys(m.assigned or ()):
                 out.setdefault(tp, []).append(m)
         return out
+
+    def owner_ids(self) -> dict[TopicPartition, tuple[str, ...]]:
+        """Each assigned partition -> the ids of the members it is assigned to (what an
+        `offset_regression` in this snapshot's window names)."""
+        return {tp: tuple(m.member_id for m in ms) for tp, ms in self.owners().items()}
+
+    @staticmethod
+    def from_value_bytes(value: bytes, *, group_id: str) -> GroupSnapshot:
+        """The snapshot of a GroupMetadata value given as bytes (the codec reads it as the value of
+        `group_id`'s GroupMetadataKey); raises the codec's RecordDecodeError, or
+        CoordinatorInvariantError (`from_value`), when it cannot be read."""
+        key, _ = encode(CoordinatorRecord.of(GroupMetadataKey(group_id), None))
+        value_record = decode(key, value).value
+        if not isinstance(value_record, GroupMetadataValue):
+            raise RecordDecodeError(f"group {group_id!r}: a GroupMetadata value is required, not a tombstone")
+        return GroupSnapshot.from_value(value_record, group_id=group_id)
 
     def revocations(self) -> dict[str, tuple[TopicPartition, ...]]:
         """member id -> partitions it reported owning at join but was not assigned (it must revoke

@@ -58,8 +58,7 @@ class OffsetWindow:
         """The `offset_regression` violation of the commit at `p`/`o` (`OffsetSummary.commit`
         returned `r`), naming the members the window's opening record assigns the partition to."""
         if self._owners is None:
-            owners = self._snapshot.owners() if self._snapshot is not None else {}
-            self._owners = {k: tuple(m.member_id for m in v) for k, v in owners.items()}
+            self._owners = self._snapshot.owner_ids() if self._snapshot is not None else {}
         topic, partition = tp
         return ViolationRow(
             group_id, self.generation_id, "offset_regression", topic, partition, self._owners.get(tp, ()),
