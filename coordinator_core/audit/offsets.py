@@ -120,16 +120,21 @@ class OffsetSummary:
         """Applies the next commit in log order. In a Stable window (`stable`) a commit strictly
         below the previous commit is a regression: counted, and what it stepped back from returned
         (None otherwise). Tombstones in between do not reset the comparison."""
+        if offset >= self.last_offset:  # the common case (and every first commit: last_offset is NO_OFFSET)
+            if not self.commits:
+                self.first_offset = offset
+                self.first_commit_timestamp = commit_timestamp
+            self.commits += 1
+            self.last_offset = offset
+            self.last_commit_timestamp = commit_timestamp
+            self.last_source_offset = self.last_commit_source_offset = source_offset
+            return None
         regression = None
-        if offset < self.last_offset:
-            if stable:
-                self.regressions += 1
-                prev_ts, prev_src = self.last_commit_timestamp, self.last_commit_source_offset
-                assert prev_ts is not None and prev_src is not None  # last_offset above NO_OFFSET: a commit was applied
-                regression = Regression(self.last_offset, prev_ts, prev_src)
-        elif self.commits == 0:
-            self.first_offset = offset
-            self.first_commit_timestamp = commit_timestamp
+        if stable:
+            self.regressions += 1
+            prev_ts, prev_src = self.last_commit_timestamp, self.last_commit_source_offset
+            assert prev_ts is not None and prev_src is not None  # last_offset above NO_OFFSET: a commit was applied
+            regression = Regression(self.last_offset, prev_ts, prev_src)
         self.commits += 1
         self.last_offset = offset
         self.last_commit_timestamp = commit_timestamp
