@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import functions as F
 
-from coordinator_core.audit.auditor import HistoryGap
+from coordinator_core.audit import HistoryGap
 from coordinator_core.errors import CoordinatorAuditError
 from jobs.delta_io import _is_delta_table, read_table
 

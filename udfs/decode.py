@@ -24,7 +24,7 @@ from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType
 
-from coordinator_core.audit.snapshot import GroupSnapshot
+from coordinator_core.audit import GroupSnapshot
 from coordinator_core.consumer_protocol import decode_assignment, decode_subscription
 from coordinator_core.errors import CoordinatorAuditError
 from coordinator_core.records import (
@@ -36,13 +36,13 @@ from coordinator_core.records import (
     decode,
     partition_for,
 )
+from coordinator_core.records_fast import group_metadata_header
 from udfs.schemas import ASSIGNMENT_STRUCT, RECORD_STRUCT, SUBSCRIPTION_STRUCT
 
 __all__ = [
     "decode_assignment_udf",
     "decode_record_udf",
     "decode_subscription_udf",
-    "group_metadata_header",
     "group_metadata_header_udf",
     "owners_udf",
     "partition_for_udf",
@@ -183,21 +183,6 @@ def partition_for_udf(num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS) -> Any
     return partition_of
 
 
-def group_metadata_header(key: bytes, value: bytes | None) -> tuple[int, int] | None:
-    """(generation, member count) of a GroupMetadata value the codec decodes (the struct fast path
-    `group_record_fast`, else `decode`); None for a tombstone, another record type or bad bytes."""
-    from coordinator_core.audit.fastpath import group_record_fast
-
-    if value is None:
-        return None
-    try:
-        rec = group_record_fast(key, value)  # None: the codec decides
-        v = (rec if rec is not None else decode(key, value)).value
-    except CoordinatorAuditError:
-        return None
-    return (v.generation, len(v.members)) if isinstance(v, GroupMetadataValue) else None
-
-
 def group_metadata_header_udf() -> Any:
     """UDF (key binary, value binary) -> struct<generation int, member_count int>:
     `group_metadata_header` per row; null when it gives None."""
@@ -216,10 +201,10 @@ def group_metadata_header_udf() -> Any:
 
 def owners_udf() -> Any:
     """UDF (GroupMetadata value binary, group id, topic, partition) -> array<string>: the members
-    the record assigns that partition to (`GroupSnapshot.owners`), empty when none or unreadable."""
+    the record assigns that partition to (`GroupSnapshot.owner_ids`), empty when none or unreadable."""
     @_scalar_arrow_udf("array<string>")
     def owners(values: pa.Array, groups: pa.Array, topics: pa.Array, partitions: pa.Array) -> pa.Array:
-        cache: dict[tuple[bytes, str], dict[tuple[str, int], list[str]]] = {}
+        cache: dict[tuple[bytes, str], dict[tuple[str, int], tuple[str, ...]]] = {}
         out: list[list[str]] = []
         for v, g, t, p in zip(values.to_pylist(), groups.to_pylist(), topics.to_pylist(), partitions.to_pylist(),
                               strict=True):
@@ -229,16 +214,12 @@ def owners_udf() -> Any:
             key = (v, g)
             table = cache.get(key)
             if table is None:
-                table = {}
                 try:
-                    rec = decode(b"\x00\x02" + len(g.encode()).to_bytes(2, "big") + g.encode(), v)
-                    if isinstance(rec.value, GroupMetadataValue):  # v is not None: never a tombstone
-                        snap = GroupSnapshot.from_value(rec.value, group_id=g)
-                        table = {tp: [m.member_id for m in ms] for tp, ms in snap.owners().items()}
+                    table = GroupSnapshot.from_value_bytes(v, group_id=g).owner_ids()
                 except CoordinatorAuditError:
                     table = {}
                 cache[key] = table
-            out.append(table.get((t, p), []))
+            out.append(list(table.get((t, p), ())))
         return pa.array(out, type=pa.list_(pa.string()))
 
     return owners

@@ -52,9 +52,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from coordinator_core.audit import AuditCounts, GroupAuditor
-from coordinator_core.audit.auditor import HistoryGap
-from coordinator_core.audit.rows import AssignmentRow, GenerationRow
+from coordinator_core.audit import AssignmentRow, AuditCounts, GenerationRow, GroupAuditor, HistoryGap
 from udfs.schemas import AUDIT_TABLES, struct_type_from_dataclass
 
 if TYPE_CHECKING:

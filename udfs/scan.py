@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 
 from coordinator_core.errors import CoordinatorAuditError
 from coordinator_core.records import OffsetCommitValue, decode
-from udfs.decode import group_metadata_header
+from coordinator_core.records_fast import group_metadata_header
 from udfs.scan_kernel import (
     KIND_COMMIT_KEY,
     KIND_GROUP_METADATA_KEY,

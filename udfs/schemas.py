@@ -49,7 +49,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from coordinator_core.audit.rows import (
+from coordinator_core.audit import (
     AssignmentRow,
     GenerationRow,
     OffsetCommitRow,

@@ -2,13 +2,17 @@
 
 Entry points: `audit_group(records)` for a whole group in one call, `GroupAuditor` for streaming in
 several batches, reading the counts, and saving/resuming state (`to_dict`/`from_dict`). Row types
-are in `coordinator_core.audit.rows`.
+are in `coordinator_core.audit.rows`; the offset-commit rules are `OffsetSummary`'s
+(`coordinator_core.audit.offsets`). This module is the audit's public face: code outside the
+package imports from here.
 """
 
 from __future__ import annotations
 
 from coordinator_core.audit.auditor import STATE_FORMAT, AuditCounts, GroupAuditor, audit_group
 from coordinator_core.audit.causes import CAUSE_PRIORITY, CAUSES
+from coordinator_core.audit.observer import HistoryGap
+from coordinator_core.audit.offsets import OffsetSummary, Regression
 from coordinator_core.audit.rows import (
     ROW_TYPES,
     TABLES,
@@ -21,6 +25,7 @@ from coordinator_core.audit.rows import (
     ViolationRow,
     table_of,
 )
+from coordinator_core.audit.snapshot import GroupSnapshot
 from coordinator_core.audit.violations import VIOLATION_KINDS
 
 __all__ = [
@@ -35,9 +40,13 @@ __all__ = [
     "AuditRow",
     "GenerationRow",
     "GroupAuditor",
+    "GroupSnapshot",
+    "HistoryGap",
     "OffsetCommitRow",
+    "OffsetSummary",
     "QuarantineRow",
     "RebalanceCauseRow",
+    "Regression",
     "ViolationRow",
     "audit_group",
     "table_of",

@@ -56,9 +56,9 @@ Not generations of their own (never primary next to a generation's cause):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 
-from coordinator_core.audit.snapshot import GroupSnapshot, MemberView
+from coordinator_core.audit.snapshot import GroupSnapshot, MemberView, TopicPartition
 
 __all__ = ["CAUSES", "CAUSE_PRIORITY", "Activity", "Cause", "new_generation_causes", "primary_problems",
            "same_generation_changes"]
@@ -111,8 +111,8 @@ def _names(members: list[MemberView] | tuple[MemberView, ...], limit: int = 10) 
     return shown + (f", ... ({len(members) - limit} more)" if len(members) > limit else "")
 
 
-def _tps(tps: object, limit: int = 20) -> str:
-    items = sorted(tps)  # type: ignore[call-overload]
+def _tps(tps: Iterable[TopicPartition], limit: int = 20) -> str:
+    items = sorted(tps)
     shown = ", ".join(f"{t}-{p}" for t, p in items[:limit])
     return "[" + shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "") + "]"
 
@@ -391,12 +391,40 @@ def same_generation_changes(prev: GroupSnapshot, new: GroupSnapshot) -> tuple[li
     return causes, replacements
 
 
-def primary_problems(causes: Iterable[Any], generations: Iterable[Any]) -> list[str]:
+class _CauseLike(Protocol):
+    """What `primary_problems` reads of a cause row (a `RebalanceCauseRow`, or a Spark row read back)."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def source_partition(self) -> int: ...
+    @property
+    def source_offset(self) -> int: ...
+    @property
+    def is_primary(self) -> bool: ...
+    @property
+    def cause(self) -> str: ...
+
+
+class _GenerationLike(Protocol):
+    """What `primary_problems` reads of a generation row."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def generation_id(self) -> int: ...
+    @property
+    def source_partition(self) -> int: ...
+    @property
+    def source_offset(self) -> int: ...
+
+
+def primary_problems(causes: Iterable[_CauseLike], generations: Iterable[_GenerationLike]) -> list[str]:
     """Checks the `rebalance_causes` promise on rows of both tables (audit rows, or Spark rows read
     back): every generation row has exactly one primary cause among the cause rows of its own record
     (same group and source partition/offset), and every other primary row is a tombstone that starts
     the audited history. Returns the problems found (empty: the invariant holds)."""
-    by_record: dict[tuple[str, int, int], list[Any]] = {}
+    by_record: dict[tuple[str, int, int], list[_CauseLike]] = {}
     for c in causes:
         by_record.setdefault((c.group_id, c.source_partition, c.source_offset), []).append(c)
     problems: list[str] = []

@@ -13,9 +13,9 @@ columns and `tombstones` on offset_commits; `replayed` and `key_type` on quarant
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from dataclasses import dataclass
+
+from coordinator_core.records_fast import fast_constructor
 
 __all__ = [
     "ROW_TYPES",
@@ -49,7 +49,7 @@ class GenerationRow:
     member_count: int
     static_member_count: int
     state: str
-    """"Stable" when the record lists members, else "Empty" (Kafka's load path, spec §6.3)."""
+    """"Stable" when the record lists members, else "Empty" (Kafka's load path, `GroupMetadataManager#replay`)."""
     state_timestamp: int | None
     """currentStateTimestamp of the opening record (ms); None when absent (value v0/v1) or -1."""
     record_timestamp: int
@@ -153,7 +153,7 @@ class OffsetCommitRow:
     """Summary of the commits of one topic-partition within one generation window.
 
     A window runs from one GroupMetadata record (value or tombstone) of the group to the next; see
-    `coordinator_core.audit.offsets` for the exact definition shared with the Spark SQL path.
+    `coordinator_core.audit.offsets.OffsetSummary` for the rules, which the Spark job's offset path follows too.
     "first"/"last" mean first/last in log order.
     """
 
@@ -226,34 +226,6 @@ ROW_TYPES: dict[str, type] = {name: cls for cls, name in _TABLES.items()}
 def table_of(row: AuditRow) -> str:
     """The Delta table a row belongs to (e.g. "generations")."""
     return _TABLES[type(row)]
-
-
-_R = TypeVar("_R")
-
-
-def fast_constructor(cls: type[_R]) -> Callable[..., _R]:
-    """A positional constructor for the frozen slotted class `cls`, about 5x cheaper than calling
-    `cls(...)`: the audit builds one row per assigned partition per generation (and one record
-    object per member of every replayed GroupMetadata value), and a frozen dataclass sets each
-    field through `object.__setattr__`.
-
-    The constructor is a plain slotted twin of `cls` (same `__slots__`, so the same memory layout)
-    whose `__init__` fills the slots with ordinary attribute stores and then re-labels the object as
-    a `cls` (`__class__` assignment between classes of compatible layout): calling it returns an
-    ordinary frozen `cls` instance, equal, hashing and printing like one built by `cls(...)`. All
-    arguments are required and positional, in field order; `__post_init__` does not run."""
-    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
-    if getattr(cls, "__slots__", None) != names:
-        raise TypeError(f"{cls.__name__} is not a slotted dataclass with one slot per field")
-    source = (f"def __init__(self, {', '.join(names)}):\n"
-              + "".join(f"    self.{n} = {n}\n" for n in names)
-              + "    self.__class__ = cls\n")
-    namespace: dict[str, Any] = {"cls": cls}
-    exec(source, namespace)
-    twin = type(f"make_{cls.__name__}", (), {
-        "__slots__": names, "__init__": namespace["__init__"],
-        "__doc__": f"{cls.__name__}(*values), built by `fast_constructor` (returns a {cls.__name__})."})
-    return twin
 
 
 make_assignment_row = fast_constructor(AssignmentRow)

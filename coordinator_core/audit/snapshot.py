@@ -1,8 +1,10 @@
 """A group as one GroupMetadata record persisted it, with the embedded consumer-protocol bytes decoded.
 
 The audit compares successive snapshots; everything here is derived from one record value. For
-protocol type "consumer" each member's subscription and assignment are decoded (spec §7.6) and so
-is the assignor's userData for the built-in sticky assignors (§7.7); for any other protocol type
+protocol type "consumer" each member's subscription and assignment are decoded (Kafka's
+ConsumerProtocolSubscription / ConsumerProtocolAssignment, `ConsumerProtocol#deserializeSubscription`)
+and so is the assignor's userData for the built-in sticky assignors (`StickyAssignor#memberData`,
+`CooperativeStickyAssignor#memberData`); for any other protocol type
 (Connect, ...) those bytes are opaque and only compared as bytes. An embedded part that does not
 decode leaves that part unknown (None) and an error text in `MemberView.errors`; the record itself
 is still valid for Kafka's load path, which never parses the assignment.
@@ -13,15 +15,23 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from coordinator_core.audit.fastpath import assignment_groups_fast, subscription_fast
 from coordinator_core.consumer_protocol import (
+    TopicPartitions,
     decode_assignment,
     decode_cooperative_user_data,
     decode_sticky_user_data,
     decode_subscription,
 )
 from coordinator_core.errors import CoordinatorInvariantError, RecordDecodeError
-from coordinator_core.records import GroupMetadataValue, MemberMetadata
+from coordinator_core.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    decode,
+    encode,
+)
+from coordinator_core.records_fast import assignment_groups_fast, subscription_fast
 
 __all__ = ["EAGER_ONLY_ASSIGNORS", "GroupSnapshot", "MemberView", "TopicPartition"]
 
@@ -30,13 +40,14 @@ TopicPartition = tuple[str, int]
 _I = struct.Struct(">i")
 
 EAGER_ONLY_ASSIGNORS = frozenset({"range", "roundrobin", "sticky"})
-"""Built-in assignors that support only the EAGER protocol (spec §10.2)."""
+"""Built-in assignors that support only the EAGER protocol (the default
+`ConsumerPartitionAssignor#supportedProtocols`; only CooperativeStickyAssignor adds COOPERATIVE, KIP-429)."""
 
 
-def _flatten(entries: object) -> tuple[TopicPartition, ...]:
+def _flatten(entries: tuple[TopicPartitions, ...]) -> tuple[TopicPartition, ...]:
     """[(topic, partitions)] entries -> ((topic, partition), ...) in wire order."""
     out: list[TopicPartition] = []
-    for entry in entries or ():  # type: ignore[attr-defined]
+    for entry in entries:
         topic = entry.topic
         out.extend((topic, p) for p in entry.partitions)
     return tuple(out)
@@ -421,6 +432,22 @@ class GroupSnapshot:
             for tp in dict.fromkeys(m.assigned or ()):
                 out.setdefault(tp, []).append(m)
         return out
+
+    def owner_ids(self) -> dict[TopicPartition, tuple[str, ...]]:
+        """Each assigned partition -> the ids of the members it is assigned to (what an
+        `offset_regression` in this snapshot's window names)."""
+        return {tp: tuple(m.member_id for m in ms) for tp, ms in self.owners().items()}
+
+    @staticmethod
+    def from_value_bytes(value: bytes, *, group_id: str) -> GroupSnapshot:
+        """The snapshot of a GroupMetadata value given as bytes (the codec reads it as the value of
+        `group_id`'s GroupMetadataKey); raises the codec's RecordDecodeError, or
+        CoordinatorInvariantError (`from_value`), when it cannot be read."""
+        key, _ = encode(CoordinatorRecord.of(GroupMetadataKey(group_id), None))
+        value_record = decode(key, value).value
+        if not isinstance(value_record, GroupMetadataValue):
+            raise RecordDecodeError(f"group {group_id!r}: a GroupMetadata value is required, not a tombstone")
+        return GroupSnapshot.from_value(value_record, group_id=group_id)
 
     def revocations(self) -> dict[str, tuple[TopicPartition, ...]]:
         """member id -> partitions it reported owning at join but was not assigned (it must revoke

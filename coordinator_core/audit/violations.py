@@ -1,5 +1,5 @@
 """Broken protocol guarantees visible in the persisted assignments (offset regressions are found on
-the offset-commit path, see `coordinator_core.audit.offsets`).
+the offset-commit path, see `coordinator_core.audit.offsets.OffsetSummary.commit`).
 
 Checks on one record alone (run on every new generation, including the first of a partial history):
 * `duplicate_assignment`: a partition is assigned to two or more members of one generation.
@@ -80,7 +80,7 @@ def assignment_violations(new: GroupSnapshot) -> list[Violation]:
     for m in new.members:
         if m.topics is None or not m.assigned_groups or m.assigned_topics <= m.topics:
             continue
-        for topic, partition in dict.fromkeys(m.assigned):
+        for topic, partition in m.assigned_distinct:
             if topic not in m.topics:
                 out.append(Violation("assignment_outside_subscription", topic, partition, (m.member_id,),
                                      f"{m.label} is assigned {topic}-{partition} but subscribed to "

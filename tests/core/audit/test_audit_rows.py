@@ -10,11 +10,11 @@ from coordinator_core.audit.rows import (
     AssignmentRow,
     GenerationRow,
     RebalanceCauseRow,
-    fast_constructor,
     make_assignment_row,
     make_cause_row,
     make_generation_row,
 )
+from coordinator_core.records_fast import fast_constructor
 
 CASES = [
     (make_assignment_row, AssignmentRow,

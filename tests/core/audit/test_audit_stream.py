@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import struct
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.audit import GroupAuditor, audit_group
+from coordinator_core.audit import GroupAuditor, HistoryGap, audit_group
 from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, encode
 
 from .audit_builders import LogBuilder, member, rows_by_table, tps
@@ -263,3 +264,51 @@ def test_random_group_histories_keep_the_invariants(log: LogBuilder, split: int)
     # ownership intervals are well formed
     for a in tables["assignments"]:
         assert a.valid_to is None or a.valid_to >= a.valid_from
+
+
+def test_states_saved_before_the_split_by_concern_resume_to_one_pass() -> None:
+    """Saved `group_state` rows outlive code changes: states (format 1) written by the audit as it was
+    before its split into dispatch, offset-window tracker and generation observer (the window's
+    summaries then a list of slots) load, save again unchanged, and resume to one pass's rows."""
+    saved = json.loads((Path(__file__).parent / "data" / "state_format1_rich_log.json").read_text())
+    records = rich_log().records
+    one_pass = list(audit_group(records))
+    assert [s["split"] for s in saved["states"]] == list(range(len(records) + 1))
+    for s in saved["states"]:
+        k, state = s["split"], s["state"]
+        resumed = GroupAuditor.from_dict(state)
+        assert json.loads(json.dumps(resumed.to_dict())) == state, f"split at {k}"
+        before = GroupAuditor()
+        rows = list(before.feed(records[:k]))
+        assert json.loads(json.dumps(before.to_dict())) == state, f"split at {k}"  # the same JSON written today
+        assert rows + list(resumed.feed(records[k:])) + resumed.finish() == one_pass, f"split at {k}"
+
+
+def test_a_gap_makes_the_next_generation_primary_history_gap_naming_both_records() -> None:
+    log = LogBuilder("g")
+    log.group(1, [member("a-1", tps("t", 0))]).commit("t", 0, 5)
+    head = list(log.records)
+    log.offset += 40  # offsets 2..41 of the partition were never read
+    log.group(2, [member("a-1", tps("t", 0)), member("b-1", tps("t", 1))])
+    auditor = GroupAuditor()
+    rows = list(auditor.feed(head))
+    auditor.note_gap(HistoryGap(7, 1, 42, 40, 0))
+    rows += list(auditor.feed(log.records[len(head):])) + auditor.finish()
+    causes = [r for r in rows_by_table(rows)["rebalance_causes"] if r.generation_id == 2]
+    gap = next(r for r in causes if r.cause == "history_gap")
+    assert gap.is_primary and [r.cause for r in causes if r.is_primary] == ["history_gap"]
+    assert any(r.cause == "member_joined" and not r.is_primary for r in causes)  # what the records suggest stays
+    assert gap.evidence == ("partition 7: 40 offset(s) missing before offset 42; partition 7 offset 42; previous "
+                            "GroupMetadata at partition 7 offset 0 (generation 1)")
+    assert auditor.gap_rows() == []  # consumed
+
+
+def test_a_gap_no_later_record_explains_is_a_secondary_row_on_the_current_generation() -> None:
+    log = LogBuilder("g")
+    log.group(1, [member("a-1", tps("t", 0))])
+    auditor = GroupAuditor()
+    list(auditor.feed(log.records))
+    auditor.note_gap(HistoryGap(7, 0, 10, 9, 1_700_000_009_000))
+    [row] = auditor.gap_rows()
+    assert (row.cause, row.generation_id, row.is_primary, row.source_offset) == ("history_gap", 1, False, 10)
+    assert "no GroupMetadata record of the group followed" in row.detail

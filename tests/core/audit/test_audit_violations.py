@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from coordinator_core.audit import GroupSnapshot
+from coordinator_core.errors import RecordDecodeError
+
 from .audit_builders import LogBuilder, member, tps
 from .test_audit_causes import audit
 
@@ -160,3 +165,14 @@ def test_replaced_static_member_may_move_when_membership_changes() -> None:
            .group(2, [member("s1-b", tps("t", 0), instance="s1"), member("s2-a", tps("t", 1, 2), instance="s2"),
                       member("s3-a", B, instance="s3")]))
     assert audit(log)["violations"] == []
+
+
+def test_owner_ids_read_from_value_bytes() -> None:
+    """What an offset_regression names, read from a GroupMetadata value's bytes (the Spark job's
+    `udfs.decode.owners_udf`); bytes the codec rejects raise its error."""
+    log = LogBuilder("g").group(4, [member("a-1", tps("t", 0, 1)), member("b-1", tps("t", 1, 2))])
+    value = log.records[0][4]
+    owners = GroupSnapshot.from_value_bytes(value, group_id="g").owner_ids()
+    assert owners == {("t", 0): ("a-1",), ("t", 1): ("a-1", "b-1"), ("t", 2): ("b-1",)}
+    with pytest.raises(RecordDecodeError):
+        GroupSnapshot.from_value_bytes(value[:-4], group_id="g")

@@ -1,4 +1,5 @@
-"""Struct-based readers for the audit's GroupMetadata path, in front of the schema-driven codec.
+"""Byte-level readers of the codec's hot paths, in front of the schema-driven codec: GroupMetadata
+records (the audit's replay reads one per generation) and the header of a GroupMetadata value.
 
 The codec (`coordinator_core.records.decode`, `coordinator_core.consumer_protocol.decode_*`) is the
 authority; these readers handle only the common, well-formed shapes the snapshot's brokers write
@@ -16,13 +17,24 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from dataclasses import fields
 from itertools import repeat
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from coordinator_core.audit.rows import fast_constructor
-from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from coordinator_core.errors import CoordinatorAuditError
+from coordinator_core.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    decode,
+)
 
-__all__ = ["GroupRecordReader", "assignment_fast", "assignment_groups_fast", "group_record_fast",
-           "subscription_fast"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = ["GroupRecordReader", "assignment_fast", "assignment_groups_fast", "fast_constructor",
+           "group_metadata_header", "group_record_fast", "subscription_fast"]
 
 _h = struct.Struct(">h").unpack_from
 _i = struct.Struct(">i").unpack_from
@@ -41,6 +53,35 @@ def _int32s_of(n: int) -> Callable[[bytes, int], tuple[int, ...]]:
             _int32s[n] = unpack
     return unpack
 
+_R = TypeVar("_R", bound="DataclassInstance")
+
+
+def fast_constructor(cls: type[_R]) -> Callable[..., _R]:
+    """A positional constructor for the frozen slotted class `cls`, about 5x cheaper than calling
+    `cls(...)`: the audit builds one row per assigned partition per generation (and one record
+    object per member of every replayed GroupMetadata value), and a frozen dataclass sets each
+    field through `object.__setattr__`.
+
+    The constructor is a plain slotted twin of `cls` (same `__slots__`, so the same memory layout)
+    whose `__init__` fills the slots with ordinary attribute stores and then re-labels the object as
+    a `cls` (`__class__` assignment between classes of compatible layout): calling it returns an
+    ordinary frozen `cls` instance, equal, hashing and printing like one built by `cls(...)`. All
+    arguments are required and positional, in field order; `__post_init__` does not run."""
+    names = tuple(f.name for f in fields(cls))
+    if getattr(cls, "__slots__", None) != names:
+        raise TypeError(f"{cls.__name__} is not a slotted dataclass with one slot per field")
+    source = (f"def __init__(self, {', '.join(names)}):\n"
+              + "".join(f"    self.{n} = {n}\n" for n in names)
+              + "    self.__class__ = cls\n")
+    namespace: dict[str, Any] = {"cls": cls}
+    exec(source, namespace)
+    twin = type(f"make_{cls.__name__}", (), {
+        "__slots__": names, "__init__": namespace["__init__"],
+        "__doc__": f"{cls.__name__}(*values), built by `fast_constructor` (returns a {cls.__name__})."})
+    return twin
+
+
+
 # the codec's frozen record classes, built without their per-field object.__setattr__ (positional,
 # every field given; CoordinatorRecord's __post_init__ only fills a missing value_version, always given here)
 _member = fast_constructor(MemberMetadata)
@@ -50,7 +91,9 @@ _record = fast_constructor(CoordinatorRecord)
 
 
 def group_record_fast(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
-    """A GroupMetadata record (key type 2, value v0–v3 or a tombstone) read with struct, or None."""
+    """A GroupMetadata record read with struct, or None: Kafka's GroupMetadataKey (key type 2) with a
+    GroupMetadataValue v0–v3 (the non-flexible versions of `GroupMetadataValue.json` in Kafka's
+    group-coordinator module) or a tombstone."""
     return _read_group(key, value, None)[0]
 
 
@@ -138,7 +181,7 @@ def _read_group(key: bytes, value: bytes | None, previous: list[_MemberBytes] | 
         known = len(previous) if previous is not None else 0
         for index in range(count):
             start = pos
-            before = previous[index] if index < known else None  # type: ignore[index]
+            before = previous[index] if previous is not None and index < known else None
             if before is not None and value[start:start + len(before[0])] == before[0]:
                 header = before[1]
                 pos = start + len(before[0])
@@ -239,7 +282,8 @@ SubscriptionFields = tuple[int, tuple[str, ...], bytes | None, tuple[tuple[str, 
 
 def subscription_fast(b: bytes) -> SubscriptionFields | None:
     """(version, topics, user_data, owned (topic, partition) pairs, generation_id, rack_id) of a
-    ConsumerProtocolSubscription v0–v3 with nothing after its last field, or None."""
+    ConsumerProtocolSubscription v0–v3 (Kafka's `ConsumerProtocolSubscription.json`, read by
+    `ConsumerProtocol#deserializeSubscription`) with nothing after its last field, or None."""
     try:
         size = len(b)
         if size < 2 or b[0] != 0 or b[1] > 3:
@@ -295,7 +339,8 @@ def subscription_fast(b: bytes) -> SubscriptionFields | None:
 
 def assignment_fast(b: bytes) -> tuple[int, tuple[tuple[str, int], ...], bytes | None] | None:
     """(version, assigned (topic, partition) pairs, user_data) of a ConsumerProtocolAssignment
-    v0–v3 with nothing after its last field, or None."""
+    v0–v3 (Kafka's `ConsumerProtocolAssignment.json`, read by `ConsumerProtocol#deserializeAssignment`)
+    with nothing after its last field, or None."""
     try:
         size = len(b)
         if size < 2 or b[0] != 0 or b[1] > 3:
@@ -358,3 +403,18 @@ def assignment_groups_fast(b: bytes) -> tuple[tuple[str, tuple[int, ...]], ...] 
         return tuple(groups)
     except _Errors:
         return None
+
+
+def group_metadata_header(key: bytes, value: bytes | None) -> tuple[int, int] | None:
+    """(generation, member count) of a GroupMetadata record's value (Kafka's GroupMetadataValue,
+    versions 0–4: `group-coordinator/src/main/resources/common/message/GroupMetadataValue.json`),
+    read by `group_record_fast`, else by the codec (`decode`); None for a tombstone, another record
+    type or bytes the codec rejects."""
+    if value is None:
+        return None
+    try:
+        rec = group_record_fast(key, value)  # None: the codec decides
+        v = (rec if rec is not None else decode(key, value)).value
+    except CoordinatorAuditError:
+        return None
+    return (v.generation, len(v.members)) if isinstance(v, GroupMetadataValue) else None

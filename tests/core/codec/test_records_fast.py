@@ -1,16 +1,10 @@
-"""The audit's struct readers agree with the codec field for field, or step aside."""
+"""The codec's byte-level readers (`coordinator_core.records_fast`) agree with the codec field for field, or step aside."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.audit.fastpath import (
-    GroupRecordReader,
-    assignment_fast,
-    group_record_fast,
-    subscription_fast,
-)
 from coordinator_core.consumer_protocol import (
     Assignment,
     Subscription,
@@ -26,8 +20,17 @@ from coordinator_core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
     decode,
     encode,
+)
+from coordinator_core.records_fast import (
+    GroupRecordReader,
+    assignment_fast,
+    group_metadata_header,
+    group_record_fast,
+    subscription_fast,
 )
 from tests.support.codec import INT32
 
@@ -166,3 +169,23 @@ def test_reader_reuses_unchanged_members_and_headers() -> None:
     assert r2.value.members[0] is r1.value.members[0]  # type: ignore[union-attr]
     assert r2.value.members[1] is not r1.value.members[1]  # type: ignore[union-attr]
     assert r2 == decode(*second)
+
+
+@settings(max_examples=300, deadline=None)
+@given(group_records())
+def test_group_metadata_header_reads_generation_and_member_count(rec: CoordinatorRecord) -> None:
+    key, value = encode(rec)
+    header = group_metadata_header(key, value)
+    if rec.value is None:
+        assert header is None
+    else:
+        assert header == (rec.value.generation, len(rec.value.members))  # v4 too: through the codec
+
+
+def test_group_metadata_header_is_none_for_other_records_and_bad_bytes() -> None:
+    key, value = encode(CoordinatorRecord.of(OffsetCommitKey("g", "t", 0), OffsetCommitValue(5, -1, "", 1)))
+    assert group_metadata_header(key, value) is None
+    key, value = encode(CoordinatorRecord.of(GroupMetadataKey("g"), GroupMetadataValue("consumer", 3, "range", "m",
+                                                                                       -1, ())))
+    assert group_metadata_header(key, value) == (3, 0)
+    assert group_metadata_header(key, value[:-3]) is None

@@ -1,11 +1,10 @@
-"""`assignment_groups_fast` (the audit's assignment reader) reads what `assignment_fast` and the codec read."""
+"""`assignment_groups_fast` (the codec's grouped assignment reader, used by the audit) reads what `assignment_fast` and the codec read."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.audit.fastpath import assignment_fast, assignment_groups_fast
 from coordinator_core.audit.snapshot import GroupSnapshot
 from coordinator_core.consumer_protocol import (
     Assignment,
@@ -14,6 +13,7 @@ from coordinator_core.consumer_protocol import (
     encode_assignment,
 )
 from coordinator_core.records import GroupMetadataValue, MemberMetadata
+from coordinator_core.records_fast import assignment_fast, assignment_groups_fast
 from tests.support.codec import INT32
 
 TOPICS = st.sampled_from(["", "a", "orders", "é"])
