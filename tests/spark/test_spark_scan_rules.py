@@ -1,0 +1,100 @@
+"""The single pass's kernel is held to the offset-commit rules of `coordinator_core.audit.offsets`:
+its per-chunk partial summaries, given their windows and merged in log order with
+`OffsetSummary.merge` (what `udfs.offsets.offset_commits` does in Spark), equal the summaries
+the core folds record by record, for any cut of the log into chunks (Spark-free)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coordinator_core.audit.offsets import OffsetSummary
+from tests.spark.test_spark_offsets_path import T, _commit, _gm, _gm_tombstone, _member, _tombstone
+from tests.spark.test_spark_scan import _batch
+from udfs.scan import KIND_PARTIAL, TaskKeys, scan_chunk
+
+GROUPS = ("g", "h")
+TPS = (("t", 0), ("t", 1), ("u", 0))
+
+_commit_event = st.tuples(st.just("commit"), st.sampled_from(GROUPS), st.sampled_from(TPS), st.integers(0, 4))
+_event = st.one_of(  # mostly commits, with small offsets: repeats and backwards steps are frequent
+    _commit_event, _commit_event, _commit_event,
+    st.tuples(st.just("tombstone"), st.sampled_from(GROUPS), st.sampled_from(TPS)),
+    st.tuples(st.just("gm"), st.sampled_from(GROUPS), st.sampled_from(("Stable", "Stable", "Empty", "Dead"))),
+)
+
+
+def _records(events: list[tuple]) -> tuple[list[tuple[bytes, bytes | None]], list[tuple]]:
+    """Encoded records and, per record, (kind, group, topic-partition, offset, window state)."""
+    records, meta = [], []
+    gen = 0
+    for e in events:
+        if e[0] == "commit":
+            _, g, (t, p), o = e
+            records.append(_commit(g, t, p, o, T + len(records) * 10))
+        elif e[0] == "tombstone":
+            _, g, (t, p) = e
+            records.append(_tombstone(g, t, p))
+        else:
+            _, g, state = e
+            gen += 1
+            members = [_member("m1", [0, 1])] if state == "Stable" else []
+            records.append(_gm_tombstone(g) if state == "Dead" else _gm(g, gen, members))
+        meta.append(e)
+    return records, meta
+
+
+def _core(meta: list[tuple]) -> dict[tuple, OffsetSummary]:
+    """The core's fold: per (group, topic-partition, window opening offset), record by record."""
+    window: dict[str, tuple[int | None, bool]] = {g: (None, False) for g in GROUPS}
+    out: dict[tuple, OffsetSummary] = {}
+    for offset, e in enumerate(meta):
+        if e[0] == "gm":
+            window[e[1]] = (offset, e[2] == "Stable")
+            continue
+        g, tp = e[1], e[2]
+        start, stable = window[g]
+        s = out.setdefault((g, tp, start), OffsetSummary(0, offset))
+        if e[0] == "commit":
+            s.commit(e[3], T + offset * 10, offset, stable)
+        else:
+            s.tombstone(offset)
+    return out
+
+
+def _kernel(records: list[tuple[bytes, bytes | None]], meta: list[tuple], cuts: list[int]
+            ) -> dict[tuple, OffsetSummary]:
+    """The kernel over the chunks `cuts` makes, one task (shared `TaskKeys`), stitched as the job does."""
+    batch = _batch(records)
+    keys = TaskKeys()
+    partials = []
+    bounds = [0, *sorted(set(cuts)), len(records)]
+    for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        if hi > lo:
+            out = scan_chunk(pa.Table.from_batches([batch.slice(lo, hi - lo)]), chunk=i, keys=keys)
+            partials += [r for r in out.to_pylist() if r["_kind"] == KIND_PARTIAL]
+    openings = {g: [o for o, e in enumerate(meta) if e[0] == "gm" and e[1] == g] for g in GROUPS}
+    stable_at = {o: e[2] == "Stable" for o, e in enumerate(meta) if e[0] == "gm"}
+    out: dict[tuple, OffsetSummary] = {}
+    for r in sorted(partials, key=lambda r: r["offset"]):
+        before = [o for o in openings[r["group_id"]] if o < r["offset"]]
+        start = before[-1] if before else None
+        stable = stable_at.get(start, False) if start is not None else False
+        s = OffsetSummary.from_list([
+            r["commits"], r["tombstones"], r["first_offset"],
+            r["last_offset"] if r["commits"] else OffsetSummary(0, 0).last_offset,
+            r["first_commit_timestamp"], r["last_commit_timestamp"], r["regressions"] if stable else 0,
+            r["offset"], r["last_source_offset"], r["last_commit_source_offset"], r["partition"]])
+        key = (r["group_id"], (r["topic"], r["partition_key"]), start)
+        out[key] = out[key].merge(s, stable=stable) if key in out else s
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_event, min_size=1, max_size=60), st.lists(st.integers(0, 60), max_size=6))
+def test_kernel_partials_merged_are_the_core_fold(events, cuts) -> None:
+    records, meta = _records(events)
+    assert _kernel(records, meta, cuts) == _core(meta)
