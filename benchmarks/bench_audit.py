@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from coordinator_core.audit import GroupAuditor  # noqa: E402 (after the sys.path line)
 from coordinator_core.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue, encode  # noqa: E402
-from tests.core.audit.audit_builders import LogBuilder, member, tps  # noqa: E402
+from coordinator_core.sim.builders import LogBuilder, member, tps  # noqa: E402
 
 GROUP = "bench-group"
 PARTITIONS = 64

@@ -3,7 +3,7 @@
 Run from the project root: `.venv/bin/python benchmarks/bench_replay_adapter.py [--input DIR]
 [--baseline-rev REV] [--batch-records N] [--limit N] [--no-check]`.
 
-Input: the non-commit records of a benchmark input (`jobs.benchmark`'s cache, Parquet with the
+Input: the non-commit records of a benchmark input (`python -m benchmarks`' cache, Parquet with the
 Kafka-source schema): keys whose first two bytes (the record type) are not 0 or 1, with the group
 read from the key (int16 length + UTF-8 from byte 2; None when that does not parse), sorted by
 (group, partition, offset) as `jobs.audit` sorts them (null group first), cut into Arrow batches of

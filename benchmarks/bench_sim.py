@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_sim.py --records 20000000 --groups 5000 --workers 2
 
 Prints the time spent on group metadata (real coordinator) versus offset commits (fast path), and the
-records/s of the whole run when written as Parquet (jobs.make_samples.write_scale).
+records/s of the whole run when written as Parquet (tools.make_samples.write_scale).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from coordinator_core.sim.runner import run_scenario
 from coordinator_core.sim.scale import ScaleConfig, generate, metadata_scenario, plan_groups
-from jobs.make_samples import write_scale
+from tools.make_samples import write_scale
 
 
 def main() -> None:

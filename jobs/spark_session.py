@@ -56,7 +56,7 @@ ALWAYS: dict[str, str] = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # pyspark 4.2: with Arrow-optimized Python UDFs on (its default), columnar UDF input makes a plain
     # `F.udf` over a Parquet scan of a few thousand rows hang (the worker waits for its UDF, the JVM
-    # for results; seen with jstack/py-spy in jobs/benchmark.py). Off, so notebook users' UDFs work.
+    # for results; seen with jstack/py-spy in the benchmark, benchmarks/). Off, so notebook users' UDFs work.
     "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
 }
 

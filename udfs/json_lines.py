@@ -27,7 +27,7 @@ import gzip
 import json
 import re
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -172,7 +172,8 @@ def _timestamp_us(v: Any) -> int:
             raise ValueError(f"timestamp: {_show(v)} is neither epoch milliseconds nor an ISO-8601 time") from None
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=UTC)
-        return int((dt - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
+        # exact: float seconds (timedelta.total_seconds) would lose the last microsecond
+        return (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
     ms = _integer("timestamp", v, (-(2**53), 2**53))
     return ms * 1000
 

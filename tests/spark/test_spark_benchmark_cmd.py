@@ -1,7 +1,8 @@
-"""`jobs.benchmark` at a tiny size: the command runs and writes a coherent benchmark.json. Figures
-are not asserted (performance lives in the benchmark's own output). The offset path alone and the
-scaling pass are left out to stay under a minute (the audit runs the same offset path; the scaling
-points' assembly is checked without Spark)."""
+"""`python -m benchmarks` at a tiny size: the command runs and writes a coherent benchmark.json.
+Figures are not asserted (performance lives in the benchmark's own output). The offset path alone,
+the derived comparison and the scaling pass are left out to stay near a minute (the audit runs the
+same offset path; the scaling points' assembly and fits are checked without Spark); the Delta input
+runs at one point, the main input's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from jobs import benchmark
+from benchmarks import harness, report
+from benchmarks.peer import peer_decode
+from coordinator_core.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -18,105 +28,182 @@ pytestmark = pytest.mark.spark
 def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--records", "6000", "--groups", "6", "--no-scaling", "--skip", "offset_path,derived", "--replay-commits", "2000",
             "--single-group-commits", "3000", "--shards", "2", "--gen-workers", "1", "--cache-dir", str(tmp_path / "cache"),
-            "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path), "--in-process"]
-    assert benchmark.main(argv) == 0
+            "--delta-factors", "4", "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path), "--in-process"]
+    assert harness.main(argv) == 0
     printed = capsys.readouterr().out
     out_file = tmp_path / "out" / "benchmark.json"
     assert f"benchmark.json: {out_file}" in printed
-    assert "audit_over_bare_scan" in printed
-    report = json.loads(out_file.read_text())
+    assert "audit_over_bare_scan" in printed and "replay share of the warm audit" in printed
+    rep = json.loads(out_file.read_text())
 
-    m = report["measurements"]
-    rows = report["input"]["rows"]
+    m = rep["measurements"]
+    rows = rep["input"]["rows"]
     assert rows >= 6000
     assert m["bare_scan"]["first"]["records"] == m["bare_scan"]["last"]["records"] == rows
-    # the audit read every record, and the peer found the same offset commits as the job's SQL path
+    # the audit read every record, and the peer found the same offset commits as the job
     assert m["audit"]["counts"]["records_in"] == rows
     assert m["audit"]["counts"]["quarantined"] == 0
     assert m["peer"]["commits"] == m["audit"]["counts"]["records_replayed"] - m["replay"]["non_commit_records"] > 0.9 * rows
     assert any(line.startswith("stage replay") for line in m["audit"]["stages"])
+    assert 0 < m["replay_share"]["share"] < 1 and m["replay_share"]["audit_seconds"] == m["audit"]["seconds"]
+    assert rep["figures"]["replay_share"] == m["replay_share"]["share"]
     assert m["replay"]["group_metadata_records"] > 0 and m["replay"]["commit_records"] > 0
     assert m["memory"]["single_group"]["commits"] == 3000
     assert m["memory"]["audit"]["driver_jvm_hwm_mib"] > 0
-    assert "scaling" not in m and report["targets"]["scaling_linear"]["met"] is None
+    assert "scaling" not in m and rep["targets"]["scaling_linear"]["met"] is None
+    assert rep["targets"]["audit_marginal_over_bare_scan_marginal"]["met"] is None  # no scaling: not measured
+    # the Delta input: the same records, read by Spark from a Delta table beside the Parquet input
+    (point,) = m["delta_input"]["points"]
+    assert point["input"] == rep["input"]["path"] + ".delta" and point["records"] == rows
+    assert len(point["bare_scan"]["runs"]) == len(point["audit"]["runs"]) == 2
+    assert m["delta_input"]["fits"] == {"bare_scan": {}, "audit": {}}  # one point: no slope
     for name in ("audit_over_bare_scan", "peer_over_audit"):
-        assert report["ratios"][name] > 0
-    assert report["ratios"]["offset_path_over_bare_scan"] is None  # skipped
-    assert report["ratios"]["derived_over_base"] is None and "derived" not in m  # skipped
-    assert set(report["targets"]) == set(benchmark.TARGETS)
-    assert report["targets"]["audit_over_bare_scan"]["note"]  # below 20M: flagged as not the target's size
+        assert rep["ratios"][name] > 0
+    assert rep["ratios"]["offset_path_over_bare_scan"] is None  # skipped
+    assert rep["ratios"]["derived_over_base"] is None and "derived" not in m  # skipped
+    assert set(rep["targets"]) == set(report.TARGETS)
+    assert rep["targets"]["audit_over_bare_scan"]["note"]  # below 20M: flagged as not the target's size
+    assert rep["environment"]["loadavg_max_1min"] is not None
 
     # the inputs are keyed by their ScaleConfig: asking again reuses them without generating
-    config = benchmark.scale_config(6000, 6, 0)
-    again_path, again = benchmark.ensure_input(config, tmp_path / "cache")
-    assert str(again_path) == report["input"]["path"] and again == {k: report["input"][k] for k in again}
+    config = harness.scale_config(6000, 6, 0)
+    again_path, again = harness.ensure_input(config, tmp_path / "cache")
+    assert str(again_path) == rep["input"]["path"] and again == {k: rep["input"][k] for k in again}
+    delta = harness.ensure_delta_input(again_path, again)
+    assert str(delta) == point["input"]
+    printed = capsys.readouterr().err
+    assert "reused" in printed
 
 
 def test_benchmark_flags() -> None:
-    args = benchmark.parse_args(["--records", "8000", "--skip", "peer,replay", "--skip", "scaling"])
+    args = harness.parse_args(["--records", "8000", "--skip", "peer,replay", "--skip", "scaling"])
     assert args.skip == {"peer", "replay", "scaling"}
     assert args.scaling_base == 2000  # a quarter of --records: the 4x point is the main input
-    with pytest.raises(SystemExit):
-        benchmark.parse_args(["--skip", "nonsense"])
-    fit = benchmark.scaling_fit([(1_000_000, 12.0), (2_000_000, 22.0), (4_000_000, 42.0)])
+    assert args.scaling_factors == (1, 2, 4, 8) and args.delta_factors == (1, 4)
+    assert harness.parse_args(["--scaling-factors", "4,1,2"]).scaling_factors == (1, 2, 4)
+    for bad in (["--skip", "nonsense"], ["--scaling-factors", "0,1"], ["--delta-factors", "x"]):
+        with pytest.raises(SystemExit):
+            harness.parse_args(bad)
+
+
+def test_scaling_fit() -> None:
+    fit = harness.scaling_fit([(1_000_000, 12.0), (2_000_000, 22.0), (4_000_000, 42.0), (8_000_000, 82.0)])
     assert fit["slope_s_per_million_records"] == pytest.approx(10.0)
     assert fit["intercept_s"] == pytest.approx(2.0)
+    assert fit["r2"] == pytest.approx(1.0)
     assert fit["marginal_ratio"] == pytest.approx(1.0)
-    # the scaling points are assembled from the step results, each the best of its runs; the 4x
-    # point's runs are the main audit and one more
-    report: dict = {"measurements": {"audit": {"seconds": 40.0}}}
-    main, p1, p2 = Path("main"), Path("p1"), Path("p2")
-    results = {"scaling.1x": {"step": "scaling.1x", "result": {"seconds": 12.0}},
-               "scaling.1x.again": {"step": "scaling.1x.again", "result": {"seconds": 13.0}},
-               "scaling.2x": {"step": "scaling.2x", "error": "Py4JError: boom", "session_alive": False},
-               "scaling.4x.again": {"step": "scaling.4x.again", "result": {"seconds": 38.5}}}
-    benchmark._collect(report, results, main, [(1, p1, 1000), (2, p2, 2000), (4, main, 4000)])
-    points = report["measurements"]["scaling"]["points"]
-    assert [(p["seconds"], p["reused_main"]) for p in points] == [(12.0, False), (None, False), (38.5, True)]
-    assert points[0]["runs"] == [12.0, 13.0] and points[2]["runs"] == [40.0, 38.5]
-    assert points[1]["error"] == "Py4JError: boom" and report["measurements"]["scaling"]["fit"] == {}
-    # every audit step writes under a name that is a valid run id (bench-<out>)
-    steps = benchmark._spark_steps(benchmark.parse_args(["--records", "8000"]), main,
-                                   [(1, p1, 1000), (2, p2, 2000), (4, main, 4000)])
-    outs = [st["out"] for st in steps if st["kind"] == "audit"]
-    # audit_first, audit, the derived comparison (audit_base, audit_base.again, audit.again), 5 scaling runs
-    assert len(outs) == 10 and all(c.isalnum() or c in "-_" for o in outs for c in o)
-    assert len(set(outs)) == len(outs)
-    without = [st["name"] for st in steps if st.get("derived_tables") is False]
-    assert without == ["audit_base", "audit_base.again"]
-    # the derived tables' cost: best audit with them over best audit without
-    report = {"measurements": {"audit": {"seconds": 12.0}}}
-    benchmark._collect(report, {"audit_base": {"result": {"seconds": 10.5, "stages": []}},
-                                "audit_base.again": {"result": {"seconds": 10.0, "stages": []}},
-                                "audit.again": {"result": {"seconds": 11.5}}}, main, [])
-    d = report["measurements"]["derived"]
-    assert (d["best_with"], d["best_without"], d["with_seconds"]) == (11.5, 10.0, [12.0, 11.5])
-    superlinear = benchmark.scaling_fit([(1_000_000, 10.0), (2_000_000, 20.0), (4_000_000, 80.0)])
+    superlinear = harness.scaling_fit([(1_000_000, 10.0), (2_000_000, 20.0), (4_000_000, 80.0)])
     assert superlinear["marginal_ratio"] == pytest.approx(3.0)
+    assert "marginal_ratio" not in harness.scaling_fit([(1_000_000, 10.0), (2_000_000, 20.0)])
+
+
+def _ok(seconds: float, **extra: object) -> dict:
+    return {"result": {"seconds": seconds, **extra}}
+
+
+def test_scaling_points_and_figures_from_step_results() -> None:
+    """Each point of each measurement is the best of its two runs (the main input's point reuses
+    the main runs); a failed run leaves its point and the fit empty; the figures are the slopes'
+    ratios and the audit's intercept."""
+    main, p1, p2, p8 = Path("main"), Path("p1"), Path("p2"), Path("p8")
+    points = [(1, p1, 1_000_000), (2, p2, 2_000_000), (4, main, 4_000_000), (8, p8, 8_000_000)]
+    bare = {1: 0.6, 2: 0.7, 4: 0.9, 8: 1.3}  # 0.1 s per M records + 0.5 s
+    offsets = {k: 1.0 + 0.15 * n / 1e6 for k, _, n in points}
+    audit = {k: 5.0 + 0.3 * n / 1e6 for k, _, n in points}
+    hwm = {1: 300.0, 2: 310.0, 4: 320.0, 8: 330.0}
+    results: dict = {}
+    for k, p, _ in points:
+        if p == main:
+            results["bare_scan.first"] = _ok(bare[k] + 0.2, records=4_000_000)
+            results["bare_scan.last"] = _ok(bare[k], records=4_000_000)
+            results["offset_path"] = _ok(offsets[k])
+            results["scaling.4x.offset_path.2"] = _ok(offsets[k] + 1)
+            results["audit"] = _ok(audit[k] + 0.5, memory={"python_worker_peak_hwm_mib": hwm[k]},
+                                   replay_stage_seconds=1.1)
+            results["audit.again"] = _ok(audit[k], replay_stage_seconds=1.0)
+            results["audit_base"] = results["audit_base.again"] = _ok(audit[k])
+            continue
+        for run in (1, 2):
+            results[f"scaling.{k}x.bare_scan.{run}"] = _ok(bare[k] + (run - 1) * 0.3)
+            results[f"scaling.{k}x.offset_path.{run}"] = _ok(offsets[k] + (2 - run))
+            results[f"scaling.{k}x.audit.{run}"] = _ok(audit[k] + run - 1,
+                                                       memory={"python_worker_peak_hwm_mib": hwm[k] - run})
+    rep: dict = {"measurements": {}, "parameters": {"skip": []}, "input": {"rows": 4_000_000}}
+    harness._collect(rep, results, main, points, [])
+    rep["ratios"] = report.ratios(rep)
+    rep["figures"] = f = report.figures(rep)
+    rep["targets"] = report.targets(rep)
+    sc = rep["measurements"]["scaling"]
+    assert [p["audit"]["runs"] for p in sc["points"]][2] == [audit[4] + 0.5, audit[4]]
+    assert [p["bare_scan"]["seconds"] for p in sc["points"]] == [bare[k] for k, _, _ in points]
+    assert sc["points"][3]["audit"]["python_worker_peak_hwm_mib"] == hwm[8] - 1
+    assert f["bare_scan_marginal_s_per_million"] == pytest.approx(0.1)
+    assert f["audit_marginal_over_bare_scan_marginal"] == pytest.approx(3.0)
+    assert f["offset_path_marginal_over_bare_scan_marginal"] == pytest.approx(1.5)
+    assert f["audit_fixed_seconds"] == pytest.approx(5.0)
+    assert f["python_worker_peak_rss_growth"] == pytest.approx((hwm[8] - 1) / (hwm[1] - 1))
+    assert f["replay_share"] == pytest.approx(1.0 / audit[4])  # the faster warm run's own stage
+    t = rep["targets"]
+    assert t["audit_marginal_over_bare_scan_marginal"]["met"] is False
+    assert t["offset_path_marginal_over_bare_scan_marginal"]["met"] is True
+    assert t["audit_fixed_seconds"]["met"] is True and t["python_worker_peak_bounded"]["met"] is True
+    assert t["replay_share"]["met"] is True and t["delta_input_audit_fixed_seconds"]["met"] is None
+
+    del results["scaling.2x.audit.2"]
+    results["scaling.1x.offset_path.1"] = {"step": "scaling.1x.offset_path.1", "error": "Py4JError: boom",
+                                           "session_alive": False}
+    rep = {"measurements": {}, "parameters": {"skip": ["peer"]}, "input": {"rows": 4_000_000}}
+    harness._collect(rep, results, main, points, [])
+    sc = rep["measurements"]["scaling"]
+    assert sc["points"][1]["audit"] == {"runs": [audit[2]], "seconds": None, "missing_runs": 1,
+                                        "python_worker_peak_hwm_mib": hwm[2] - 1}
+    assert sc["points"][0]["offset_path"]["errors"] == ["Py4JError: boom"]
+    assert sc["fits"]["audit"] == {} and sc["fits"]["offset_path"] == {} and sc["fits"]["bare_scan"]
+
+
+def test_steps_cover_every_point_twice() -> None:
+    main, p1, p2, p8 = Path("main"), Path("p1"), Path("p2"), Path("p8")
+    points = [(1, p1, 1000), (2, p2, 2000), (4, main, 4000), (8, p8, 8000)]
+    steps = harness._spark_steps(harness.parse_args(["--records", "8000"]), main, points,
+                                 [(1, Path("d1"), 1000), (4, Path("d4"), 4000)])
+    names = [st["name"] for st in steps]
+    assert len(names) == len(set(names))
+    for k, p, _ in points:
+        for kind in ("bare_scan", "offset_path", "audit"):
+            runs = harness._point_runs(k, kind, main=p == main, derived=True)
+            assert len(runs) == harness.RUNS_PER_POINT and set(runs) <= set(names), (k, kind)
+    # every audit step writes under a name that is a valid run id (bench-<out>)
+    outs = [st["out"] for st in steps if st["kind"] == "audit"]
+    # audit_first, audit, the derived comparison (3), 3 scaling points x 2, 2 Delta points x 2
+    assert len(outs) == 15 and all(c.isalnum() or c in "-_" for o in outs for c in o)
+    assert len(set(outs)) == len(outs)
+    assert [st["name"] for st in steps if st.get("derived_tables") is False] == ["audit_base", "audit_base.again"]
+    assert {st["path"] for st in steps if st.get("format") == "delta"} == {"d1", "d4"}
+    # without the derived comparison the main point's second audit is a run of its own
+    steps = harness._spark_steps(harness.parse_args(["--records", "8000", "--skip", "derived"]), main, points)
+    assert "scaling.4x.audit.2" in [st["name"] for st in steps]
+    # the derived tables' cost: best audit with them over best audit without
+    rep: dict = {"measurements": {}, "parameters": {"skip": []}}
+    harness._collect(rep, {"audit": _ok(12.0), "audit_base": _ok(10.5, stages=[]),
+                           "audit_base.again": _ok(10.0, stages=[]), "audit.again": _ok(11.5)}, main, [])
+    d = rep["measurements"]["derived"]
+    assert (d["best_with"], d["best_without"], d["with_seconds"]) == (11.5, 10.0, [12.0, 11.5])
+    assert rep["measurements"]["replay_share"] == {"share": None, "note": "the job logged no replay stage"}
 
 
 def test_peer_decode_reads_the_documented_layouts() -> None:
-    from coordinator_core.records import (
-        CoordinatorRecord,
-        GroupMetadataKey,
-        GroupMetadataValue,
-        OffsetCommitKey,
-        OffsetCommitValue,
-        encode,
-    )
-
     for version in (0, 1, 2, 3):
         epoch = 5 if version == 3 else -1
         expire = 1_700_000_100_000 if version == 1 else -1
         value_in = OffsetCommitValue(42, epoch, "meta", 1_700_000_000_000, expire)
         key, value = encode(CoordinatorRecord.of(OffsetCommitKey("g", "orders", 7), value_in, value_version=version))
-        got = benchmark.peer_decode(key, value)
+        got = peer_decode(key, value)
         assert got is not None
         assert got[:9] == (1, "g", "orders", 7, 42, epoch, "meta", 1_700_000_000_000,
                            expire if version == 1 else None)
     key, _ = encode(CoordinatorRecord.of(OffsetCommitKey("g", "orders", 7), OffsetCommitValue(1, 0, "", 0)))
-    assert benchmark.peer_decode(key, None)[:5] == (1, "g", "orders", 7, None)
+    assert peer_decode(key, None)[:5] == (1, "g", "orders", 7, None)
     key, value = encode(CoordinatorRecord.of(GroupMetadataKey("g"),
                                              GroupMetadataValue("consumer", 9, "range", "m-1", 0, ())))
-    got = benchmark.peer_decode(key, value)
+    got = peer_decode(key, value)
     assert got is not None and got[0] == 2 and got[1] == "g" and got[9:] == (9, "consumer", "range", "m-1")

@@ -28,8 +28,8 @@ from jobs import delta_io
 from jobs.audit import RunSummary, run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table
-from jobs.make_samples import to_table
 from jobs.nightly import WindowConflict
+from tools.make_samples import to_table
 
 pytestmark = pytest.mark.spark
 

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from coordinator_core.audit import GroupAuditor, table_of
-from tests.core.audit.audit_builders import LogBuilder, member, tps
+from coordinator_core.sim.builders import LogBuilder, member, tps
 from udfs.replay import (
     COUNT_FIELDS,
     COUNTS_TABLE,

@@ -1,5 +1,6 @@
 """udfs.json_lines without Spark: each line becomes a record or an error naming the field and the
-problem; encoding detection counts; a truncated .gz keeps the lines before the cut."""
+problem, and a record written back as a line reads back the same; encoding detection counts; a
+truncated .gz keeps the lines before the cut."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import base64
 import gzip
 import json
 import zlib
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -64,14 +66,47 @@ def test_encoding_fit_and_choice() -> None:
         choose_text_encoding(10, 4, 3, source="x")
 
 
+def _written(p: ParsedLine, encoding: str) -> bytes:
+    """`p` written as a dump line in `encoding` (the timestamp as epoch milliseconds when it is
+    whole milliseconds, else as an ISO-8601 time with its microseconds)."""
+    def text(b: bytes | None) -> str | None:
+        return None if b is None else b.hex() if encoding == "hex" else base64.b64encode(b).decode()
+
+    assert p.timestamp_us is not None
+    ts: int | str = (p.timestamp_us // 1000 if p.timestamp_us % 1000 == 0 else
+                     (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=p.timestamp_us)).isoformat())
+    return json.dumps({"key": text(p.key), "value": text(p.value), "topic": p.topic, "partition": p.partition,
+                       "offset": p.offset, "timestamp": ts}).encode()
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=200))
-def test_any_bytes_become_a_record_or_an_error(raw: bytes) -> None:
+@given(st.binary(max_size=200), st.sampled_from(["hex", "base64"]))
+def test_any_bytes_become_a_record_or_an_error(raw: bytes, encoding: str) -> None:
     for line in raw.split(b"\n"):
         if line.strip():
-            p = parse_line(line, "hex")
-            assert p.error is not None or (p.partition is not None and p.offset is not None
-                                           and p.timestamp_us is not None)
+            p = parse_line(line, encoding)
+            if p.error is None:  # a record: it round-trips
+                assert p.partition is not None and p.offset is not None and p.timestamp_us is not None
+                assert parse_line(_written(p, encoding), encoding) == p
+            else:
+                assert p.key is None or isinstance(p.key, bytes)
+
+
+_ISO_RANGE_US = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+"""Microseconds since the epoch of datetime's years 1-9999 (what an ISO-8601 time can say)."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=60), st.text(max_size=12),
+       st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1),
+       st.integers(-(2**53), 2**53).map(lambda ms: ms * 1000) | st.integers(*_ISO_RANGE_US),
+       st.sampled_from(["hex", "base64"]))
+def test_a_written_record_reads_back(key: bytes | None, value: bytes | None, topic: str, partition: int,
+                                     offset: int, timestamp_us: int, encoding: str) -> None:
+    """parse_line(write(record)) == record, the timestamp as epoch ms or as an ISO time with
+    microseconds."""
+    record = ParsedLine(key, value, topic, partition, offset, timestamp_us)
+    assert parse_line(_written(record, encoding), encoding) == record
 
 
 def test_iter_lines_numbers_every_line_and_skips_blank_ones(tmp_path: Path) -> None:

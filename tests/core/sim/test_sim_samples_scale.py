@@ -14,7 +14,7 @@ from coordinator_core.sim.scale import (
     offset_commit_value,
     plan_groups,
 )
-from jobs import make_samples
+from tools import make_samples
 
 SAMPLES = Path(__file__).resolve().parents[3] / "data" / "samples"
 

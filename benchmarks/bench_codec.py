@@ -1,6 +1,6 @@
 """Throughput of the offset-commit fast path and of the generic decoder (run by hand, not by pytest):
 
-    .venv/bin/python -m tests.core.codec.bench_codec [--records N]
+    .venv/bin/python benchmarks/bench_codec.py [--records N]
 
 Decodes the offset-commit records of the real broker sample (repeated to N records) in one
 process on one core and prints records/s for: the fast-path field functions, `decode` (builds the
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from coordinator_core.records import decode, encode, offset_commit_key_fields, offset_commit_value_fields
 
-SAMPLE = Path(__file__).resolve().parents[3] / "data" / "samples" / "real_broker_3_9_0.parquet"
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "real_broker_3_9_0.parquet"
 
 
 def _timed(label: str, n: int, fn) -> None:

@@ -1,14 +1,14 @@
 """Writes simulator sample logs to data/samples/ as Kafka-source Parquet, with their ground truth.
 
-    .venv/bin/python -m jobs.make_samples            # regenerate data/samples/sim_*.parquet + .truth.json
-    .venv/bin/python -m jobs.make_samples --check    # exit 1 if regenerating would change any byte
+    .venv/bin/python -m tools.make_samples            # regenerate data/samples/sim_*.parquet + .truth.json
+    .venv/bin/python -m tools.make_samples --check    # exit 1 if regenerating would change any byte
 
 Each sample is one library scenario (coordinator_core/sim/scenarios/<name>.json), written as the Java
 coordinator (Kafka 4.x, the simulator's default) writes its log: `sim_<name>.*`; a few are also
 written as the Scala coordinator (<= 3.x) does, under their own group (`<group>-scala`):
 `sim_scala_<name>.*`. The Parquet schema is
 the Kafka source's: key binary, value binary, topic string, partition int, offset long, timestamp
-timestamp (UTC, ms). `write_scale` writes a scale-mode run (jobs/benchmark.py uses it).
+timestamp (UTC, ms). `write_scale` writes a scale-mode run (the benchmark, `benchmarks/harness.py`, uses it).
 """
 
 from __future__ import annotations

@@ -1,0 +1,581 @@
+"""The benchmark's harness: the command line, the inputs, the Spark steps in a child process, the
+assembly of their results and the least-squares fits. What each measurement does is
+`benchmarks.measures` (`benchmarks.peer`, `benchmarks.memory`); the figures and targets are
+`benchmarks.report`. The command and what it measures: `benchmarks/__init__.py`."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+from deltalake import write_deltalake
+from pyspark.sql import SparkSession
+
+import benchmarks
+from benchmarks import measures, memory, peer, report
+from coordinator_core.sim.scale import ScaleConfig, plan_groups
+from jobs.spark_session import build_session
+from tools.make_samples import write_scale
+
+__all__ = ["MEASUREMENTS", "ensure_delta_input", "ensure_input", "main", "parse_args", "scale_config",
+           "scaling_fit"]
+
+ROOT = Path(__file__).resolve().parents[1]
+MEASUREMENTS: tuple[str, ...] = ("bare_scan", "offset_path", "audit", "peer", "replay", "memory", "scaling",
+                                 "derived", "delta_input")
+SCALING_FACTORS = (1, 2, 4, 8)
+"""Multiples of `--scaling-base` (by default a quarter of `--records`): 5M, 10M, 20M and 40M records
+at the default size, the 4x point being the main input."""
+DELTA_FACTORS = (1, 4)
+"""Multiples of `--scaling-base` measured with the input as a Delta table (5M and 20M by default)."""
+RUNS_PER_POINT = 2
+DEFAULT_DRIVER_MEMORY = "6g"
+"""The benchmark's driver heap unless `--conf spark.driver.memory=...` says otherwise: with the
+job's laptop default (2g, conf/spark-local.toml) the offset path dies of OutOfMemoryError at 20M
+records (measured; the step is then recorded as failed and the run goes on in a fresh session)."""
+_T0 = time.perf_counter()
+
+Point = tuple[int, Path, int]
+"""(factor, input directory, records) of one scaling point."""
+
+
+def _log(line: str) -> None:
+    print(f"[benchmark {time.perf_counter() - _T0:7.1f}s] {line}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# command line
+
+
+def _factors(text: str) -> tuple[int, ...]:
+    try:
+        out = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated whole factors, e.g. 1,4") from None
+    if not out or out[0] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: factors must be >= 1")
+    return out
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=benchmarks.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=int, default=20_000_000, help="records of the main input (default 20,000,000)")
+    p.add_argument("--groups", type=int, default=5000, help="consumer groups of the main input (default 5,000)")
+    p.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
+    p.add_argument("--master", default="local[2]", help="Spark master of every measurement (default local[2])")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Spark setting for the session (repeatable)")
+    p.add_argument("--shards", type=int, help="the audit's job.shards (default: conf/audit.toml's)")
+    p.add_argument("--scaling", action=argparse.BooleanOptionalAction, default=True,
+                   help="run the scaling pass (default on)")
+    p.add_argument("--scaling-base", type=int,
+                   help="records of the 1x scaling input (default --records / 4: the 4x point is the main input)")
+    p.add_argument("--scaling-factors", type=_factors, default=SCALING_FACTORS, metavar="K,K,...",
+                   help="multiples of --scaling-base measured by the scaling pass (default 1,2,4,8)")
+    p.add_argument("--delta-factors", type=_factors, default=DELTA_FACTORS, metavar="K,K,...",
+                   help="multiples of --scaling-base measured with the input as a Delta table (default 1,4)")
+    p.add_argument("--replay-commits", type=int, default=2_000_000,
+                   help="about how many offset commits the pure-Python commit rate reads (default 2,000,000)")
+    p.add_argument("--single-group-commits", type=int, default=5_000_000,
+                   help="commit records of the single-group memory run (default 5,000,000)")
+    p.add_argument("--skip", action="append", default=[], metavar="NAME",
+                   help=f"leave out a measurement (repeatable or comma-separated): {', '.join(MEASUREMENTS)}")
+    p.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "bench",
+                   help="where generated inputs are kept and reused (default .cache/bench)")
+    p.add_argument("--gen-workers", type=int, default=2, help="processes generating inputs (default 2)")
+    p.add_argument("--out", type=Path, default=ROOT / "bench",
+                   help="directory of benchmark.json (default bench/)")
+    p.add_argument("--work-dir", type=Path, help="parent of the temp dir the audits write to (default: system temp)")
+    p.add_argument("--keep-output", action="store_true", help="keep the audits' Delta tables")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the Spark measurements in this process, in its active session if any (tests); by "
+                        "default they run in a child process that is replaced if a step kills the JVM")
+    args = p.parse_args(argv)
+    skip = {s.strip() for item in args.skip for s in item.split(",") if s.strip()}
+    unknown = skip - set(MEASUREMENTS)
+    if unknown:
+        p.error(f"--skip {sorted(unknown)[0]}: unknown measurement; choose from {', '.join(MEASUREMENTS)}")
+    args.skip = skip
+    for name in ("records", "groups", "replay_commits", "single_group_commits", "gen_workers"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.scaling_base is None:
+        args.scaling_base = max(1, args.records // 4)
+    if args.scaling_base < 1:
+        p.error("--scaling-base must be >= 1")
+    for item in args.conf:
+        if "=" not in item:
+            p.error(f"--conf {item}: expected KEY=VALUE")
+    if not any(item.split("=", 1)[0] == "spark.driver.memory" for item in args.conf):
+        args.conf.append(f"spark.driver.memory={DEFAULT_DRIVER_MEMORY}")
+    return args
+
+
+# ------------------------------------------------------------------------------------------------
+# inputs
+
+
+def ensure_input(config: ScaleConfig, cache_dir: Path, *, workers: int = 2) -> tuple[Path, dict[str, Any]]:
+    """The scale-mode input of `config` as Kafka-source Parquet: (directory, manifest).
+
+    Reused when `<cache_dir>/input-r<records>-g<groups>-s<seed>/_manifest.json` holds the same
+    `ScaleConfig`; otherwise generated into a temporary sibling and renamed into place."""
+    name = f"input-r{config.records}-g{config.groups}-s{config.seed}"
+    directory = cache_dir / name
+    manifest_path = directory / "_manifest.json"
+    if manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text())
+        files_ok = all((directory / f).is_file() for f in manifest.get("files", {}))
+        if manifest.get("config") == dataclasses.asdict(config) and files_ok:
+            _log(f"input {directory}: reused ({manifest['rows']:,} records)")
+            return directory, manifest
+        _log(f"input {directory}: manifest does not match this ScaleConfig; regenerating")
+    _log(f"input {directory}: generating {config.records:,} records, {config.groups:,} groups, seed "
+         f"{config.seed} with {workers} process(es)")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache_dir))
+    t0 = time.perf_counter()
+    counts = write_scale(config, staging, workers=workers)
+    elapsed = time.perf_counter() - t0
+    manifest = {"config": dataclasses.asdict(config), "rows": sum(counts.values()), "files": counts,
+                "bytes": sum((staging / f).stat().st_size for f in counts), "generate_s": round(elapsed, 2)}
+    (staging / "_manifest.json").write_text(json.dumps(manifest, indent=1))
+    if directory.exists():
+        shutil.rmtree(directory)
+    staging.rename(directory)
+    _log(f"input {directory}: {manifest['rows']:,} records, {manifest['bytes'] / 1e6:,.0f} MB in {elapsed:.1f} s")
+    return directory, manifest
+
+
+def ensure_delta_input(parquet_dir: Path, manifest: dict[str, Any]) -> Path:
+    """The records of a Parquet input (`ensure_input`) as a Delta table beside it,
+    `<parquet_dir>.delta/`, written once with delta-rs (`write_deltalake`) and reused while
+    `<parquet_dir>.delta.json` holds the Parquet input's manifest. The Kafka-source timestamp
+    (milliseconds) is stored as Delta's microsecond TIMESTAMP, the only precision Delta has."""
+    directory = parquet_dir.with_name(parquet_dir.name + ".delta")
+    stamp = parquet_dir.with_name(parquet_dir.name + ".delta.json")
+    if stamp.is_file() and (directory / "_delta_log").is_dir() and json.loads(stamp.read_text()) == manifest:
+        _log(f"delta input {directory}: reused")
+        return directory
+    source = ds.dataset(parquet_dir, format="parquet")
+    schema = pa.schema([f.with_type(pa.timestamp("us", tz="UTC")) if f.name == "timestamp" else f
+                        for f in source.schema])
+    batches = (b.cast(schema) for b in source.to_batches(columns=schema.names))
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=parquet_dir.parent))
+    t0 = time.perf_counter()
+    write_deltalake(str(staging), pa.RecordBatchReader.from_batches(schema, batches), mode="overwrite")
+    if directory.exists():
+        shutil.rmtree(directory)
+    staging.rename(directory)
+    stamp.write_text(json.dumps(manifest, indent=1))
+    _log(f"delta input {directory}: {manifest['rows']:,} records written in {time.perf_counter() - t0:.1f} s")
+    return directory
+
+
+def scale_config(records: int, groups: int, seed: int) -> ScaleConfig:
+    """The `ScaleConfig` whose generated input holds at least `records` records.
+
+    Scale mode writes whole commit rounds (every partition of every group once per round), so it
+    lands up to one round short of its `records`; round up to the next whole round instead."""
+    config = ScaleConfig(records=records, groups=groups, seed=seed)
+    per_round = sum(p.partitions for p in plan_groups(config))
+    rounds = max(1, -(-records // per_round))
+    return dataclasses.replace(config, records=rounds * per_round)
+
+
+def _scaled_config(config: ScaleConfig, records: int, *, base_records: int) -> ScaleConfig:
+    groups = max(1, round(config.groups * records / base_records))
+    return scale_config(records, groups, config.seed)
+
+
+# ------------------------------------------------------------------------------------------------
+# fits
+
+
+def scaling_fit(points: list[tuple[int, float]]) -> dict[str, Any]:
+    """Least squares of seconds over records (slope in seconds per million records, intercept in
+    seconds), and the marginal cost of the last segment over that of the first (1.0 = linear)."""
+    n = len(points)
+    xs = [p[0] / 1e6 for p in points]
+    ys = [p[1] for p in points]
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else None
+    out: dict[str, Any] = {"slope_s_per_million_records": slope,
+                           "intercept_s": my - slope * mx if slope is not None else None}
+    if slope is not None:
+        ss_tot = sum((y - my) ** 2 for y in ys)
+        ss_res = sum((y - (out["intercept_s"] + slope * x)) ** 2 for x, y in zip(xs, ys, strict=True))
+        out["r2"] = 1 - ss_res / ss_tot if ss_tot else 1.0
+    if n >= 3:
+        first = (ys[1] - ys[0]) / (xs[1] - xs[0])
+        last = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+        out["marginal_s_per_million_first_segment"] = first
+        out["marginal_s_per_million_last_segment"] = last
+        out["marginal_ratio"] = last / first if first > 0 else None
+        out["time_ratio_last_over_first"] = ys[-1] / ys[0] if ys[0] > 0 else None
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# main
+
+
+def _environment() -> dict[str, Any]:
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _in_fresh_process(fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(fn, *args, **kwargs).result()
+
+
+def _points(config: ScaleConfig, path: Path, manifest: dict[str, Any], args: argparse.Namespace,
+            factors: tuple[int, ...]) -> list[Point]:
+    out: list[Point] = []
+    for k in factors:
+        c = _scaled_config(config, args.scaling_base * k, base_records=args.records)
+        if c == config:
+            out.append((k, path, manifest["rows"]))
+        else:
+            p, man = ensure_input(c, args.cache_dir, workers=args.gen_workers)
+            out.append((k, p, man["rows"]))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    skip = args.skip
+    rep: dict[str, Any] = {"parameters": {k: (str(v) if isinstance(v, Path) else sorted(v) if isinstance(v, set)
+                                              else v) for k, v in vars(args).items()},
+                           "environment": _environment(), "measurements": {}}
+    m = rep["measurements"]
+    config = scale_config(args.records, args.groups, args.seed)
+    path, manifest = ensure_input(config, args.cache_dir, workers=args.gen_workers)
+    rep["input"] = {"path": str(path), **manifest}
+    scale_points: list[Point] = []
+    if args.scaling and "scaling" not in skip:
+        scale_points = _points(config, path, manifest, args, args.scaling_factors)
+    delta_points: list[Point] = []
+    if "delta_input" not in skip and "audit" not in skip:
+        for k, p, rows in _points(config, path, manifest, args, args.delta_factors):
+            man = json.loads((p / "_manifest.json").read_text())
+            delta_points.append((k, ensure_delta_input(p, man), rows))
+
+    if "replay" not in skip:
+        _log("replay: pure-Python audit rates (one process)")
+        m["replay"] = _in_fresh_process(measures.replay_rates, str(path), commit_records=args.replay_commits)
+        _log(f"replay: {m['replay']['group_metadata_per_s']:,.0f} GroupMetadata records/s, "
+             f"{m['replay']['commits_per_s'] or 0:,.0f} commits/s")
+    if "memory" not in skip:
+        _log(f"memory: one group, {args.single_group_commits:,} commits (fresh process)")
+        m["memory"] = {"single_group": _in_fresh_process(memory.single_group_memory, args.single_group_commits)}
+        _log(f"memory: peak RSS {m['memory']['single_group']['peak_rss_mib']:,.0f} MiB")
+
+    steps = _spark_steps(args, path, scale_points, delta_points)
+    if steps:
+        work = Path(tempfile.mkdtemp(prefix="coordinator-audit-bench-", dir=args.work_dir))
+        try:
+            results, env = _run_spark_steps(args, steps, work)
+        finally:
+            if args.keep_output:
+                _log(f"audit outputs kept under {work}")
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+        rep["environment"].update(env)
+        _collect(rep, results, path, scale_points, delta_points, derived="derived" not in skip)
+
+    rep["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    rep.setdefault("bare_scan_seconds", None)
+    rep["ratios"] = report.ratios(rep)
+    rep["figures"] = report.figures(rep)
+    rep["targets"] = report.targets(rep)
+    rep["total_seconds"] = time.perf_counter() - _T0
+    out_file = report.write_report(rep, args.out)
+    report.print_report(rep)
+    print(f"\nbenchmark.json: {out_file}")
+    return 0
+
+
+# --- the Spark steps, run in a child process so that a dead JVM (an OutOfMemoryError in local mode
+# kills the driver) costs one measurement, not the run: the remaining steps go on in a fresh session
+# with the same settings, and the failure is recorded.
+
+
+def _main_runs(kind: str, derived: bool) -> list[str]:
+    """The steps of the main input that are also its scaling point's runs of `kind`."""
+    return {"bare_scan": ["bare_scan.first", "bare_scan.last"],
+            "offset_path": ["offset_path"],
+            "audit": ["audit", "audit.again"] if derived else ["audit"]}[kind]
+
+
+def _point_runs(k: int, kind: str, *, main: bool, derived: bool, prefix: str = "scaling") -> list[str]:
+    """The step names of one scaling point's `RUNS_PER_POINT` runs of `kind`."""
+    reused = _main_runs(kind, derived) if main else []
+    return reused + [f"{prefix}.{k}x.{kind}.{run}" for run in range(len(reused) + 1, RUNS_PER_POINT + 1)]
+
+
+def _scaling_kinds(skip: set[str]) -> tuple[str, ...]:
+    return tuple(k for k in ("bare_scan", "offset_path", "audit") if k not in skip)
+
+
+def _spark_steps(args: argparse.Namespace, path: Path, scale_points: Sequence[Point],
+                 delta_points: Sequence[Point] = ()) -> list[dict[str, Any]]:
+    skip, src = args.skip, str(path)
+    sample = "memory" not in skip
+    steps: list[dict[str, Any]] = []
+    if "bare_scan" not in skip:
+        steps.append({"name": "bare_scan.first", "kind": "bare_scan", "path": src})
+    if "audit" not in skip:  # the session's first Python pass pays its warm-up, as a nightly run does
+        steps.append({"name": "audit_first", "kind": "audit", "path": src, "out": "audit-first",
+                      "sample_memory": False})
+    if "offset_path" not in skip:
+        steps.append({"name": "offset_path", "kind": "offset_path", "path": src})
+    derived = "audit" not in skip and "derived" not in skip
+    if derived:
+        steps.append({"name": "audit_base", "kind": "audit", "path": src, "out": "audit-base",
+                      "sample_memory": False, "derived_tables": False})
+    if "audit" not in skip:
+        steps.append({"name": "audit", "kind": "audit", "path": src, "out": "audit-main", "sample_memory": sample})
+    if derived:
+        steps.append({"name": "audit_base.again", "kind": "audit", "path": src, "out": "audit-base-again",
+                      "sample_memory": False, "derived_tables": False})
+        steps.append({"name": "audit.again", "kind": "audit", "path": src, "out": "audit-main-again",
+                      "sample_memory": False})
+    if "peer" not in skip:
+        steps.append({"name": "peer", "kind": "peer", "path": src})
+    if "bare_scan" not in skip:
+        steps.append({"name": "bare_scan.last", "kind": "bare_scan", "path": src})
+    # the scaling points, interleaved (every point's first runs, then every point's second runs) so
+    # that a change of the machine's load does not fall on one point only
+    main_names = {s["name"] for s in steps}
+    extra: list[list[dict[str, Any]]] = [[] for _ in range(RUNS_PER_POINT)]
+    for k, p, _ in scale_points:
+        for kind in _scaling_kinds(skip):
+            for i, name in enumerate(_point_runs(k, kind, main=p == path, derived=derived)):
+                if name in main_names:
+                    continue
+                step: dict[str, Any] = {"name": name, "kind": kind, "path": str(p)}
+                if kind == "audit":
+                    step.update(out="audit-" + name.replace(".", "-"), sample_memory=sample)
+                extra[i].append(step)
+    for k, p, _ in delta_points:
+        for kind in ("bare_scan", "audit"):
+            for i, name in enumerate(_point_runs(k, kind, main=False, derived=derived, prefix="delta")):
+                step = {"name": name, "kind": kind, "path": str(p), "format": "delta"}
+                if kind == "audit":
+                    step.update(out="audit-" + name.replace(".", "-"), sample_memory=False)
+                extra[i].append(step)
+    for batch in extra:
+        steps.extend(batch)
+    return steps
+
+
+def _spark_child(options: dict[str, Any], steps: list[dict[str, Any]], results_file: str, *,
+                 stop_session: bool = True) -> None:
+    """Runs `steps` in one session; appends one JSON line per step (result or error) to results_file."""
+    spark = build_session(master=options["master"], app_name="coordinator-audit-benchmark", conf=options["conf"])
+    spark.sparkContext.setLogLevel("ERROR")
+    env = {"spark": spark.version, "master": spark.sparkContext.master,
+           "spark_conf": {k: v for k, v in spark.sparkContext.getConf().getAll()
+                          if k.startswith(("spark.sql.", "spark.driver.memory", "spark.default", "spark.executor"))}}
+    with open(results_file, "a") as out:
+        out.write(json.dumps({"env": env}) + "\n")
+    spark.read.parquet(options["warm_up_path"]).limit(1).collect()  # JVM warm-up: class loading, a Parquet footer
+    for step in steps:
+        _log(f"{step['name']}: {step['path']}")
+        line: dict[str, Any] = {"step": step["name"]}
+        try:
+            line["result"] = _run_step(spark, step, options)
+            _log(f"{step['name']}: {line['result']['seconds']:.2f} s")
+        except Exception as exc:
+            alive = _session_alive(spark)
+            line.update(error=f"{type(exc).__name__}: {_first_line(exc)}", session_alive=alive)
+            _log(f"{step['name']}: FAILED ({line['error']}); session {'alive' if alive else 'dead'}")
+        line["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+        with open(results_file, "a") as out:
+            out.write(json.dumps(line, default=str) + "\n")
+        if "error" in line and not line["session_alive"]:
+            return
+    if stop_session:
+        spark.stop()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or repr(exc)
+    for line in text.splitlines():
+        if "Error" in line or "Exception" in line:
+            return line.strip()[:500]
+    return text.splitlines()[0][:500]
+
+
+def _session_alive(spark: SparkSession) -> bool:
+    try:
+        return spark.range(1).count() == 1
+    except Exception:
+        return False
+
+
+def _run_step(spark: SparkSession, step: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    kind, src, fmt = step["kind"], step["path"], step.get("format", "parquet")
+    if kind == "bare_scan":
+        return measures.measure_bare_scan(spark, src, fmt)
+    if kind == "offset_path":
+        return measures.measure_offset_path(spark, src)
+    if kind == "peer":
+        return peer.measure_peer(spark, src)
+    if kind == "audit":
+        return measures.measure_audit(spark, src, Path(options["work"]) / step["out"], master=options["master"],
+                                      shards=options["shards"], sample_memory=step["sample_memory"],
+                                      derived_tables=step.get("derived_tables", True), fmt=fmt)
+    raise ValueError(f"unknown benchmark step kind {kind!r}")
+
+
+def _run_spark_steps(args: argparse.Namespace, steps: list[dict[str, Any]], work: Path
+                     ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Runs the steps in child processes, starting a fresh one after a step kills the session."""
+    options = {"master": args.master, "conf": dict(item.split("=", 1) for item in args.conf),
+               "shards": args.shards, "work": str(work),
+               "warm_up_path": next(s["path"] for s in steps if s.get("format", "parquet") == "parquet")
+               if any(s.get("format", "parquet") == "parquet" for s in steps) else steps[0]["path"]}
+    results: dict[str, dict[str, Any]] = {}
+    env: dict[str, Any] = {"spark_sessions": 0}
+    pending = list(steps)
+    results_file = work / "steps.jsonl"
+    while pending:
+        env["spark_sessions"] += 1
+        if args.in_process:
+            _spark_child(options, pending, str(results_file), stop_session=False)
+            exitcode: int | None = 0
+        else:
+            proc = get_context("spawn").Process(target=_spark_child, args=(options, pending, str(results_file)))
+            proc.start()
+            proc.join()
+            exitcode = proc.exitcode
+        round_lines = []
+        for line in (json.loads(x) for x in results_file.read_text().splitlines()) if results_file.exists() else ():
+            if "env" in line:
+                env.update(line["env"])
+            elif line["step"] not in results:
+                results[line["step"]] = line
+                round_lines.append(line)
+        rest = [s for s in pending if s["name"] not in results]
+        stopped_on_purpose = bool(round_lines) and "error" in round_lines[-1] and not round_lines[-1]["session_alive"]
+        if rest and not stopped_on_purpose:
+            # the process died inside a step without reporting it: that step failed
+            failed = rest.pop(0)["name"]
+            results[failed] = {"step": failed, "session_alive": False,
+                               "error": f"Spark session process exited with code {exitcode}"}
+            _log(f"{failed}: FAILED (Spark session process exited with code {exitcode})")
+        if rest:
+            _log(f"starting a fresh Spark session (same settings) for: {', '.join(s['name'] for s in rest)}")
+        pending = rest
+    env["spark_session_restarts"] = env.pop("spark_sessions") - 1
+    loads = [line["loadavg"][0] for line in results.values() if line.get("loadavg")]
+    env["loadavg_max_1min"] = max(loads, default=None)
+    return results, env
+
+
+def _best(runs: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """One point of one measurement: its runs' seconds and the best of them, and the errors."""
+    secs = [r["seconds"] for r in runs if r is not None and r.get("seconds") is not None]
+    out: dict[str, Any] = {"runs": secs, "seconds": min(secs) if len(secs) == len(runs) and secs else None}
+    errors = [r["error"] for r in runs if r is not None and "error" in r]
+    missing = sum(r is None for r in runs)
+    if errors:
+        out["errors"] = errors
+    if missing:
+        out["missing_runs"] = missing
+    return out
+
+
+def _fits(points: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """A least-squares fit per measurement, over its points; {} when a point has no best time."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in kinds:
+        ok = [(p["records"], p[kind]["seconds"]) for p in points if p[kind]["seconds"] is not None]
+        out[kind] = scaling_fit(ok) if len(ok) == len(points) and len(ok) >= 2 else {}
+    return out
+
+
+def _collect(rep: dict[str, Any], results: dict[str, dict[str, Any]], path: Path, scale_points: Sequence[Point],
+             delta_points: Sequence[Point] = (), *, derived: bool = True) -> None:
+    """Puts the step results where the report keeps them; failures are kept as {"error": ...}."""
+    m = rep["measurements"]
+
+    def get(name: str) -> dict[str, Any] | None:
+        line = results.get(name)
+        if line is None:
+            return None
+        return line["result"] if "result" in line else {"error": line["error"], "seconds": None}
+
+    firsts = {name: get(name) for name in ("bare_scan.first", "bare_scan.last")}
+    if firsts["bare_scan.first"] is not None:
+        m["bare_scan"] = {"first": firsts["bare_scan.first"], "last": firsts["bare_scan.last"]}
+        secs = [x["seconds"] for x in firsts.values() if x is not None and x.get("seconds") is not None]
+        rep["bare_scan_seconds"] = min(secs) if secs else None
+    for name in ("audit_first", "offset_path", "audit", "peer"):
+        r = get(name)
+        if r is not None:
+            m[name] = r
+    runs = {name: get(name) for name in ("audit_base", "audit_base.again", "audit.again")}
+    if runs["audit_base"] is not None:
+        with_ = [x for x in ((m.get("audit") or {}).get("seconds"), (runs["audit.again"] or {}).get("seconds"))
+                 if x is not None]
+        without = [x for x in ((runs["audit_base"] or {}).get("seconds"),
+                               (runs["audit_base.again"] or {}).get("seconds")) if x is not None]
+        m["derived"] = {"with_seconds": with_, "without_seconds": without,
+                        "best_with": min(with_, default=None), "best_without": min(without, default=None),
+                        "stages_without": (runs["audit_base"] or {}).get("stages")}
+    warm = [r for r in (m.get("audit"), runs["audit.again"]) if r and r.get("seconds") and
+            r.get("replay_stage_seconds") is not None]
+    if warm:  # the replay's share of the faster warm audit, from the job's own replay stage line
+        best = min(warm, key=lambda r: r["seconds"])
+        m["replay_share"] = {"replay_stage_seconds": best["replay_stage_seconds"], "audit_seconds": best["seconds"],
+                             "share": best["replay_stage_seconds"] / best["seconds"],
+                             "method": "the job's `stage replay ...` line over the run's wall time"}
+    elif m.get("audit"):
+        m["replay_share"] = {"share": None, "note": "the job logged no replay stage"}
+    if scale_points:
+        kinds = _scaling_kinds(set(rep["parameters"].get("skip", ())))
+        points = []
+        for k, p, rows in scale_points:
+            point: dict[str, Any] = {"factor": k, "records": rows, "input": str(p), "reused_main": p == path}
+            for kind in kinds:
+                rs = [get(n) for n in _point_runs(k, kind, main=p == path, derived=derived)]
+                point[kind] = _best(rs)
+                if kind == "audit":
+                    hwm = [((r or {}).get("memory") or {}).get("python_worker_peak_hwm_mib") for r in rs]
+                    hwm = [h for h in hwm if h]
+                    point[kind]["python_worker_peak_hwm_mib"] = max(hwm, default=None)
+            points.append(point)
+        m["scaling"] = {"points": points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(points, kinds)}
+    if delta_points:
+        points = []
+        for k, p, rows in delta_points:
+            point = {"factor": k, "records": rows, "input": str(p)}
+            for kind in ("bare_scan", "audit"):
+                point[kind] = _best([get(n) for n in _point_runs(k, kind, main=False, derived=derived,
+                                                                   prefix="delta")])
+            points.append(point)
+        m["delta_input"] = {"points": points, "runs_per_point": RUNS_PER_POINT,
+                            "fits": _fits(points, ("bare_scan", "audit"))}
+    mem = (m.get("audit") or {}).pop("memory", None)
+    if mem is not None:
+        m.setdefault("memory", {})["audit"] = mem

@@ -1,0 +1,214 @@
+"""The benchmark's measurements: the Spark ones (bare scan, the offset path, the audit end to end),
+each a function of a session and an input, and the pure-Python replay rates (one process, one
+core). The orchestration (inputs, steps, the child process) is `benchmarks.harness`."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import re
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+from benchmarks.memory import MemorySampler
+from coordinator_core.audit import GroupAuditor
+from jobs import offsets_path
+from jobs.audit import run_audit
+from jobs.config import load_config
+from jobs.delta_io import read_table
+
+__all__ = ["REPLAY_STAGE", "measure_audit", "measure_bare_scan", "measure_offset_path", "replay_rates",
+           "replay_stage_seconds"]
+
+InputFormat = Literal["parquet", "delta"]
+
+REPLAY_STAGE = re.compile(r"^stage (replay\b.*): .* in ([0-9.]+) s")
+"""The job's log line of its replay stage (`jobs.spark_session.stage`): its name starts with
+"replay", and its time covers the per-group `mapInArrow` of `udfs.replay` over the single pass's
+materialised side rows (their shuffle by group included) up to its persisted output."""
+
+
+def _noop(df: DataFrame) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+def _read(spark: SparkSession, path: str, fmt: InputFormat) -> DataFrame:
+    """The input as Spark reads it: Parquet files, or a Delta table through the job's own reader."""
+    return spark.read.parquet(path) if fmt == "parquet" else read_table(spark, path)
+
+
+def measure_bare_scan(spark: SparkSession, path: str, fmt: InputFormat = "parquet") -> dict[str, Any]:
+    """count + sum(length(key) + length(value)): every record read, every byte touched."""
+    t0 = time.perf_counter()
+    row = _read(spark, path, fmt).agg(F.count(F.lit(1)).alias("n"),
+                                      F.sum(F.length("key") + F.length("value")).alias("bytes")).first()
+    assert row is not None
+    return {"seconds": time.perf_counter() - t0, "records": int(row["n"]), "key_value_bytes": int(row["bytes"] or 0),
+            "format": fmt}
+
+
+def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
+    """The job's offset-commit path alone: what produces `offset_commits` and `offset_regression`
+    (`jobs.offsets_path.offset_path`: the single pass, windows from its GroupMetadata rows, the
+    stitching), both outputs forced with a write to `noop`."""
+    t0 = time.perf_counter()
+    rows, violations, scan = offsets_path.offset_path(spark.read.parquet(path))
+    t_scan = time.perf_counter()
+    rows_obs, viol_obs = Observation("offset_rows"), Observation("offset_regression")
+    _noop(rows.observe(rows_obs, F.count(F.lit(1)).alias("rows"), F.sum("commits").alias("commits"),
+                       F.sum("tombstones").alias("tombstones"), F.sum("regressions").alias("regressions")))
+    t1 = time.perf_counter()
+    _noop(violations.observe(viol_obs, F.count(F.lit(1)).alias("rows")))
+    t2 = time.perf_counter()
+    scan.unpersist()
+    got = rows_obs.get
+    return {"seconds": t2 - t0, "scan_seconds": t_scan - t0, "offset_commits_seconds": t1 - t_scan,
+            "offset_regression_seconds": t2 - t1, "reordered": scan.reordered, "scan_counts": scan.counts,
+            "offset_commits_rows": int(got["rows"]), "commits": int(got["commits"] or 0),
+            "tombstones": int(got["tombstones"] or 0), "regressions": int(got["regressions"] or 0),
+            "offset_regression_rows": int(viol_obs.get["rows"])}
+
+
+class _StageTee(io.TextIOBase):
+    """stderr that also keeps the job's `stage ...` lines."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.lines: list[str] = []
+        self._buf = ""
+
+    def write(self, s: str) -> int:
+        self.target.write(s)
+        self._buf += s
+        while "\n" in self._buf:
+            line, self._buf = self._buf.split("\n", 1)
+            if line.startswith("stage "):
+                self.lines.append(line)
+        return len(s)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+
+def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str, shards: int | None,
+                  sample_memory: bool, derived_tables: bool = True, fmt: InputFormat = "parquet") -> dict[str, Any]:
+    """`jobs.audit.run_audit` end to end into `out_dir` (fresh), timed; memory sampled meanwhile.
+    `fmt` is the job's `input.format`: Parquet files, or a Delta table that Spark reads itself."""
+    cfg = load_config(None, {"input.path": path, "input.table": "", "input.format": fmt,
+                             "output.path": str(out_dir), "output.write_mode": "overwrite",
+                             "spark.master": master, "job.shards": shards, "job.derived_tables": derived_tables})
+    sampler = MemorySampler() if sample_memory else None
+    if sampler is not None:
+        sampler.reset_peaks()
+        sampler.start()
+    tee = _StageTee(sys.stderr)
+    t0 = time.perf_counter()
+    try:
+        with contextlib.redirect_stderr(tee):
+            summary = run_audit(spark, cfg, run_id=f"bench-{out_dir.name}")
+    finally:
+        elapsed = time.perf_counter() - t0
+        memory = sampler.stop() if sampler is not None else None
+    out: dict[str, Any] = {"seconds": elapsed, "shards": cfg.shards, "counts": summary.counts,
+                           "table_rows": summary.table_rows, "writer": summary.writer, "stages": tee.lines,
+                           "format": fmt, "replay_stage_seconds": replay_stage_seconds(tee.lines)}
+    if memory is not None:
+        memory["driver_python_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        out["memory"] = memory
+    return out
+
+
+def replay_stage_seconds(stage_lines: list[str]) -> float | None:
+    """Seconds of the job's replay stage (`REPLAY_STAGE`) in an audit's stage lines; None when the
+    job logged no such stage (it is then not measured, never guessed)."""
+    found = [float(m.group(2)) for m in map(REPLAY_STAGE.match, stage_lines) if m]
+    return sum(found) if found else None
+
+
+# ------------------------------------------------------------------------------------------------
+# pure-Python measurements (run in a fresh process each: one core, a clean RSS)
+
+
+def _group_of(key: bytes) -> str:
+    n = int.from_bytes(key[2:4], "big", signed=True)
+    return key[4:4 + n].decode("utf-8", "replace") if n >= 0 else ""
+
+
+def replay_rates(path: str, *, commit_records: int) -> dict[str, Any]:
+    """GroupMetadata records/s and offset commits/s of `GroupAuditor` (load path on) in this process,
+    per second of this process's CPU time (per core: what holds on a shared machine).
+
+    GroupMetadata: every record of the input that is not an offset commit, group by group in log
+    order (a fresh auditor per group). Commits: the groups of the first `__consumer_offsets`
+    partitions (until about `commit_records` records), each fed its head (everything up to its
+    last non-commit record, untimed) and then its commit tail, timed."""
+    dataset = ds.dataset(path, format="parquet")
+    cols = ["partition", "offset", "timestamp", "key", "value"]
+
+    def rows(table: pa.Table) -> list[tuple[int, int, int, bytes, bytes | None]]:
+        ts = pc.cast(table["timestamp"], pa.int64()).to_pylist()
+        return list(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), ts,
+                        table["key"].to_pylist(), table["value"].to_pylist(), strict=True))
+
+    def by_group(recs: list[tuple[int, int, int, bytes, bytes | None]]) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        for r in sorted(recs, key=lambda r: (r[0], r[1])):
+            out.setdefault(_group_of(r[3]), []).append(r)
+        return out
+
+    t_read = time.perf_counter()
+    prefix = pc.binary_slice(ds.field("key"), 0, 2) if hasattr(pc, "binary_slice") else None
+    not_commit = ~((prefix == b"\x00\x01") | (prefix == b"\x00\x00")) if prefix is not None else None
+    meta = dataset.to_table(columns=cols, filter=not_commit)
+    groups = by_group(rows(meta))
+    read_s = time.perf_counter() - t_read
+
+    gm_records = other = 0
+    t0 = time.process_time()
+    for gid, recs in groups.items():
+        a = GroupAuditor(gid)
+        collections.deque(a.feed(recs), maxlen=0)
+        a.finish()
+        gm_records += a.counts.group_records
+        other += len(recs)
+    gm_s = time.process_time() - t0
+
+    # commits: whole groups of the first partitions, up to about commit_records records
+    sizes = dataset.to_table(columns=["partition"]).group_by("partition").aggregate([("partition", "count")])
+    per_part = dict(zip(sizes["partition"].to_pylist(), sizes["partition_count"].to_pylist(), strict=True))
+    chosen, total = [], 0
+    for p in sorted(per_part):
+        if total >= commit_records:
+            break
+        chosen.append(p)
+        total += per_part[p]
+    part_groups = by_group(rows(dataset.to_table(columns=cols, filter=ds.field("partition").isin(chosen))))
+    commits = 0
+    tail_s = 0.0
+    for gid, recs in part_groups.items():
+        cut = max((i + 1 for i, r in enumerate(recs) if r[3][:2] not in (b"\x00\x00", b"\x00\x01")), default=0)
+        a = GroupAuditor(gid)
+        collections.deque(a.feed(recs[:cut]), maxlen=0)
+        t1 = time.process_time()
+        collections.deque(a.feed(recs[cut:]), maxlen=0)
+        a.finish()
+        tail_s += time.process_time() - t1
+        commits += len(recs) - cut
+    return {
+        "groups": len(groups), "group_metadata_records": gm_records, "non_commit_records": other,
+        "group_metadata_seconds": gm_s,
+        "group_metadata_per_s": gm_records / gm_s if gm_s > 0 else None,
+        "commit_groups": len(part_groups), "commit_partitions": len(chosen), "commit_records": commits,
+        "commit_seconds": tail_s, "commits_per_s": commits / tail_s if tail_s > 0 else None,
+        "read_seconds": read_s,
+    }

@@ -1,0 +1,242 @@
+"""The benchmark's report: the figures derived from the measurements, the targets (issues 9, 17 and
+18) with the measured value and whether each is met, the printed table and `benchmark.json`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TARGETS", "figures", "print_report", "ratios", "targets", "write_report"]
+
+TARGETS: dict[str, str] = {
+    "audit_marginal_over_bare_scan_marginal": "<= 2.0 (slope 5M-40M records, best of two per point; issue 18)",
+    "offset_path_marginal_over_bare_scan_marginal": "<= 1.5 (slope 5M-40M records; issue 18)",
+    "audit_fixed_seconds": "<= 6 (warm audit, intercept of the same fit; issue 18)",
+    "peer_over_audit": ">= 3.0",
+    "python_worker_peak_bounded": "Python worker peak RSS at the largest point <= 1.25 x the smallest (issue 18)",
+    "replay_share": "< 0.20 of the warm audit (issue 18)",
+    "delta_input_audit_marginal_over_bare_scan_marginal": "<= 2.0 (Delta input, over its bare scan; issue 18)",
+    "delta_input_audit_fixed_seconds": "<= 6 (Delta input, intercept; issue 18)",
+    "offset_path_over_bare_scan": "<= 1.5 (at >= 20M records; issue 9)",
+    "audit_over_bare_scan": "<= 2.0 (at >= 20M records; issue 9)",
+    "single_group_peak_rss_mib": "< 1024 (5M commit records)",
+    "scaling_linear": "audit's marginal cost per record, last segment <= 1.25 x first",
+    "derived_tables_cost": "audit with derived tables <= 1.25 x without (issue 17)",
+}
+LINEARITY_TOLERANCE = 1.25
+WORKER_MEMORY_GROWTH = 1.25
+"""How much more the Python workers' peak may be at the largest scaling input than at the smallest
+for their memory to count as bounded by the chunk size (`job.scan_chunk_rows`), not by the input."""
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _fit(m: dict[str, Any], section: str, name: str) -> dict[str, Any]:
+    return (((m.get(section) or {}).get("fits") or {}).get(name)) or {}
+
+
+def ratios(report: dict[str, Any]) -> dict[str, float | None]:
+    """Single-input ratios of the main input's warm runs (issue 9's figures)."""
+    m, bare = report["measurements"], report.get("bare_scan_seconds")
+    secs = {k: (m.get(k) or {}).get("seconds") for k in ("audit", "audit_first", "offset_path", "peer")}
+    return {
+        "audit_over_bare_scan": _ratio(secs["audit"], bare),
+        "offset_path_over_bare_scan": _ratio(secs["offset_path"], bare),
+        "peer_over_audit": _ratio(secs["peer"], secs["audit"]),
+        "audit_first_over_bare_scan": _ratio(secs["audit_first"], bare),
+        "peer_over_audit_first": _ratio(secs["peer"], secs["audit_first"]),
+        "derived_over_base": _ratio((m.get("derived") or {}).get("best_with"),
+                                    (m.get("derived") or {}).get("best_without")),
+    }
+
+
+def figures(report: dict[str, Any]) -> dict[str, Any]:
+    """Issue 18's figures: marginal costs (least-squares slopes, seconds per million records) over
+    the bare scan's on the same inputs, the audit's fixed cost (intercept), the Python workers'
+    peak over the scaling inputs, the replay's share of the warm audit, and the same for the
+    Delta input (over a bare scan of the Delta table, and over the Parquet bare scan)."""
+    m = report["measurements"]
+    bare, offsets, audit = (_fit(m, "scaling", k) for k in ("bare_scan", "offset_path", "audit"))
+    d_bare, d_audit = (_fit(m, "delta_input", k) for k in ("bare_scan", "audit"))
+    slope = "slope_s_per_million_records"
+    peaks = [(p["records"], (p.get("audit") or {}).get("python_worker_peak_hwm_mib"))
+             for p in (m.get("scaling") or {}).get("points", [])]
+    peaks = [(n, v) for n, v in peaks if v]
+    share = (m.get("replay_share") or {}).get("share")
+    return {
+        "bare_scan_marginal_s_per_million": bare.get(slope),
+        "offset_path_marginal_s_per_million": offsets.get(slope),
+        "audit_marginal_s_per_million": audit.get(slope),
+        "audit_marginal_over_bare_scan_marginal": _ratio(audit.get(slope), bare.get(slope)),
+        "offset_path_marginal_over_bare_scan_marginal": _ratio(offsets.get(slope), bare.get(slope)),
+        "audit_fixed_seconds": audit.get("intercept_s"),
+        "offset_path_fixed_seconds": offsets.get("intercept_s"),
+        "peer_over_audit": report["ratios"]["peer_over_audit"],
+        "python_worker_peak_rss_mib": max((v for _, v in peaks), default=None),
+        "python_worker_peak_rss_growth": _ratio(peaks[-1][1], peaks[0][1]) if len(peaks) >= 2 else None,
+        "replay_share": share,
+        "delta_input_bare_scan_marginal_s_per_million": d_bare.get(slope),
+        "delta_input_audit_marginal_s_per_million": d_audit.get(slope),
+        "delta_input_audit_marginal_over_bare_scan_marginal": _ratio(d_audit.get(slope), d_bare.get(slope)),
+        "delta_input_audit_marginal_over_parquet_bare_scan_marginal": _ratio(d_audit.get(slope), bare.get(slope)),
+        "delta_input_audit_fixed_seconds": d_audit.get("intercept_s"),
+    }
+
+
+def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each target of `TARGETS` with its measured value and whether it is met (None: not measured)."""
+    r, f, m = report["ratios"], report["figures"], report["measurements"]
+    big = report["input"]["rows"] >= 20_000_000
+    single = (m.get("memory") or {}).get("single_group") or {}
+    audit_fit = _fit(m, "scaling", "audit")
+
+    def check(name: str, value: Any, wanted: Any, note: str = "") -> dict[str, Any]:
+        met = None if value is None else bool(wanted(value))
+        return {"target": TARGETS[name], "value": value, "met": met, **({"note": note} if note else {})}
+
+    size_note = "" if big else "input below 20M records: the target is stated at >= 20M"
+    points = len((m.get("scaling") or {}).get("points", []))
+    fit_note = "" if points >= 4 or not points else f"{points} scaling points: the target is stated on 5M-40M"
+    peak_note = (f"peak {f['python_worker_peak_rss_mib']:,.0f} MiB" if f["python_worker_peak_rss_mib"] else "")
+    single_note = "" if single.get("commits", 5_000_000) >= 5_000_000 else "fewer than 5M commits: not the target's run"
+    return {
+        "audit_marginal_over_bare_scan_marginal": check(
+            "audit_marginal_over_bare_scan_marginal", f["audit_marginal_over_bare_scan_marginal"],
+            lambda v: v <= 2.0, fit_note),
+        "offset_path_marginal_over_bare_scan_marginal": check(
+            "offset_path_marginal_over_bare_scan_marginal", f["offset_path_marginal_over_bare_scan_marginal"],
+            lambda v: v <= 1.5, fit_note),
+        "audit_fixed_seconds": check("audit_fixed_seconds", f["audit_fixed_seconds"], lambda v: v <= 6.0, fit_note),
+        "peer_over_audit": check("peer_over_audit", r["peer_over_audit"], lambda v: v >= 3.0),
+        "python_worker_peak_bounded": check(
+            "python_worker_peak_bounded", f["python_worker_peak_rss_growth"],
+            lambda v: v <= WORKER_MEMORY_GROWTH, peak_note),
+        "replay_share": check("replay_share", f["replay_share"], lambda v: v < 0.20),
+        "delta_input_audit_marginal_over_bare_scan_marginal": check(
+            "delta_input_audit_marginal_over_bare_scan_marginal",
+            f["delta_input_audit_marginal_over_bare_scan_marginal"], lambda v: v <= 2.0),
+        "delta_input_audit_fixed_seconds": check(
+            "delta_input_audit_fixed_seconds", f["delta_input_audit_fixed_seconds"], lambda v: v <= 6.0),
+        "offset_path_over_bare_scan": check(
+            "offset_path_over_bare_scan", r["offset_path_over_bare_scan"], lambda v: v <= 1.5, size_note),
+        "audit_over_bare_scan": check("audit_over_bare_scan", r["audit_over_bare_scan"], lambda v: v <= 2.0,
+                                      size_note),
+        "single_group_peak_rss_mib": check(
+            "single_group_peak_rss_mib", single.get("peak_rss_mib"),
+            lambda v: v < 1024 and single.get("commits", 0) >= 5_000_000, single_note),
+        "scaling_linear": check("scaling_linear", audit_fit.get("marginal_ratio"),
+                                lambda v: v <= LINEARITY_TOLERANCE),
+        "derived_tables_cost": check("derived_tables_cost", r.get("derived_over_base"), lambda v: v <= 1.25),
+    }
+
+
+def write_report(report: dict[str, Any], out_dir: Path) -> Path:
+    """Writes `<out_dir>/benchmark.json` and returns its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_file = out_dir / "benchmark.json"
+    out_file.write_text(json.dumps(report, indent=1, default=str))
+    return out_file
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _print_fits(title: str, section: dict[str, Any], kinds: tuple[str, ...], out: Any) -> None:
+    pts = section.get("points", [])
+    print(f"\n{title}: best of {section.get('runs_per_point', 2)} runs per point (seconds)", file=out)
+    print(f"{'records':>12} " + " ".join(f"{k:>14}" for k in kinds), file=out)
+    for p in pts:
+        print(f"{p['records']:>12,} " + " ".join(f"{_fmt((p.get(k) or {}).get('seconds'), '14.2f'):>14}"
+                                                  for k in kinds), file=out)
+    fits = section.get("fits", {})
+    for k in kinds:
+        f = fits.get(k) or {}
+        print(f"  {k:<12} slope {_fmt(f.get('slope_s_per_million_records'), '.3f')} s per M records, intercept "
+              f"{_fmt(f.get('intercept_s'), '.2f')} s, r2 {_fmt(f.get('r2'), '.4f')}, marginal last/first segment "
+              f"{_fmt(f.get('marginal_ratio'), '.2f')}", file=out)
+
+
+def print_report(report: dict[str, Any], *, out: Any = None) -> None:
+    out = out or sys.stdout
+    m, rows = report["measurements"], report["input"]["rows"]
+    base = report["bare_scan_seconds"]
+    env = report["environment"]
+    print(f"\ncoordinator-audit benchmark: {rows:,} records, {report['parameters']['groups']:,} groups "
+          f"(seed {report['parameters']['seed']}), master {report['parameters']['master']}, "
+          f"load average {env['loadavg_start']} -> {env['loadavg_end']}"
+          + (f" (highest 1-min load seen {env['loadavg_max_1min']})" if env.get("loadavg_max_1min") else ""),
+          file=out)
+    print(f"{'measurement':<40} {'seconds':>9} {'records/s':>12} {'x bare scan':>12}", file=out)
+
+    def line(name: str, secs: float | None, n: int | None = rows) -> None:
+        rate = n / secs if secs and n else None
+        print(f"{name:<40} {_fmt(secs, '9.2f'):>9} {_fmt(rate, '12,.0f'):>12} "
+              f"{_fmt(_ratio(secs, base), '12.2f'):>12}", file=out)
+
+    if m.get("bare_scan"):
+        line("bare scan (first)", m["bare_scan"]["first"]["seconds"])
+        line("bare scan (last)", (m["bare_scan"].get("last") or {}).get("seconds"))
+    if m.get("offset_path"):
+        o = m["offset_path"]
+        line("offset path (both outputs)", o["seconds"])
+        line("  the single pass (scan_log)", o.get("scan_seconds"))
+        line("  offset_commits", o.get("offset_commits_seconds"))
+        line("  offset_regression violations", o.get("offset_regression_seconds"))
+    if m.get("audit_first"):
+        line("audit, first job of the session", m["audit_first"]["seconds"])
+        for st in m["audit_first"].get("stages") or []:
+            print(f"    {st}", file=out)
+    if m.get("audit"):
+        line("audit (end to end, Delta written)", m["audit"]["seconds"])
+        for s in m["audit"].get("stages") or []:
+            print(f"    {s}", file=out)
+    if m.get("derived"):
+        d = m["derived"]
+        print(f"audit with derived tables {', '.join(f'{x:.2f}' for x in d['with_seconds'])} s, without "
+              f"{', '.join(f'{x:.2f}' for x in d['without_seconds'])} s (best of each: "
+              f"{_fmt(d['best_with'], '.2f')} / {_fmt(d['best_without'], '.2f')} s)", file=out)
+    if m.get("peer"):
+        line("hand-written peer (Python UDF)", m["peer"]["seconds"])
+    if m.get("replay_share"):
+        rs = m["replay_share"]
+        print(f"replay share of the warm audit: {_fmt(rs.get('share'), '.1%')} (the job's replay stage "
+              f"{_fmt(rs.get('replay_stage_seconds'), '.2f')} s of {_fmt(rs.get('audit_seconds'), '.2f')} s)", file=out)
+    if m.get("replay"):
+        rp = m["replay"]
+        print(f"replay, one core: {_fmt(rp['group_metadata_per_s'], ',.0f')} GroupMetadata records/s "
+              f"({rp['group_metadata_records']:,} records, {rp['groups']:,} groups); "
+              f"{_fmt(rp['commits_per_s'], ',.0f')} offset commits/s ({rp['commit_records']:,} commits)", file=out)
+    mem = m.get("memory") or {}
+    if mem.get("audit"):
+        a = mem["audit"]
+        print(f"memory during the audit: Python worker peak {a['python_worker_peak_hwm_mib']:,.0f} MiB "
+              f"(sampled RSS {a['python_worker_peak_rss_mib']:,.0f}, all workers together "
+              f"{a['python_workers_sum_peak_rss_mib']:,.0f}); driver JVM {a['driver_jvm_hwm_mib']:,.0f} MiB, "
+              f"driver Python {a['driver_python_peak_rss_mib']:,.0f} MiB", file=out)
+    if mem.get("single_group"):
+        sg = mem["single_group"]
+        print(f"memory, one group with {sg['commits']:,} commits through GroupAuditor: peak RSS "
+              f"{sg['peak_rss_mib']:,.0f} MiB (before the commits {sg['baseline_rss_mib']:,.0f} MiB), "
+              f"{sg['commits_per_s']:,.0f} commits/s", file=out)
+    if m.get("scaling"):
+        _print_fits("scaling (Parquet input)", m["scaling"], ("bare_scan", "offset_path", "audit"), out)
+        peaks = ", ".join(f"{p['records']:,}: {_fmt((p.get('audit') or {}).get('python_worker_peak_hwm_mib'), ',.0f')}"
+                          for p in m["scaling"]["points"])
+        print(f"  Python worker peak RSS (MiB) during the audit by input: {peaks}", file=out)
+    if m.get("delta_input"):
+        _print_fits("Delta input (Spark reads the table)", m["delta_input"], ("bare_scan", "audit"), out)
+    print("\nfigures: " + ", ".join(f"{k} {_fmt(v, '.3f') if isinstance(v, float) else _fmt(v, '')}"
+                                    for k, v in report["figures"].items()), file=out)
+    print("ratios: " + ", ".join(f"{k} {_fmt(v, '.2f')}" for k, v in report["ratios"].items()), file=out)
+    print(f"{'target':<48} {'wanted':<84} {'value':>10}  met", file=out)
+    for name, t in report["targets"].items():
+        v = t["value"]
+        shown = _fmt(v, ",.0f" if abs(v) >= 1000 else ",.3f") if isinstance(v, float) else _fmt(v, ",")
+        met = {True: "yes", False: "NO", None: "-"}[t["met"]]
+        print(f"{name:<48} {t['target']:<84} {shown:>10}  {met}{'  (' + t['note'] + ')' if t.get('note') else ''}",
+              file=out)
