@@ -455,7 +455,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in tables.items()}
         tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
                                              until=cfg.until, base_path=cfg.output_path, stage=stage))
-    if carried:
+    if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
         with stage(spark, "count the earlier windows' rows this run closes"):
             merged_rows = {name: int(df.count()) for name, df in carried.items()}
     else:
