@@ -391,11 +391,11 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
         headers.append(header)
 
     out: list[pa.RecordBatch] = []
+    kp = part[keep]
+    first = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])  # each partition's first position
     if len(side):
         idx = pa.array(side)
-        kp = part[keep]
-        block = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])  # each partition's first position
-        rank = side_j - block[np.searchsorted(block, side_j, side="right") - 1]
+        rank = side_j - first[np.searchsorted(first, side_j, side="right") - 1]
         out.append(_rows(KIND_SIDE, len(side), {
             **{c: table.column(c).take(idx) for c in ("partition", "offset", "timestamp_ms", "value")},
             "key": pa.array(side_keys, type=_B), "record_type": types, "group_id": side_groups,
@@ -407,10 +407,9 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     commits = int((status == STATUS_COMMIT).sum())
     tombstones = int((status == STATUS_TOMBSTONE).sum())
     if n_sum:
-        size = n_sum
         p_name, p_first, p_last, p_commits, p_tombs, p_regs, p_fc, p_lc = (
-            np.empty(size, dtype=np.int64) for _ in range(8))
-        r_cur, r_prev = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+            np.empty(n_sum, dtype=np.int64) for _ in range(8))
+        r_cur, r_prev = np.empty(n_sum, dtype=np.int64), np.empty(n_sum, dtype=np.int64)
         n_parts, n_regs = summarise(keep, status, kind, name, gm_group, keys.key_group, part, commit_offset,
                                     len(keys.keys), len(keys.groups), p_name, p_first, p_last, p_commits,
                                     p_tombs, p_regs, p_fc, p_lc, r_cur, r_prev)
@@ -419,11 +418,10 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
                                  p_regs[:n_parts], p_fc[:n_parts], p_lc[:n_parts], r_cur[:n_regs], r_prev[:n_regs]))
 
     if len(keep):
-        kp = part[keep]
-        first = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])
         last = np.concatenate([first[1:] - 1, [len(keep) - 1]])
+        ko = off[keep]
         out.append(_rows(KIND_RANGE, len(first), {
-            "partition": kp[first], "offset": off[keep][first], "last_source_offset": off[keep][last],
+            "partition": kp[first], "offset": ko[first], "last_source_offset": ko[last],
             "chunk": np.full(len(first), chunk, dtype=np.int64), "records_in": last - first + 1}))
     out.append(_rows(KIND_COUNTS, 1, {
         "chunk": [chunk], "records_in": [n], "filtered_by_window": [n - n_window],

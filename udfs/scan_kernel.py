@@ -4,9 +4,10 @@ They read `__consumer_offsets` key and value bytes in place (offsets + data buff
 Arrow array, as numpy views) and never build a Python object per record:
 
 * `intern_keys`: classifies each key (an offset-commit key with a complete layout, a GroupMetadata
-  key whose group string is readable, anything else) and gives each offset-commit key body (the
-  bytes after its int16 type, so type 0 and type 1 keys of one topic-partition are one key) a dense
-  id from an open-addressing hash table that lives as long as the task (`KeyTable`);
+  key whose group string is readable, anything else) and gives each offset-commit key's
+  topic-partition (its group, topic and partition bytes: type 0 and type 1 keys, and keys with
+  trailing bytes, of one topic-partition are one) a dense id from an open-addressing hash table
+  that lives as long as the task (`KeyTable`), and each group one from a second table;
 * `commit_status`: per record in log order, whether it is an offset commit the pass summarises
   (with its committed offset and commitTimestamp read from the value), an offset tombstone, a
   record for the replay, or a v4+ value with tagged fields for the codec to judge;
@@ -267,10 +268,6 @@ class KeyTable:
     def clear(self) -> None:
         self.slots[:] = -1
         self.counts[:] = 0
-
-    def body(self, e: int) -> bytes:
-        start = int(self.e_start[e])
-        return self.arena[start:start + int(self.e_len[e])].tobytes()
 
     def make_room(self, need_bytes: int) -> None:
         """Room for one more entry of `need_bytes` bytes."""
