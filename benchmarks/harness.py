@@ -355,12 +355,13 @@ def _spark_steps(args: argparse.Namespace, path: Path, scale_points: Sequence[Po
         steps.append({"name": "audit_base", "kind": "audit", "path": src, "out": "audit-base",
                       "sample_memory": False, "derived_tables": False})
     if "audit" not in skip:
-        steps.append({"name": "audit", "kind": "audit", "path": src, "out": "audit-main", "sample_memory": sample})
+        steps.append({"name": "audit", "kind": "audit", "path": src, "out": "audit-main", "sample_memory": sample,
+                      "output_write": True})
     if derived:
         steps.append({"name": "audit_base.again", "kind": "audit", "path": src, "out": "audit-base-again",
                       "sample_memory": False, "derived_tables": False})
         steps.append({"name": "audit.again", "kind": "audit", "path": src, "out": "audit-main-again",
-                      "sample_memory": False})
+                      "sample_memory": False, "output_write": True})
     if "peer" not in skip:
         steps.append({"name": "peer", "kind": "peer", "path": src})
     if "bare_scan" not in skip:
@@ -376,7 +377,7 @@ def _spark_steps(args: argparse.Namespace, path: Path, scale_points: Sequence[Po
                     continue
                 step: dict[str, Any] = {"name": name, "kind": kind, "path": str(p)}
                 if kind == "audit":
-                    step.update(out="audit-" + name.replace(".", "-"), sample_memory=sample)
+                    step.update(out="audit-" + name.replace(".", "-"), sample_memory=sample, output_write=True)
                 extra[i].append(step)
     for k, p, _ in delta_points:
         for kind in ("bare_scan", "audit"):
@@ -446,7 +447,8 @@ def _run_step(spark: SparkSession, step: dict[str, Any], options: dict[str, Any]
     if kind == "audit":
         return measures.measure_audit(spark, src, Path(options["work"]) / step["out"], master=options["master"],
                                       shards=options["shards"], sample_memory=step["sample_memory"],
-                                      derived_tables=step.get("derived_tables", True), fmt=fmt)
+                                      derived_tables=step.get("derived_tables", True), fmt=fmt,
+                                      output_write=step.get("output_write", False))
     raise ValueError(f"unknown benchmark step kind {kind!r}")
 
 
@@ -567,8 +569,12 @@ def _collect(rep: dict[str, Any], results: dict[str, dict[str, Any]], path: Path
                     hwm = [((r or {}).get("memory") or {}).get("python_worker_peak_hwm_mib") for r in rs]
                     hwm = [h for h in hwm if h]
                     point[kind]["python_worker_peak_hwm_mib"] = max(hwm, default=None)
+                    floors = [(r or {}).get("output_write") for r in rs]
+                    point["output_write"] = {**_best(floors),
+                                             "rows": next((f["rows"] for f in floors if f), None)}
             points.append(point)
-        m["scaling"] = {"points": points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(points, kinds)}
+        fit_kinds = kinds + (("output_write",) if "audit" in kinds else ())
+        m["scaling"] = {"points": points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(points, fit_kinds)}
     if delta_points:
         points = []
         for k, p, rows in delta_points:

@@ -27,8 +27,8 @@ from jobs.audit import run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table
 
-__all__ = ["REPLAY_STAGE", "measure_audit", "measure_bare_scan", "measure_offset_path", "replay_rates",
-           "replay_stage_seconds"]
+__all__ = ["REPLAY_STAGE", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
+           "replay_rates", "replay_stage_seconds"]
 
 InputFormat = Literal["parquet", "delta"]
 
@@ -100,10 +100,30 @@ class _StageTee(io.TextIOBase):
         self.target.flush()
 
 
+def measure_output_write(spark: SparkSession, locations: dict[str, str], scratch: Path) -> dict[str, Any]:
+    """The floor an audit's marginal cost cannot go below: Spark writing the rows the audit wrote
+    (every table of `locations` but `runs`), already in memory, as plain Parquet into `scratch`,
+    one table after the other, timed. The rows grow with the input (groups, generations and
+    assignments scale with the records in the benchmark's inputs), so this cost has a slope of its
+    own, which no change to the audit's computation can remove."""
+    frames = {name: read_table(spark, loc).drop("run_window", "run_id").cache()
+              for name, loc in locations.items() if name != "runs"}
+    rows = {name: df.count() for name, df in frames.items()}  # materialised before the clock starts
+    t0 = time.perf_counter()
+    for name, df in frames.items():
+        df.write.mode("overwrite").parquet(str(scratch / name))
+    seconds = time.perf_counter() - t0
+    for df in frames.values():
+        df.unpersist()
+    return {"seconds": seconds, "rows": sum(rows.values()), "rows_per_table": rows}
+
+
 def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str, shards: int | None,
-                  sample_memory: bool, derived_tables: bool = True, fmt: InputFormat = "parquet") -> dict[str, Any]:
+                  sample_memory: bool, derived_tables: bool = True, fmt: InputFormat = "parquet",
+                  output_write: bool = False) -> dict[str, Any]:
     """`jobs.audit.run_audit` end to end into `out_dir` (fresh), timed; memory sampled meanwhile.
-    `fmt` is the job's `input.format`: Parquet files, or a Delta table that Spark reads itself."""
+    `fmt` is the job's `input.format`: Parquet files, or a Delta table that Spark reads itself.
+    `output_write`: afterwards, also `measure_output_write` of the tables it wrote."""
     cfg = load_config(None, {"input.path": path, "input.table": "", "input.format": fmt,
                              "output.path": str(out_dir), "output.write_mode": "overwrite",
                              "spark.master": master, "job.shards": shards, "job.derived_tables": derived_tables})
@@ -125,6 +145,8 @@ def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str,
     if memory is not None:
         memory["driver_python_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         out["memory"] = memory
+    if output_write:
+        out["output_write"] = measure_output_write(spark, summary.locations, out_dir.with_name(out_dir.name + "-floor"))
     return out
 
 

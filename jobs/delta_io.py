@@ -37,7 +37,8 @@ window, and by group through the Parquet min/max statistics.
 Atomicity. Delta has no multi-table transactions; this module gives the following guarantee:
 
 1. Phase 1 (data): Spark writes every table's files first, each into a directory named by the
-   run id. No table changes yet. If any write fails, the staged directories are deleted and every
+   run id (the embedded writer runs up to `WRITE_THREADS` tables' writes as concurrent Spark
+   jobs; `runs`, which records the rows written, goes after them). No table changes yet. If any write fails, the staged directories are deleted and every
    table stays at its previous version.
 2. Phase 2 (commits): one atomic Delta commit per table, in a fixed order with `runs` LAST. Each
    commit records `{"run_id", "run_window", "table", "mode", ...}` as its commitInfo
@@ -68,12 +69,14 @@ version before the run (both writers), so the guarantees above hold with merges 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -565,22 +568,58 @@ def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[s
                                 commit_properties=CommitProperties(custom_metadata={"userMetadata": meta}))
 
 
+WRITE_THREADS = 3
+"""Tables whose Parquet files the embedded writer has Spark write at once: a run's tables are
+small and many (a few tasks each), so one table's job alone leaves the cores idle between tasks
+and during the driver's footer reads; three overlap them."""
+
+
+def _concurrently(calls: Sequence[Callable[[], None]], *, threads: int) -> None:
+    """Runs `calls` on `threads` threads (each a Spark job submitter: pyspark pins a JVM thread to
+    each) and waits for all of them; then re-raises the first failure in `calls` order."""
+    errors: list[BaseException | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            calls[i]()
+        except BaseException as exc:  # kept and re-raised below, after every call has ended
+            errors[i] = exc
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        list(pool.map(run, range(len(calls))))
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+
+
 def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], modes: Mapping[str, WriteMode], *,
                     run_id: str, run_window: str, base_path: str,
                     merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
     staged: list[_Staged] = []
     previous = spark.conf.get("spark.sql.parquet.outputTimestampType", None)
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    try:
-        for name, content in prepared.items():  # phase 1: data files
-            df = content({st.table: st.rows for st in staged}) if callable(content) else content
-            uri = table_location(name, base_path=base_path)
-            stage_dir = f"{uri}/{PARTITION_COLUMN}={run_window}/{run_id}"
-            st = _Staged(name, uri, df.schema, modes[name], stage_dir)
-            staged.append(st)
-            spark.sparkContext.setJobDescription(f"coordinator-audit: write {name} files")
-            df.write.mode("errorifexists").option("compression", "snappy").parquet(stage_dir)
-            _list_staged(st, run_window)
+
+    def stage(name: str, df: DataFrame) -> _Staged:
+        uri = table_location(name, base_path=base_path)
+        st = _Staged(name, uri, df.schema, modes[name], f"{uri}/{PARTITION_COLUMN}={run_window}/{run_id}")
+        staged.append(st)
+        return st
+
+    def write(st: _Staged, df: DataFrame) -> None:
+        spark.sparkContext.setJobDescription(f"coordinator-audit: write {st.table} files")
+        df.write.mode("errorifexists").option("compression", "snappy").parquet(st.stage_dir)
+        _list_staged(st, run_window)
+
+    try:  # phase 1: data files; the tables' writes run as concurrent Spark jobs (module docstring)
+        ready = {name: content for name, content in prepared.items() if not callable(content)}
+        jobs = [(stage(name, df), df) for name, df in ready.items()]
+        _concurrently([functools.partial(write, st, df) for st, df in jobs], threads=WRITE_THREADS)
+        for name, content in prepared.items():  # the rest (`runs`) are functions of the rows written
+            if callable(content):
+                df = content({st.table: st.rows for st in staged})
+                write(stage(name, df), df)
+        order = list(prepared)
+        staged.sort(key=lambda st: order.index(st.table))
     except BaseException:
         for st in staged:
             _delete_dir(st.stage_dir)

@@ -45,6 +45,10 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     assert m["audit"]["counts"]["quarantined"] == 0
     assert m["peer"]["commits"] == m["audit"]["counts"]["records_replayed"] - m["replay"]["non_commit_records"] > 0.9 * rows
     assert any(line.startswith("stage replay") for line in m["audit"]["stages"])
+    # the floor: the rows the audit wrote, written again as plain Parquet
+    floor = m["audit"]["output_write"]
+    assert floor["rows"] == sum(m["audit"]["table_rows"].values()) > 0 and floor["seconds"] > 0
+    assert floor["rows_per_table"]["assignments"] == m["audit"]["table_rows"]["assignments"]
     assert 0 < m["replay_share"]["share"] < 1 and m["replay_share"]["audit_seconds"] == m["audit"]["seconds"]
     assert rep["figures"]["replay_share"] == m["replay_share"]["share"]
     assert m["replay"]["group_metadata_records"] > 0 and m["replay"]["commit_records"] > 0
@@ -111,6 +115,7 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     offsets = {k: 1.0 + 0.15 * n / 1e6 for k, _, n in points}
     audit = {k: 5.0 + 0.3 * n / 1e6 for k, _, n in points}
     hwm = {1: 300.0, 2: 310.0, 4: 320.0, 8: 330.0}
+    floor = {k: 0.2 + 0.25 * n / 1e6 for k, _, n in points}  # writing the output: 2.5x the bare scan's slope
     results: dict = {}
     for k, p, _ in points:
         if p == main:
@@ -119,15 +124,16 @@ def test_scaling_points_and_figures_from_step_results() -> None:
             results["offset_path"] = _ok(offsets[k])
             results["scaling.4x.offset_path.2"] = _ok(offsets[k] + 1)
             results["audit"] = _ok(audit[k] + 0.5, memory={"python_worker_peak_hwm_mib": hwm[k]},
-                                   replay_stage_seconds=1.1)
-            results["audit.again"] = _ok(audit[k], replay_stage_seconds=1.0)
+                                   replay_stage_seconds=1.1, output_write={"seconds": floor[k] + 0.1, "rows": 40})
+            results["audit.again"] = _ok(audit[k], replay_stage_seconds=1.0, output_write={"seconds": floor[k], "rows": 40})
             results["audit_base"] = results["audit_base.again"] = _ok(audit[k])
             continue
         for run in (1, 2):
             results[f"scaling.{k}x.bare_scan.{run}"] = _ok(bare[k] + (run - 1) * 0.3)
             results[f"scaling.{k}x.offset_path.{run}"] = _ok(offsets[k] + (2 - run))
             results[f"scaling.{k}x.audit.{run}"] = _ok(audit[k] + run - 1,
-                                                       memory={"python_worker_peak_hwm_mib": hwm[k] - run})
+                                                       memory={"python_worker_peak_hwm_mib": hwm[k] - run},
+                                                       output_write={"seconds": floor[k] + run - 1, "rows": 10 * k})
     rep: dict = {"measurements": {}, "parameters": {"skip": []}, "input": {"rows": 4_000_000}}
     harness._collect(rep, results, main, points, [])
     rep["ratios"] = report.ratios(rep)
@@ -141,10 +147,14 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     assert f["audit_marginal_over_bare_scan_marginal"] == pytest.approx(3.0)
     assert f["offset_path_marginal_over_bare_scan_marginal"] == pytest.approx(1.5)
     assert f["audit_fixed_seconds"] == pytest.approx(5.0)
+    assert [p["output_write"]["seconds"] for p in sc["points"]] == pytest.approx([floor[k] for k, _, _ in points])
+    assert [p["output_write"]["rows"] for p in sc["points"]] == [10, 20, 40, 80]
+    assert f["output_write_marginal_over_bare_scan_marginal"] == pytest.approx(2.5)
     assert f["python_worker_peak_rss_growth"] == pytest.approx((hwm[8] - 1) / (hwm[1] - 1))
     assert f["replay_share"] == pytest.approx(1.0 / audit[4])  # the faster warm run's own stage
     t = rep["targets"]
     assert t["audit_marginal_over_bare_scan_marginal"]["met"] is False
+    assert "floor: Spark writing the audit's output rows alone costs 2.5x" in t["audit_marginal_over_bare_scan_marginal"]["note"]
     assert t["offset_path_marginal_over_bare_scan_marginal"]["met"] is True
     assert t["audit_fixed_seconds"]["met"] is True and t["python_worker_peak_bounded"]["met"] is True
     assert t["replay_share"]["met"] is True and t["delta_input_audit_fixed_seconds"]["met"] is None

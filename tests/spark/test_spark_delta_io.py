@@ -120,6 +120,38 @@ def test_failed_data_write_changes_no_table(spark, tmp_path: Path) -> None:
     assert not (tmp_path / "generations" / "run_window=w1" / "r2").exists()
 
 
+def test_failed_concurrent_data_write_cleans_every_staged_table(spark, tmp_path: Path) -> None:
+    """The embedded writer writes tables' files as concurrent jobs: when one of them fails, the files
+    the others staged meanwhile are deleted too, and no table changes (`runs` is not created)."""
+    from pyspark.sql import functions as F
+
+    base = str(tmp_path)
+    write_tables(spark, {"generations": _gens(spark, [("a", 1, None)]), "violations": _gens(spark, [("a", 1, None)])},
+                 run_id="r1", run_window="w1", base_path=base, writer="embedded")
+    bad = _gens(spark, [("a", 2, None)]).withColumn("generation_id", F.raise_error("boom").cast("int"))
+    tables = {"generations": _gens(spark, [("b", 3, None)]), "violations": bad, "runs": _runs(spark, "r2")}
+    with pytest.raises(Exception, match="boom"):
+        write_tables(spark, tables, run_id="r2", run_window="w1", base_path=base, writer="embedded")
+    for name in ("generations", "violations"):
+        assert DeltaTable(f"{base}/{name}").version() == 0
+        assert not (tmp_path / name / "run_window=w1" / "r2").exists()
+    assert not DeltaTable.is_deltatable(f"{base}/runs")
+    assert not (tmp_path / "runs" / "run_window=w1" / "r2").exists()
+
+
+def test_concurrently_runs_every_call_then_raises_the_first_failure() -> None:
+    done: list[int] = []
+
+    def call(i: int) -> None:
+        done.append(i)
+        if i in (1, 3):
+            raise ValueError(f"call {i}")
+
+    with pytest.raises(ValueError, match="call 1"):
+        delta_io._concurrently([lambda i=i: call(i) for i in range(5)], threads=2)
+    assert sorted(done) == [0, 1, 2, 3, 4]
+
+
 def test_crash_between_commits_is_detected(spark, tmp_path: Path) -> None:
     base = str(tmp_path)
     write_tables(spark, {"generations": _gens(spark, [("a", 1, None)]), "runs": _runs(spark, "r1")},
