@@ -222,13 +222,13 @@ _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "w
 def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str] = (),
                  stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
-                 ) -> tuple[dict[str, DataFrame], dict[str, int], DataFrame]:
-    """The audit tables from the single pass's output: ({table: DataFrame}, counts, wide).
+                 ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame]]:
+    """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted).
 
     The replay reads the pass's side rows (everything but the summarised offset commits) and, when
     `state` (the base run's `group_state` rows) is given, resumes every group from it; its wide
-    output is persisted (it feeds the tables and the counts); the caller unpersists `wide` after
-    writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
+    output is persisted (it feeds the tables and the counts), as are the offsets' windows and
+    stitched rows; the caller unpersists `persisted` after writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
     base run, to merge) and `group_state` (every group's state after this pass)."""
     side = filter_groups(scan.side(missing), groups)
     with stage(spark, "replay (mapInArrow, one pass per group)") as st:
@@ -267,8 +267,11 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     with stage(spark, "offsets (stitch the pass's partial summaries)") as st:
         windows = offsets.group_metadata_windows(side, exclude=excluded, carried=carried_windows).persist(
             StorageLevel.MEMORY_AND_DISK)
-        offset_rows, regressions = offsets.offset_commits(scan.df, windows, carried=carried_parts)
+        persisted = [wide, windows]
+        offset_rows, regressions = offsets.offset_commits(scan.df, windows, carried=carried_parts,
+                                                          persisted=persisted)
         offset_rows = offset_rows.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(offset_rows)
         st.count(offset_rows)
 
     # split_table already yields each table's columns with its schema's types (REPLAY_SCHEMA is built
@@ -284,7 +287,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         "quarantine": quarantine,
     }
     if state is None:
-        return tables, counts, wide
+        return tables, counts, persisted
 
     offset_cols = [f.name for f in TABLE_SCHEMAS["offset_commits"].fields]
     tables["offset_commits"] = offset_rows.where(
@@ -303,7 +306,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                        GROUP_STATE_SCHEMA["offset_windows"].dataType))))
     tables["group_state"] = group_state.select(
         *[F.col(f.name).cast(f.dataType).alias(f.name) for f in GROUP_STATE_SCHEMA.fields])
-    return tables, counts, wide
+    return tables, counts, persisted
 
 
 def _scan_reader(cfg: AuditConfig, data: Any) -> str:
@@ -339,7 +342,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     if state is None:  # a fresh chain: no group resumes, every group's state still goes to group_state
         state = spark.createDataFrame([], GROUP_STATE_SCHEMA)
     consts, missing_end = scan.missing_counts(start_after, base_missing)
-    tables, counts, wide = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage,
+    tables, counts, persisted = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage,
                                         state=state, resume=resume, gaps=found_gaps, missing=consts)
     carried = {name.split(":", 1)[1]: tables.pop(name) for name in list(tables) if name.startswith("carried:")}
     run_counts = {
@@ -351,7 +354,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
-    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [wide, scan])
+    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan])
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
@@ -131,8 +132,8 @@ def carried_partials(open_rows: DataFrame) -> DataFrame:
         F.lit(True).alias(CARRIED_FLAG))
 
 
-def offset_commits(scanned: DataFrame, windows: DataFrame, *,
-                   carried: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+def offset_commits(scanned: DataFrame, windows: DataFrame, *, carried: DataFrame | None = None,
+                   persisted: list[DataFrame] | None = None) -> tuple[DataFrame, DataFrame]:
     """(offset_commits rows, regression rows) from the kernel's `partial` and `regression` rows and
     the GroupMetadata `windows` (`group_metadata_windows`).
 
@@ -146,7 +147,9 @@ def offset_commits(scanned: DataFrame, windows: DataFrame, *,
     source_partition, source_offset, window_start_offset) for `offset_regression_violations`.
 
     `carried` (`carried_partials`) continues the windows the previous run left open; the first
-    result then has three more columns: `CARRIED_FLAG`, `UNCHANGED_FLAG`, `LAST_COMMIT_SOURCE`."""
+    result then has three more columns: `CARRIED_FLAG`, `UNCHANGED_FLAG`, `LAST_COMMIT_SOURCE`.
+    `persisted`: the stitched rows both results read are persisted and appended to it (the caller
+    unpersists them once it has written the results); else they are a lazy local checkpoint."""
 
 
     rows = scanned.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).select(*_STITCH_COLUMNS)
@@ -161,16 +164,14 @@ def offset_commits(scanned: DataFrame, windows: DataFrame, *,
         opening, allowMissingColumns=True)
     by_group = Window.partitionBy("group_id").orderBy("partition", "offset").rowsBetween(
         Window.unboundedPreceding, Window.currentRow)
-    # both results read these few rows: computed once, on the first action (freed with the results)
-    resolved = (events.withColumn("win", F.last("_win", ignorenulls=True).over(by_group))
-                .where(F.col("_kind") != "window").drop("_win").localCheckpoint(eager=False))
+    resolved = events.withColumn("win", F.last("_win", ignorenulls=True).over(by_group)).where(
+        F.col("_kind") != "window").drop("_win")
     stable = F.coalesce(F.col("win.state") == "Stable", F.lit(False))
 
     keys = ["group_id", "topic", "partition_key", "win"]
-    partials = resolved.where(F.col("_kind") == KIND_PARTIAL)
     # the previous partial with commits in log order, within the group's partition of the data (the
     # resolution's partitioning is kept: no shuffle), ordered by topic-partition and window first; it
-    # counts only when it is of the same topic-partition and window
+    # counts only when it is of the same topic-partition and window (regression rows carry no commits)
     before = Window.partitionBy("group_id").orderBy("topic", "partition_key", F.col("win.pos"), "partition",
                                                     "offset").rowsBetween(Window.unboundedPreceding, -1)
     has_commit = F.col("commits") > 0
@@ -180,13 +181,22 @@ def offset_commits(scanned: DataFrame, windows: DataFrame, *,
         F.col("last_commit_source_offset").alias("s"))), ignorenulls=True).over(before)
     same = ((F.col("_prev.t") == F.col("topic")) & (F.col("_prev.p") == F.col("partition_key"))
             & F.col("_prev.w").eqNullSafe(F.col("win.pos")))
-    stitched = (partials.withColumn("_prev", prev)
+    stitched = (resolved.withColumn("_prev", prev)
                 .withColumn("_prev", F.when(same, F.col("_prev")))
                 .withColumn("_boundary", F.coalesce(has_commit & stable & (F.col("first_offset") < F.col("_prev.o")),
                                                     F.lit(False))))
+    # both results read these rows: computed once, on the first action. Persisted (the caller frees
+    # it), the cache keeps the partitioning by group, so the summary below needs no second shuffle;
+    # without `persisted`, a lazy local checkpoint, freed with the results
+    if persisted is not None:
+        stitched = stitched.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(stitched)
+    else:
+        stitched = stitched.localCheckpoint(eager=False)
+    partials = stitched.where(F.col("_kind") == KIND_PARTIAL)
     first_commit_pos = F.when(has_commit, _pos("partition", "first_commit_source_offset"))
     last_commit_pos = F.when(has_commit, _pos("partition", "last_commit_source_offset"))
-    summary = stitched.groupBy(*keys).agg(
+    summary = partials.groupBy(*keys).agg(
         F.sum("commits").alias("commits"),
         F.sum("tombstones").alias("tombstones"),
         F.min_by("first_offset", first_commit_pos).alias("first_offset"),
@@ -225,13 +235,13 @@ def offset_commits(scanned: DataFrame, windows: DataFrame, *,
         extra = (CARRIED_FLAG, UNCHANGED_FLAG, LAST_COMMIT_SOURCE)
     out = _conform(out, TABLE_SCHEMAS["offset_commits"], extra=extra)
 
-    inside = resolved.where((F.col("_kind") == KIND_REGRESSION) & stable).select(
+    inside = stitched.where((F.col("_kind") == KIND_REGRESSION) & stable).select(
         "group_id", F.col("win.gen").alias("generation_id"), "topic", F.col("partition_key").alias("partition"),
         "offset_value", "commit_timestamp", "previous_offset", "previous_commit_timestamp",
         "previous_source_offset", F.col("timestamp_ms").alias("record_timestamp"),
         F.col("partition").alias("source_partition"), F.col("offset").alias("source_offset"),
         F.col("win.start").alias("window_start_offset"))
-    across = stitched.where("_boundary").select(
+    across = partials.where("_boundary").select(
         "group_id", F.col("win.gen").alias("generation_id"), "topic", F.col("partition_key").alias("partition"),
         F.col("first_offset").alias("offset_value"), F.col("first_commit_timestamp").alias("commit_timestamp"),
         F.col("_prev.o").alias("previous_offset"), F.col("_prev.ts").alias("previous_commit_timestamp"),
