@@ -236,7 +236,7 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
                           for p in m["scaling"]["points"])
         print(f"  Python worker peak RSS (MiB) during the audit by input: {peaks}", file=out)
     if m.get("delta_input"):
-        _print_fits("Delta input (Spark reads the table)", m["delta_input"], ("bare_scan", "audit"), out)
+        _print_fits("Delta input (input.format = delta)", m["delta_input"], ("bare_scan", "audit"), out)
     print("\nfigures: " + ", ".join(f"{k} {_fmt(v, '.3f') if isinstance(v, float) else _fmt(v, '')}"
                                     for k, v in report["figures"].items()), file=out)
     print("ratios: " + ", ".join(f"{k} {_fmt(v, '.2f')}" for k, v in report["ratios"].items()), file=out)
