@@ -38,8 +38,8 @@ Atomicity. Delta has no multi-table transactions; this module gives the followin
 
 1. Phase 1 (data): Spark writes every table's files first, each into a directory named by the
    run id (the embedded writer runs up to `WRITE_THREADS` tables' writes as concurrent Spark
-   jobs; `runs`, which records the rows written, goes after them). No table changes yet. If any write fails, the staged directories are deleted and every
-   table stays at its previous version.
+   jobs; `runs`, which records the rows written, goes after them). No table changes yet. If any
+   write fails, the staged directories are deleted and every table stays at its previous version.
 2. Phase 2 (commits): one atomic Delta commit per table, in a fixed order with `runs` LAST. Each
    commit records `{"run_id", "run_window", "table", "mode", ...}` as its commitInfo
    `userMetadata`. If commit k fails, the commits 1..k-1 of this run are compensated: the embedded
@@ -611,15 +611,14 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
         _list_staged(st, run_window)
 
     try:  # phase 1: data files; the tables' writes run as concurrent Spark jobs (module docstring)
-        ready = {name: content for name, content in prepared.items() if not callable(content)}
-        jobs = [(stage(name, df), df) for name, df in ready.items()]
-        _concurrently([functools.partial(write, st, df) for st, df in jobs], threads=WRITE_THREADS)
+        _concurrently([functools.partial(write, stage(name, df), df) for name, df in prepared.items()
+                       if not callable(df)], threads=WRITE_THREADS)
         for name, content in prepared.items():  # the rest (`runs`) are functions of the rows written
             if callable(content):
                 df = content({st.table: st.rows for st in staged})
                 write(stage(name, df), df)
-        order = list(prepared)
-        staged.sort(key=lambda st: order.index(st.table))
+        position = {name: i for i, name in enumerate(prepared)}  # phase 2 commits in `prepared` order
+        staged.sort(key=lambda st: position[st.table])
     except BaseException:
         for st in staged:
             _delete_dir(st.stage_dir)
