@@ -1,7 +1,7 @@
 """The audit job against a bare scan and the job a user would write by hand, at scale (issues 9 and 18).
 
     .venv/bin/python -m benchmarks                       # 20M records, 5,000 groups, local[2]
-    .venv/bin/python -m benchmarks --records 2000000 --groups 500 --no-scaling --skip delta_input
+    .venv/bin/python -m benchmarks --records 2000000 --groups 500 --no-scaling --skip delta_input,kafka_input
 
 One run, one SparkSession (the job's own `build_session`, `--master` local[2] by default), one set
 of inputs. Prints a table and writes `benchmark.json` (path printed) with every figure, issue 18's
@@ -60,8 +60,20 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   itself (the job's `input.format = "delta"`), at `--delta-factors` (1,4) x `--scaling-base`,
   best of two runs each: `delta_input_audit_marginal_over_bare_scan_marginal` (over the Delta
   table's own bare scan; also reported over the Parquet bare scan) and
-  `delta_input_audit_fixed_seconds`. Spark's Kafka source is not measured here (yet): the broker
-  tier (`tests/kafka`) runs it for correctness only.
+  `delta_input_audit_fixed_seconds`.
+* `kafka_input`: the same with the input in a real broker (`benchmarks.kafka_input`), at
+  `--kafka-factors` (1,4) x `--scaling-base`: one single-node Kafka 4 broker per point
+  (`scripts/kafka.sh`), its `__consumer_offsets` loaded with the point's records in log order
+  (Spark's Kafka sink as the client `__admin_client`; the records' timestamps become the produce
+  time), then the bare scan and the warm audit read through the job's `--kafka-bootstrap` path
+  (`jobs.kafka_source.read_kafka`, Spark's Kafka source), best of two runs each, in a child session
+  of their own with the Kafka source's jars (`scripts/jars.sh spark`, from Maven Central; Delta
+  Spark's left out, so the audit writes with the embedded writer as elsewhere). Figures:
+  `kafka_input_audit_marginal_over_bare_scan_marginal` (over the Kafka bare scan),
+  `kafka_input_bare_scan_marginal_over_parquet_bare_scan_marginal` (what reading through the
+  Kafka source costs over reading Parquet files) and `kafka_input_audit_fixed_seconds`. Needs
+  Maven and about 150 bytes of disk per record under `--work-dir` while it runs; when the jars or
+  a broker cannot be had, the report says why and the other measurements stand.
 
 Spark measurements run in a child process with one session (`--in-process`: in this process's
 session instead, as the tests do). A step that kills the JVM (local mode dies with an executor's

@@ -28,7 +28,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import SparkSession
 
 import benchmarks
-from benchmarks import measures, memory, peer, report
+from benchmarks import kafka_input, measures, memory, peer, report
 from coordinator_core.sim.scale import ScaleConfig, plan_groups
 from jobs.spark_session import build_session
 from tools.make_samples import write_scale
@@ -38,12 +38,16 @@ __all__ = ["MEASUREMENTS", "ensure_delta_input", "ensure_input", "main", "parse_
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASUREMENTS: tuple[str, ...] = ("bare_scan", "offset_path", "audit", "peer", "replay", "memory", "scaling",
-                                 "derived", "delta_input")
+                                 "derived", "delta_input", "kafka_input")
 SCALING_FACTORS = (1, 2, 4, 8)
 """Multiples of `--scaling-base` (by default a quarter of `--records`): 5M, 10M, 20M and 40M records
 at the default size, the 4x point being the main input."""
 DELTA_FACTORS = (1, 4)
 """Multiples of `--scaling-base` measured with the input as a Delta table (5M and 20M by default)."""
+KAFKA_FACTORS = (1, 4)
+"""Multiples of `--scaling-base` measured with the input in a Kafka broker (5M and 20M by default)."""
+KAFKA_BROKER_MAX_SECONDS = 4 * 3600
+"""A benchmark's brokers stop by themselves after this, whatever happens to the benchmark."""
 DELTA_LAYOUT = "log-ordered: one data file per input file, pyarrow, committed with delta-rs"
 """How `ensure_delta_input` lays the table out (kept in its stamp: a copy written otherwise is rewritten)."""
 DELTA_ROW_GROUP_ROWS = 262_144
@@ -95,6 +99,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="multiples of --scaling-base measured by the scaling pass (default 1,2,4,8)")
     p.add_argument("--delta-factors", type=_factors, default=DELTA_FACTORS, metavar="K,K,...",
                    help="multiples of --scaling-base measured with the input as a Delta table (default 1,4)")
+    p.add_argument("--kafka-factors", type=_factors, default=KAFKA_FACTORS, metavar="K,K,...",
+                   help="multiples of --scaling-base measured with the input in a Kafka broker, read through "
+                        "Spark's Kafka source (default 1,4)")
     p.add_argument("--replay-commits", type=int, default=2_000_000,
                    help="about how many offset commits the pure-Python commit rate reads (default 2,000,000)")
     p.add_argument("--single-group-commits", type=int, default=5_000_000,
@@ -325,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 shutil.rmtree(work, ignore_errors=True)
         rep["environment"].update(env)
         _collect(rep, results, path, scale_points, delta_points, derived="derived" not in skip)
+    if "kafka_input" not in skip and "audit" not in skip:
+        m["kafka_input"] = _kafka_input(args, config, path, manifest)
 
     rep["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     rep.setdefault("bare_scan_seconds", None)
@@ -460,6 +469,10 @@ def _session_alive(spark: SparkSession) -> bool:
 
 def _run_step(spark: SparkSession, step: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     kind, src, fmt = step["kind"], step["path"], step.get("format", "parquet")
+    if kind == "kafka_load":
+        return kafka_input.load_records(spark, src, step["bootstrap"], step["partitions"], step["interceptor"])
+    if kind == "bare_scan" and fmt == "kafka":
+        return kafka_input.measure_kafka_bare_scan(spark, step["bootstrap"])
     if kind == "bare_scan":
         return measures.measure_bare_scan(spark, src, fmt)
     if kind == "offset_path":
@@ -470,14 +483,16 @@ def _run_step(spark: SparkSession, step: dict[str, Any], options: dict[str, Any]
         return measures.measure_audit(spark, src, Path(options["work"]) / step["out"], master=options["master"],
                                       shards=options["shards"], sample_memory=step["sample_memory"],
                                       derived_tables=step.get("derived_tables", True), fmt=fmt,
-                                      output_write=step.get("output_write", False))
+                                      output_write=step.get("output_write", False),
+                                      kafka_bootstrap=step.get("bootstrap"))
     raise ValueError(f"unknown benchmark step kind {kind!r}")
 
 
-def _run_spark_steps(args: argparse.Namespace, steps: list[dict[str, Any]], work: Path
-                     ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """Runs the steps in child processes, starting a fresh one after a step kills the session."""
-    options = {"master": args.master, "conf": dict(item.split("=", 1) for item in args.conf),
+def _run_spark_steps(args: argparse.Namespace, steps: list[dict[str, Any]], work: Path,
+                     extra_conf: dict[str, str] | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Runs the steps in child processes, starting a fresh one after a step kills the session.
+    `extra_conf`: Spark settings beyond `--conf` (the Kafka input's jars)."""
+    options = {"master": args.master, "conf": {**dict(item.split("=", 1) for item in args.conf), **(extra_conf or {})},
                "shards": args.shards, "work": str(work),
                "warm_up_path": next(s["path"] for s in steps if s.get("format", "parquet") == "parquet")
                if any(s.get("format", "parquet") == "parquet" for s in steps) else steps[0]["path"]}
@@ -519,6 +534,78 @@ def _run_spark_steps(args: argparse.Namespace, steps: list[dict[str, Any]], work
     return results, env
 
 
+def _kafka_input(args: argparse.Namespace, config: ScaleConfig, path: Path, manifest: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """The `kafka_input` measurement (`benchmarks.kafka_input`): a broker per `--kafka-factors`
+    point, loaded with that point's records, then the bare scan and the warm audit read through
+    Spark's Kafka source, best of two runs each, interleaved across points, in a child session of
+    their own (the only one with the Kafka source's jars). {"error": ...} when it cannot be set up."""
+    points = _points(config, path, manifest, args, args.kafka_factors)
+    work = Path(tempfile.mkdtemp(prefix="coordinator-audit-bench-kafka-", dir=args.work_dir))
+    brokers: list[kafka_input.KafkaBroker] = []
+    try:
+        jars = kafka_input.kafka_source_jars()
+        interceptor = kafka_input.interceptor_jar(jars)
+        for k, p, _ in points:
+            partitions = json.loads((p / "_manifest.json").read_text())["config"]["offsets_partitions"]
+            brokers.append(kafka_input.KafkaBroker(work / f"broker-{k}x", partitions, KAFKA_BROKER_MAX_SECONDS))
+            brokers[-1].start()
+            _log(f"kafka_input: Kafka {brokers[-1].version} broker at {brokers[-1].bootstrap} for the {k}x input")
+        steps = _kafka_steps(points, brokers, interceptor)
+        results, env = _run_spark_steps(args, steps, work, {"spark.jars": ",".join(jars)})
+    except kafka_input.KafkaInputUnavailable as exc:
+        _log(f"kafka_input: not measured: {exc}")
+        return {"error": str(exc)}
+    finally:
+        for broker in brokers:
+            broker.stop()
+        if args.keep_output:
+            _log(f"kafka_input: brokers and audit outputs kept under {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    out_points = []
+    for (k, p, rows), broker in zip(points, brokers, strict=True):
+        point: dict[str, Any] = {"factor": k, "records": rows, "input": str(p), "broker": broker.version,
+                                 "load": _result(results, f"kafka.{k}x.load")}
+        for kind in ("bare_scan", "audit"):
+            runs = [_result(results, n) for n in _point_runs(k, kind, main=False, derived=True, prefix="kafka")]
+            point[kind] = _best(runs)
+            fastest = min((r for r in runs if r and r.get("seconds")), key=lambda r: r["seconds"], default=None)
+            keep = ("records",) if kind == "bare_scan" else ("counts", "table_rows", "writer", "stages")
+            point[kind].update({key: fastest.get(key) for key in keep} if fastest else {})
+        out_points.append(point)
+    return {"points": out_points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(out_points, ("bare_scan", "audit")),
+            "spark_session_restarts": env.get("spark_session_restarts")}
+
+
+def _kafka_steps(points: Sequence[Point], brokers: Sequence[kafka_input.KafkaBroker], interceptor: str
+                 ) -> list[dict[str, Any]]:
+    """Every broker loaded first, then each point's first runs, then each point's second runs."""
+    steps: list[dict[str, Any]] = []
+    runs: list[list[dict[str, Any]]] = [[] for _ in range(RUNS_PER_POINT)]
+    for (k, p, _), broker in zip(points, brokers, strict=True):
+        base = {"path": str(p), "format": "kafka", "bootstrap": broker.bootstrap}
+        steps.append({**base, "name": f"kafka.{k}x.load", "kind": "kafka_load", "partitions": broker.partitions,
+                      "interceptor": interceptor})
+        for kind in ("bare_scan", "audit"):
+            for i, name in enumerate(_point_runs(k, kind, main=False, derived=True, prefix="kafka")):
+                step = {**base, "name": name, "kind": kind}
+                if kind == "audit":
+                    step.update(out="audit-" + name.replace(".", "-"), sample_memory=False)
+                runs[i].append(step)
+    for batch in runs:
+        steps.extend(batch)
+    return steps
+
+
+def _result(results: dict[str, dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """A step's result, {"error": ..., "seconds": None} if it failed, None if it did not run."""
+    line = results.get(name)
+    if line is None:
+        return None
+    return line["result"] if "result" in line else {"error": line["error"], "seconds": None}
+
+
 def _best(runs: list[dict[str, Any] | None]) -> dict[str, Any]:
     """One point of one measurement: its runs' seconds and the best of them, and the errors."""
     secs = [r["seconds"] for r in runs if r is not None and r.get("seconds") is not None]
@@ -547,10 +634,7 @@ def _collect(rep: dict[str, Any], results: dict[str, dict[str, Any]], path: Path
     m = rep["measurements"]
 
     def get(name: str) -> dict[str, Any] | None:
-        line = results.get(name)
-        if line is None:
-            return None
-        return line["result"] if "result" in line else {"error": line["error"], "seconds": None}
+        return _result(results, name)
 
     firsts = {name: get(name) for name in ("bare_scan.first", "bare_scan.last")}
     if firsts["bare_scan.first"] is not None:

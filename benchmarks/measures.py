@@ -30,7 +30,7 @@ from jobs.delta_io import read_table
 __all__ = ["REPLAY_STAGE", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
            "replay_rates", "replay_stage_seconds"]
 
-InputFormat = Literal["parquet", "delta"]
+InputFormat = Literal["parquet", "delta", "kafka"]
 
 REPLAY_STAGE = re.compile(r"^stage (replay\b.*): .* in ([0-9.]+) s")
 """The job's log line of its replay stage (`jobs.spark_session.stage`): its name starts with
@@ -120,13 +120,17 @@ def measure_output_write(spark: SparkSession, locations: dict[str, str], scratch
 
 def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str, shards: int | None,
                   sample_memory: bool, derived_tables: bool = True, fmt: InputFormat = "parquet",
-                  output_write: bool = False) -> dict[str, Any]:
+                  output_write: bool = False, kafka_bootstrap: str | None = None) -> dict[str, Any]:
     """`jobs.audit.run_audit` end to end into `out_dir` (fresh), timed; memory sampled meanwhile.
-    `fmt` is the job's `input.format`: Parquet files, or a Delta table that Spark reads itself.
-    `output_write`: afterwards, also `measure_output_write` of the tables it wrote."""
-    cfg = load_config(None, {"input.path": path, "input.table": "", "input.format": fmt,
-                             "output.path": str(out_dir), "output.write_mode": "overwrite",
-                             "spark.master": master, "job.shards": shards, "job.derived_tables": derived_tables})
+    `fmt` is the job's `input.format`: Parquet files, or a Delta table that Spark reads itself;
+    "kafka": the records of the broker at `kafka_bootstrap` (`input.kafka_bootstrap`; `path` is
+    only the input they were loaded from). `output_write`: afterwards, also `measure_output_write`
+    of the tables it wrote."""
+    source: dict[str, Any] = ({"input.path": "", "input.kafka_bootstrap": kafka_bootstrap} if fmt == "kafka"
+                              else {"input.path": path, "input.format": fmt})
+    cfg = load_config(None, {**source, "input.table": "", "output.path": str(out_dir),
+                             "output.write_mode": "overwrite", "spark.master": master, "job.shards": shards,
+                             "job.derived_tables": derived_tables})
     sampler = MemorySampler() if sample_memory else None
     if sampler is not None:
         sampler.reset_peaks()

@@ -19,6 +19,8 @@ TARGETS: dict[str, str] = {
     "replay_share": "< 0.20 of the warm audit (issue 18)",
     "delta_input_audit_marginal_over_bare_scan_marginal": "<= 2.0 (Delta input, over its bare scan; issue 18)",
     "delta_input_audit_fixed_seconds": "<= 6 (Delta input, intercept; issue 18)",
+    "kafka_input_audit_marginal_over_bare_scan_marginal": "<= 2.0 (Kafka input, over its bare scan; issue 18)",
+    "kafka_input_audit_fixed_seconds": "<= 6 (Kafka input, intercept; issue 18)",
     "offset_path_over_bare_scan": "<= 1.5 (at >= 20M records; issue 9)",
     "audit_over_bare_scan": "<= 2.0 (at >= 20M records; issue 9)",
     "single_group_peak_rss_mib": "< 1024 (5M commit records)",
@@ -58,10 +60,11 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
     """Issue 18's figures: marginal costs (least-squares slopes, seconds per million records) over
     the bare scan's on the same inputs, the audit's fixed cost (intercept), the Python workers'
     peak over the scaling inputs, the replay's share of the warm audit, and the same for the
-    Delta input (over a bare scan of the Delta table, and over the Parquet bare scan)."""
+    Delta input and the Kafka input (over a bare scan of that input, and over the Parquet bare scan)."""
     m = report["measurements"]
     bare, offsets, audit, floor = (_fit(m, "scaling", k) for k in ("bare_scan", "offset_path", "audit", "output_write"))
     d_bare, d_audit = (_fit(m, "delta_input", k) for k in ("bare_scan", "audit"))
+    k_bare, k_audit = (_fit(m, "kafka_input", k) for k in ("bare_scan", "audit"))
     slope = "slope_s_per_million_records"
     peaks = [(p["records"], (p.get("audit") or {}).get("python_worker_peak_hwm_mib"))
              for p in (m.get("scaling") or {}).get("points", [])]
@@ -86,6 +89,12 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
         "delta_input_audit_marginal_over_bare_scan_marginal": _ratio(d_audit.get(slope), d_bare.get(slope)),
         "delta_input_audit_marginal_over_parquet_bare_scan_marginal": _ratio(d_audit.get(slope), bare.get(slope)),
         "delta_input_audit_fixed_seconds": d_audit.get("intercept_s"),
+        "kafka_input_bare_scan_marginal_s_per_million": k_bare.get(slope),
+        "kafka_input_audit_marginal_s_per_million": k_audit.get(slope),
+        "kafka_input_audit_marginal_over_bare_scan_marginal": _ratio(k_audit.get(slope), k_bare.get(slope)),
+        "kafka_input_audit_marginal_over_parquet_bare_scan_marginal": _ratio(k_audit.get(slope), bare.get(slope)),
+        "kafka_input_bare_scan_marginal_over_parquet_bare_scan_marginal": _ratio(k_bare.get(slope), bare.get(slope)),
+        "kafka_input_audit_fixed_seconds": k_audit.get("intercept_s"),
     }
 
 
@@ -107,6 +116,10 @@ def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     floor_note = "; ".join(x for x in (fit_note, "" if floor is None else (
         f"floor: Spark writing the audit's output rows alone costs {floor:.1f}x the bare scan's marginal")) if x)
     peak_note = (f"peak {f['python_worker_peak_rss_mib']:,.0f} MiB" if f["python_worker_peak_rss_mib"] else "")
+    kafka_note = ("" if f.get("kafka_input_bare_scan_marginal_over_parquet_bare_scan_marginal") is None else
+                  f"floor: Spark's Kafka source alone reads at "
+                  f"{f['kafka_input_bare_scan_marginal_over_parquet_bare_scan_marginal']:.1f}x the Parquet bare scan's "
+                  f"marginal")
     single_note = "" if single.get("commits", 5_000_000) >= 5_000_000 else "fewer than 5M commits: not the target's run"
     return {
         "audit_marginal_over_bare_scan_marginal": check(
@@ -126,6 +139,11 @@ def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
             f["delta_input_audit_marginal_over_bare_scan_marginal"], lambda v: v <= 2.0),
         "delta_input_audit_fixed_seconds": check(
             "delta_input_audit_fixed_seconds", f["delta_input_audit_fixed_seconds"], lambda v: v <= 6.0),
+        "kafka_input_audit_marginal_over_bare_scan_marginal": check(
+            "kafka_input_audit_marginal_over_bare_scan_marginal",
+            f["kafka_input_audit_marginal_over_bare_scan_marginal"], lambda v: v <= 2.0, kafka_note),
+        "kafka_input_audit_fixed_seconds": check(
+            "kafka_input_audit_fixed_seconds", f["kafka_input_audit_fixed_seconds"], lambda v: v <= 6.0, kafka_note),
         "offset_path_over_bare_scan": check(
             "offset_path_over_bare_scan", r["offset_path_over_bare_scan"], lambda v: v <= 1.5, size_note),
         "audit_over_bare_scan": check("audit_over_bare_scan", r["audit_over_bare_scan"], lambda v: v <= 2.0,
@@ -237,6 +255,16 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
         print(f"  Python worker peak RSS (MiB) during the audit by input: {peaks}", file=out)
     if m.get("delta_input"):
         _print_fits("Delta input (input.format = delta)", m["delta_input"], ("bare_scan", "audit"), out)
+    if (m.get("kafka_input") or {}).get("error"):
+        print(f"\nKafka input: not measured ({m['kafka_input']['error']})", file=out)
+    elif m.get("kafka_input"):
+        k = m["kafka_input"]
+        _print_fits("Kafka input (--kafka-bootstrap, Spark's Kafka source)", k, ("bare_scan", "audit"), out)
+        for p in k["points"]:
+            load = p.get("load") or {}
+            print(f"  {p['records']:,} records loaded into a Kafka {p.get('broker')} broker in "
+                  f"{_fmt(load.get('seconds'), '.1f')} s" + (f" (FAILED: {load['error']})" if load.get("error") else ""),
+                  file=out)
     print("\nfigures: " + ", ".join(f"{k} {_fmt(v, '.3f') if isinstance(v, float) else _fmt(v, '')}"
                                     for k, v in report["figures"].items()), file=out)
     print("ratios: " + ", ".join(f"{k} {_fmt(v, '.2f')}" for k, v in report["ratios"].items()), file=out)

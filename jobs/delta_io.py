@@ -361,11 +361,14 @@ def _fs_and_path(uri: str) -> tuple[Any, str]:
     return fs, path
 
 
-def _delete_dir(uri: str) -> None:
+def _dir_exists(uri: str) -> bool:
     fs, path = _fs_and_path(uri)
+    return bool(fs.get_file_info(path).type == pafs.FileType.Directory)
 
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.Directory:
+
+def _delete_dir(uri: str) -> None:
+    if _dir_exists(uri):
+        fs, path = _fs_and_path(uri)
         fs.delete_dir(path)
 
 
@@ -602,6 +605,10 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
     def stage(name: str, df: DataFrame) -> _Staged:
         uri = table_location(name, base_path=base_path)
         st = _Staged(name, uri, df.schema, modes[name], f"{uri}/{PARTITION_COLUMN}={run_window}/{run_id}")
+        if _dir_exists(st.stage_dir):  # checked before it joins `staged`: a failure deletes only what this run made
+            raise DeltaWriteError(f"run {run_id}: table {name} already has a directory for this run id in window "
+                                  f"{run_window} ({st.stage_dir}): a run id names one run; give another --run-id "
+                                  f"(or none: the default is time-based)")
         staged.append(st)
         return st
 

@@ -17,7 +17,7 @@ import pytest
 from coordinator_core.broker_log import broker_account, read_server_log
 from jobs.audit import run_audit
 from jobs.config import load_config
-from jobs.kafka_source import KafkaInputError, read_kafka
+from jobs.kafka_source import BATCH_FETCH_MAX_WAIT_MS, KafkaInputError, read_kafka
 from tests.kafka.cluster import Broker
 from tests.kafka.scenarios import run_all
 from tests.kafka.truth import assert_tables_match_truth, holders, seen_generations, tables_at
@@ -78,6 +78,12 @@ def test_kafka_source_reads_every_offset_once_with_the_file_schema(spark, live) 
     got = sorted(r.offset for r in part.df.where(f"partition = {busiest}").select("offset").collect())
     assert got == [mid, mid + 1, mid + 2]
     assert part.df.where(f"partition != {busiest}").count() == expected - read.end_offsets[busiest]
+    # a bounded read does not wait at a partition's end for records it would not read; a user's value wins
+    assert read.options["fetch.max.wait.ms"] == str(BATCH_FETCH_MAX_WAIT_MS) != "500"
+    own = read_kafka(spark, broker.bootstrap, options={"fetch.max.wait.ms": "200"},
+                     ending_offsets={**read.end_offsets, busiest: mid + 3})
+    assert own.options["fetch.max.wait.ms"] == "200"
+    assert own.df.where(f"partition = {busiest}").count() == mid + 3 - own.start_offsets[busiest]
 
 
 def test_kafka_source_errors_name_what_is_wrong(spark, live) -> None:

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--records", "6000", "--groups", "6", "--no-scaling", "--skip", "offset_path,derived", "--replay-commits", "2000",
+    argv = ["--records", "6000", "--groups", "6", "--no-scaling", "--skip", "offset_path,derived,kafka_input", "--replay-commits", "2000",
             "--single-group-commits", "3000", "--shards", "2", "--gen-workers", "1", "--cache-dir", str(tmp_path / "cache"),
             "--delta-factors", "4", "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path), "--in-process"]
     assert harness.main(argv) == 0

@@ -77,6 +77,20 @@ def test_rerun_replaces_only_its_window_and_runs_are_appended(spark, tmp_path: P
     assert [r[:3] for r in _rows(f"{base}/generations")] == [("a", 3, None), ("b", 7, None)]
 
 
+def test_a_repeated_run_id_is_refused_and_the_earlier_run_keeps_its_files(spark, tmp_path: Path) -> None:
+    # the embedded writer stages a run's files under <table>/run_window=<w>/<run id>/: the same run id
+    # in the same window once deleted the earlier run's committed files while cleaning up its failure
+    base = str(tmp_path)
+    write_tables(spark, {"generations": _gens(spark, [("a", 1, None)]), "runs": _runs(spark, "r1")},
+                 run_id="r1", run_window="w1", base_path=base, writer="embedded")
+    with pytest.raises(DeltaWriteError, match=r"run r1: table generations already has a directory for this run id"):
+        write_tables(spark, {"generations": _gens(spark, [("a", 2, None)]), "runs": _runs(spark, "r1")},
+                     run_id="r1", run_window="w1", base_path=base, writer="embedded")
+    assert _rows(f"{base}/generations") == [("a", 1, None, "r1", "w1")]
+    assert read_table(spark, f"{base}/generations").count() == 1  # every file the log names is still there
+    assert [r[0] for r in _rows(f"{base}/runs")] == ["r1"]
+
+
 def test_failed_commit_leaves_every_table_at_its_previous_version(spark, tmp_path: Path, monkeypatch) -> None:
     base = str(tmp_path)
     write_tables(spark, {"generations": _gens(spark, [("a", 1, None)]),
