@@ -151,7 +151,7 @@ def _create_offsets_topic(spark: SparkSession, bootstrap: str, partitions: int) 
 
 
 def _checksums(df: Any) -> dict[str, int]:
-    row = df.agg(F.count(F.lit(1)).alias("records"), F.sum(F.unix_millis("timestamp")).alias("timestamp_ms_sum"),
+    row = df.agg(F.count(F.lit(1)).alias("records"), F.sum(F.unix_millis("timestamp").cast("decimal(38,0)")).alias("timestamp_ms_sum"),
                  F.sum(F.length("key") + F.coalesce(F.length("value"), F.lit(0))).alias("key_value_bytes")).first()
     return {k: int(row[k] or 0) for k in ("records", "timestamp_ms_sum", "key_value_bytes")}
 

@@ -411,7 +411,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
             _log(f"kafka: __consumer_offsets-{partition} offsets {asked}..{earliest - 1} are no longer in the "
                  f"log (retention or deletion): they cannot be audited")
         _log(f"kafka {cfg.kafka_bootstrap}: options {kafka.options}; offsets per partition "
-             f"{ {p: (kafka.start_offsets[p], e) for p, e in kafka.end_offsets.items()} } (start, end)")
+             f"{ {p: (kafka.start_offsets[p], e) for p, e in sorted(kafka.end_offsets.items())} } (start, end)")
     else:
         data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
                           text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)

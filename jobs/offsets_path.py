@@ -247,7 +247,13 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
         scanned = unit_df.mapInArrow(fn, SCAN_SCHEMA)
     else:
-        scanned = scan_frame(df, window=window, groups=groups, chunk_rows=chunk_rows)
+        # Every task costs a Python round trip, and through Spark's Kafka source a consumer too: the
+        # source makes one task per topic-partition (50 for __consumer_offsets). Merging adjacent
+        # splits (coalesce: no shuffle, each split's rows read one split after the other) to at most
+        # four per core scanned 5M records from a 50-partition broker in 7.2 s instead of 8.4 s.
+        most = 4 * spark.sparkContext.defaultParallelism
+        fewer = df.coalesce(most) if df.rdd.getNumPartitions() > most else df
+        scanned = scan_frame(fewer, window=window, groups=groups, chunk_rows=chunk_rows)
     scanned = scanned.persist(StorageLevel.MEMORY_AND_DISK)
     ranges, counts = _chunk_ranges(scanned)
     overlap = _overlap(ranges)

@@ -174,3 +174,26 @@ def test_arrow_and_spark_readers_agree_on_the_samples(spark) -> None:
     assert results["arrow"] == results["spark"]
     counts = results["arrow"][0]
     assert counts["filtered_by_window"] > 0 and counts["commits"] > 0 and counts["side_records"] > 0
+
+
+@pytest.mark.spark
+def test_the_spark_reader_merges_many_splits_and_finds_the_same(spark) -> None:
+    # Spark's Kafka source gives one split per topic-partition, each in log order; the pass merges
+    # them into at most four tasks per core and must summarise exactly what one split per file gives
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parents[2] / "data" / "samples"
+    df = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(samples))
+    split = df.repartition(24, "partition").sortWithinPartitions("partition", "offset")
+    results = {}
+    for name, frame in (("files", df), ("splits", split)):
+        scan = op.scan_log(frame, reader="spark", chunk_rows=300)
+        assert not scan.reordered
+        if name == "splits":
+            assert scan.df.rdd.getNumPartitions() == 4 * spark.sparkContext.defaultParallelism < 24
+        rows, regressions = uo.offset_commits(scan.df, uo.group_metadata_windows(scan.side()))
+        results[name] = (scan.counts, sorted(map(repr, rows.collect())), sorted(map(repr, regressions.collect())),
+                         sorted(map(repr, scan.side().drop("group_id").collect())))
+        scan.unpersist()
+    assert results["files"] == results["splits"]
+    assert results["files"][0]["commits"] > 0
