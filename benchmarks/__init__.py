@@ -80,11 +80,9 @@ session instead, as the tests do). A step that kills the JVM (local mode dies wi
 OutOfMemoryError) is recorded as failed and the remaining steps go on in a fresh session with the
 same settings. The driver heap defaults to 6g here (`harness.DEFAULT_DRIVER_MEMORY`).
 
-The default full run (20M records, 5,000 groups; scaling at 5M/10M/20M/40M, Delta at 5M/20M) has
-not yet been timed on a quiet machine: its steps at issue 9's quiet-machine times add up to about
-15 minutes once the inputs exist (the Spark steps about 13, the pure-Python ones about 2). Its
-first run (without the peer and the derived comparison), on this 2-core machine shared with three
-other engineers' test suites (load average 15 at the start, up to 72 over one minute), ran every
-step 4-14x slower than that and was stopped after 33 minutes. Generating the inputs adds about 2
-minutes per 10M records the first time, the Delta copies about 3 s per 5M records.
+The default full run (20M records, 5,000 groups; scaling at 5M/10M/20M/40M, Delta and Kafka at
+5M/20M) took 15.6 minutes on this 2-core machine on 2026-11-24 once the inputs existed (load
+average 2-4; the Kafka input's brokers, loads and runs about 4 of them). Generating the inputs adds
+about 2 minutes per 10M records the first time, the Delta copies about 3 s per 5M records, the
+Kafka source's jars (Maven Central, cached under `.cache/jars`) a minute or two the first time.
 """
