@@ -393,8 +393,12 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         return delta_io.table_location(table, base_path=cfg.output_path, catalog_schema=cfg.catalog_schema)
 
     group_filter = ",".join(cfg.groups) or None
-    plan = nightly.plan_run(nightly.read_runs(spark, loc("runs"), is_table=is_table), since=cfg.since,
-                            until=cfg.until, run_window=run_window, group_filter=group_filter, mode=cfg.write_mode)
+    earlier = nightly.read_runs(spark, loc("runs"), is_table=is_table)
+    if any(r.run_id == run_id for r in earlier):  # before any work: the tables could not take it anyway
+        raise ConfigError(f"run id {run_id}: {loc('runs')} already records a run with this id; a run id names "
+                          f"one run: give another --run-id (or none: the default is time-based)")
+    plan = nightly.plan_run(earlier, since=cfg.since, until=cfg.until, run_window=run_window,
+                            group_filter=group_filter, mode=cfg.write_mode)
     _log(f"run {run_id}: input {source}, window {run_window}, output "
          f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}; {nightly.describe(plan)}")
 

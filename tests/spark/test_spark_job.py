@@ -16,6 +16,7 @@ import pytest
 from chispa import assert_df_equality
 from deltalake import DeltaTable
 
+from coordinator_core.errors import ConfigError
 from jobs.audit import AUDIT_OUTPUT_TABLES, RunSummary, run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table
@@ -70,6 +71,15 @@ def test_runs_row_counts_add_up(spark, sample_run) -> None:
     assert r["quarantined"] == 0
     assert r["status"] == "succeeded" and r["run_id"] == summary.run_id
     assert dict(r["table_rows"]) == summary.table_rows
+
+
+def test_a_run_id_already_in_runs_is_refused_before_any_work(spark, sample_run) -> None:
+    out, summary = sample_run
+    before = {name: DeltaTable(str(out / name)).version() for name in ALL_TABLES}
+    with pytest.raises(ConfigError, match=rf"run id {summary.run_id}: .*runs already records a run with this id"):
+        run_audit(spark, load_config(None, {"input.path": str(SAMPLES), "input.format": "parquet",
+                                            "output.path": str(out), "job.shards": 2}), run_id=summary.run_id)
+    assert {name: DeltaTable(str(out / name)).version() for name in ALL_TABLES} == before
 
 
 def test_generations_of_real_broker_group(spark, sample_run) -> None:
