@@ -411,15 +411,24 @@ def _spark_steps(args: argparse.Namespace, path: Path, scale_points: Sequence[Po
                     step.update(out="audit-" + name.replace(".", "-"), sample_memory=sample, output_write=True)
                 extra[i].append(step)
     for k, p, _ in delta_points:
-        for kind in ("bare_scan", "audit"):
-            for i, name in enumerate(_point_runs(k, kind, main=False, derived=derived, prefix="delta")):
-                step = {"name": name, "kind": kind, "path": str(p), "format": "delta"}
-                if kind == "audit":
-                    step.update(out="audit-" + name.replace(".", "-"), sample_memory=False)
-                extra[i].append(step)
+        for i, batch in enumerate(_input_point_runs(k, "delta", {"path": str(p), "format": "delta"})):
+            extra[i].extend(batch)
     for batch in extra:
         steps.extend(batch)
     return steps
+
+
+def _input_point_runs(k: int, prefix: str, base: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The steps of one point of an input the job reads otherwise than the Parquet files (`prefix`
+    "delta" or "kafka", `base` the step fields saying how): per run, its bare scan and warm audit."""
+    runs: list[list[dict[str, Any]]] = [[] for _ in range(RUNS_PER_POINT)]
+    for kind in ("bare_scan", "audit"):
+        for i, name in enumerate(_point_runs(k, kind, main=False, derived=True, prefix=prefix)):
+            step = {**base, "name": name, "kind": kind}
+            if kind == "audit":
+                step.update(out="audit-" + name.replace(".", "-"), sample_memory=False)
+            runs[i].append(step)
+    return runs
 
 
 def _spark_child(options: dict[str, Any], steps: list[dict[str, Any]], results_file: str, *,
@@ -548,7 +557,8 @@ def _kafka_input(args: argparse.Namespace, config: ScaleConfig, path: Path, mani
         interceptor = kafka_input.interceptor_jar(jars)
         for k, p, _ in points:
             partitions = json.loads((p / "_manifest.json").read_text())["config"]["offsets_partitions"]
-            brokers.append(kafka_input.KafkaBroker(work / f"broker-{k}x", partitions, KAFKA_BROKER_MAX_SECONDS))
+            brokers.append(kafka_input.KafkaBroker(work / f"broker-{k}x", partitions=partitions,
+                                                   max_seconds=KAFKA_BROKER_MAX_SECONDS))
             brokers[-1].start()
             _log(f"kafka_input: Kafka {brokers[-1].version} broker at {brokers[-1].bootstrap} for the {k}x input")
         steps = _kafka_steps(points, brokers, interceptor)
@@ -587,12 +597,8 @@ def _kafka_steps(points: Sequence[Point], brokers: Sequence[kafka_input.KafkaBro
         base = {"path": str(p), "format": "kafka", "bootstrap": broker.bootstrap}
         steps.append({**base, "name": f"kafka.{k}x.load", "kind": "kafka_load", "partitions": broker.partitions,
                       "interceptor": interceptor})
-        for kind in ("bare_scan", "audit"):
-            for i, name in enumerate(_point_runs(k, kind, main=False, derived=True, prefix="kafka")):
-                step = {**base, "name": name, "kind": kind}
-                if kind == "audit":
-                    step.update(out="audit-" + name.replace(".", "-"), sample_memory=False)
-                runs[i].append(step)
+        for i, batch in enumerate(_input_point_runs(k, "kafka", base)):
+            runs[i].extend(batch)
     for batch in runs:
         steps.extend(batch)
     return steps

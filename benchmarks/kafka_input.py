@@ -2,8 +2,8 @@
 `__consumer_offsets`, read by the job through Spark's Kafka source, as `--kafka-bootstrap` reads a
 cluster.
 
-* `KafkaBroker`: a single-node Kafka 4 broker (`scripts/kafka.sh`) per input, with as many
-  `__consumer_offsets` partitions as the input has. It runs under `timeout`, so it stops by itself
+* `KafkaBroker`: a single-node Kafka broker (`scripts/kafka.sh`); the benchmark starts a Kafka 4
+  one per input, with as many `__consumer_offsets` partitions as the input has. It runs under `timeout`, so it stops by itself
   even if the benchmark dies.
 * `kafka_source_jars`: the Kafka source's jars (`scripts/jars.sh spark`: Maven Central, cached under
   `.cache/jars`) without Delta Spark's, so that the audit writes with the embedded writer, as in
@@ -98,18 +98,22 @@ def interceptor_jar(jars: list[str]) -> str:
 
 @dataclass
 class KafkaBroker:
-    """A broker of `scripts/kafka.sh` under `directory`; `start` prints nothing, `bootstrap` is set."""
+    """A single-node KRaft broker of `scripts/kafka.sh` under `directory`: Kafka `major` (4, or 3),
+    `partitions` `__consumer_offsets` partitions and a lifetime of `max_seconds` (None: the script's
+    defaults). `start` sets `bootstrap` and `version`. The broker tier's `tests/kafka/cluster.Broker`
+    is this class with its test helpers."""
 
     directory: Path
-    partitions: int
-    max_seconds: int
+    major: int = BROKER_MAJOR
+    partitions: int | None = None
+    max_seconds: int | None = None
     bootstrap: str = ""
     version: str = ""
 
     def start(self) -> KafkaBroker:
-        out = _run(["bash", "scripts/kafka.sh", "start", str(self.directory), str(BROKER_MAJOR)],
-                   env={"KAFKA_OFFSETS_PARTITIONS": str(self.partitions), "KAFKA_MAX_SECONDS": str(self.max_seconds)},
-                   timeout=900)
+        env = {name: str(value) for name, value in (("KAFKA_OFFSETS_PARTITIONS", self.partitions),
+                                                     ("KAFKA_MAX_SECONDS", self.max_seconds)) if value is not None}
+        out = _run(["bash", "scripts/kafka.sh", "start", str(self.directory), str(self.major)], env=env, timeout=900)
         info = dict(line.split("=", 1) for line in out.split() if "=" in line)
         self.bootstrap, self.version = info["bootstrap"], info["version"]
         return self

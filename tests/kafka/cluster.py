@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.kafka_input import KafkaBroker
+
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_SRC = Path(__file__).resolve().parent / "java" / "GroupMember.java"
 CLASSES = ROOT / ".cache" / "kafka-tier" / "classes"
@@ -56,27 +58,9 @@ def member_classpath() -> str:
 JAVA_OPTS = ["-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 
 
-@dataclass
-class Broker:
-    """A running single-node KRaft broker (`scripts/kafka.sh`)."""
-
-    directory: Path
-    major: int
-    bootstrap: str = ""
-    version: str = ""
-
-    def start(self) -> Broker:
-        proc = subprocess.run(["bash", str(ROOT / "scripts" / "kafka.sh"), "start", str(self.directory),
-                               str(self.major)], capture_output=True, text=True, check=False, timeout=600)
-        if proc.returncode != 0:
-            raise RuntimeError(f"scripts/kafka.sh start failed:\n{proc.stderr[-3000:]}")
-        info = dict(line.split("=", 1) for line in proc.stdout.split() if "=" in line)
-        self.bootstrap, self.version = info["bootstrap"], info["version"]
-        return self
-
-    def stop(self) -> None:
-        subprocess.run(["bash", str(ROOT / "scripts" / "kafka.sh"), "stop", str(self.directory)],
-                       capture_output=True, text=True, check=False, timeout=60)
+class Broker(KafkaBroker):
+    """A running single-node KRaft broker (`benchmarks.kafka_input.KafkaBroker`: `scripts/kafka.sh`),
+    with what the broker tier's tests ask of it."""
 
     @property
     def server_log(self) -> Path:
