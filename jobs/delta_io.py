@@ -367,8 +367,8 @@ def _dir_exists(uri: str) -> bool:
 
 
 def _delete_dir(uri: str) -> None:
-    if _dir_exists(uri):
-        fs, path = _fs_and_path(uri)
+    fs, path = _fs_and_path(uri)
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
         fs.delete_dir(path)
 
 
