@@ -39,6 +39,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.measures import bare_scan_totals
 from jobs.kafka_source import read_kafka
 from udfs.json_lines import DEFAULT_TOPIC
 
@@ -141,8 +142,8 @@ def _create_offsets_topic(spark: SparkSession, bootstrap: str, partitions: int) 
     try:
         admin.listConsumerGroupOffsets("coordinator-audit-benchmark").all().get()
         deadline = time.monotonic() + TOPIC_WAIT_SECONDS
+        names = jvm.java.util.List.of(DEFAULT_TOPIC)
         while True:
-            names = jvm.java.util.List.of(DEFAULT_TOPIC)
             got = admin.describeTopics(names).allTopicNames().get().get(DEFAULT_TOPIC).partitions().size()
             if got == partitions:
                 return
@@ -207,11 +208,8 @@ def load_records(spark: SparkSession, path: str, bootstrap: str, partitions: int
 
 
 def measure_kafka_bare_scan(spark: SparkSession, bootstrap: str) -> dict[str, Any]:
-    """`benchmarks.measures.measure_bare_scan`'s aggregate over everything the broker holds, read
-    through `read_kafka` (the job's reader: its offsets asked first, then Spark's Kafka source)."""
+    """`benchmarks.measures.bare_scan_totals` of everything the broker holds, read through
+    `read_kafka` (the job's reader: its offsets asked first, then Spark's Kafka source), timed."""
     t0 = time.perf_counter()
-    read = read_kafka(spark, bootstrap)
-    row = read.df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("key") + F.length("value")).alias("bytes")).first()
-    assert row is not None
-    return {"seconds": time.perf_counter() - t0, "records": int(row["n"]), "key_value_bytes": int(row["bytes"] or 0),
-            "format": "kafka"}
+    totals = bare_scan_totals(read_kafka(spark, bootstrap).df)
+    return {"seconds": time.perf_counter() - t0, **totals, "format": "kafka"}

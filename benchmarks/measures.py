@@ -27,7 +27,7 @@ from jobs.audit import run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table
 
-__all__ = ["REPLAY_STAGE", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
+__all__ = ["REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
            "replay_rates", "replay_stage_seconds"]
 
 InputFormat = Literal["parquet", "delta", "kafka"]
@@ -47,14 +47,19 @@ def _read(spark: SparkSession, path: str, fmt: InputFormat) -> DataFrame:
     return spark.read.parquet(path) if fmt == "parquet" else read_table(spark, path)
 
 
-def measure_bare_scan(spark: SparkSession, path: str, fmt: InputFormat = "parquet") -> dict[str, Any]:
-    """count + sum(length(key) + length(value)): every record read, every byte touched."""
-    t0 = time.perf_counter()
-    row = _read(spark, path, fmt).agg(F.count(F.lit(1)).alias("n"),
-                                      F.sum(F.length("key") + F.length("value")).alias("bytes")).first()
+def bare_scan_totals(df: DataFrame) -> dict[str, int]:
+    """The bare scan's aggregate: count + sum(length(key) + length(value)), every record read,
+    every byte touched (one Spark job)."""
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("key") + F.length("value")).alias("bytes")).first()
     assert row is not None
-    return {"seconds": time.perf_counter() - t0, "records": int(row["n"]), "key_value_bytes": int(row["bytes"] or 0),
-            "format": fmt}
+    return {"records": int(row["n"]), "key_value_bytes": int(row["bytes"] or 0)}
+
+
+def measure_bare_scan(spark: SparkSession, path: str, fmt: InputFormat = "parquet") -> dict[str, Any]:
+    """`bare_scan_totals` of the input as Spark reads it, timed."""
+    t0 = time.perf_counter()
+    totals = bare_scan_totals(_read(spark, path, fmt))
+    return {"seconds": time.perf_counter() - t0, **totals, "format": fmt}
 
 
 def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
