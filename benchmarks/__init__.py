@@ -28,6 +28,14 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
 * `bare_scan`: count + sum(length(key) + length(value)) of the input: the floor. Run before and
   after the other Spark measurements of the main input; the smaller is the denominator of the
   single-input ratios.
+  Each Parquet bare scan is followed by two floors of its own (`measures.measure_read_floors`),
+  fitted like the rest at the scaling points: `python_read` (the single pass's columns read with
+  pyarrow in the Python workers, in the job's own work units, nothing else done: what any pass in
+  Python pays) and `jvm_commit_summary` (the offset-commit records grouped by key in Spark alone,
+  count and min/max offset, no value decoded, no log order: what a pass kept in the JVM pays).
+  Their slopes over the bare scan's (`python_read_marginal_over_bare_scan_marginal`,
+  `jvm_commit_summary_marginal_over_bare_scan_marginal`) show how low the offset path's and the
+  audit's marginal ratios can go here; the targets' notes quote them.
 * `offset_path`: the job's offset-commit path alone on the raw input
   (`jobs.offsets_path.offset_path`), both outputs forced with a write to Spark's `noop` sink.
 * `audit_first` and `audit`: `jobs.audit.run_audit` end to end (read, the single pass, replay,

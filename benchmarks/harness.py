@@ -352,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 # with the same settings, and the failure is recorded.
 
 
+READ_FLOORS: tuple[str, ...] = ("python_read", "jvm_commit_summary")
+"""The floors `measures.measure_read_floors` measures after each Parquet bare scan."""
+
+
 def _main_runs(kind: str, derived: bool) -> list[str]:
     """The steps of the main input that are also its scaling point's runs of `kind`."""
     return {"bare_scan": ["bare_scan.first", "bare_scan.last"],
@@ -483,7 +487,7 @@ def _run_step(spark: SparkSession, step: dict[str, Any], options: dict[str, Any]
     if kind == "bare_scan" and fmt == "kafka":
         return kafka_input.measure_kafka_bare_scan(spark, step["bootstrap"])
     if kind == "bare_scan":
-        return measures.measure_bare_scan(spark, src, fmt)
+        return measures.measure_bare_scan(spark, src, fmt, floors=fmt == "parquet")
     if kind == "offset_path":
         return measures.measure_offset_path(spark, src)
     if kind == "peer":
@@ -684,8 +688,12 @@ def _collect(rep: dict[str, Any], results: dict[str, dict[str, Any]], path: Path
                     floors = [(r or {}).get("output_write") for r in rs]
                     point["output_write"] = {**_best(floors),
                                              "rows": next((f["rows"] for f in floors if f), None)}
+                if kind == "bare_scan":  # the read floors, measured in the same runs (`measure_read_floors`)
+                    for floor in READ_FLOORS:
+                        point[floor] = _best([(r or {}).get(floor) for r in rs])
             points.append(point)
-        fit_kinds = kinds + (("output_write",) if "audit" in kinds else ())
+        fit_kinds = (kinds + (("output_write",) if "audit" in kinds else ())
+                     + (READ_FLOORS if "bare_scan" in kinds else ()))
         m["scaling"] = {"points": points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(points, fit_kinds)}
     if delta_points:
         points = []

@@ -24,11 +24,11 @@ from benchmarks.memory import MemorySampler
 from coordinator_core.audit import GroupAuditor
 from jobs import offsets_path
 from jobs.audit import run_audit
-from jobs.config import load_config
+from jobs.config import DEFAULT_SCAN_CHUNK_ROWS, load_config
 from jobs.delta_io import read_table
 
 __all__ = ["REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
-           "replay_rates", "replay_stage_seconds"]
+           "measure_read_floors", "replay_rates", "replay_stage_seconds"]
 
 InputFormat = Literal["parquet", "delta", "kafka"]
 
@@ -55,11 +55,69 @@ def bare_scan_totals(df: DataFrame) -> dict[str, int]:
     return {"records": int(row["n"]), "key_value_bytes": int(row["bytes"] or 0)}
 
 
-def measure_bare_scan(spark: SparkSession, path: str, fmt: InputFormat = "parquet") -> dict[str, Any]:
-    """`bare_scan_totals` of the input as Spark reads it, timed."""
+def measure_bare_scan(spark: SparkSession, path: str, fmt: InputFormat = "parquet", *,
+                      floors: bool = False) -> dict[str, Any]:
+    """`bare_scan_totals` of the input as Spark reads it, timed; with `floors` (Parquet input),
+    then `measure_read_floors` of it (its two entries beside the bare scan's own figures)."""
     t0 = time.perf_counter()
     totals = bare_scan_totals(_read(spark, path, fmt))
-    return {"seconds": time.perf_counter() - t0, **totals, "format": fmt}
+    out: dict[str, Any] = {"seconds": time.perf_counter() - t0, **totals, "format": fmt}
+    if floors:
+        out.update(measure_read_floors(spark, path))
+    return out
+
+
+def _python_read_counts(batches: Any) -> Any:
+    """mapInArrow body of `measure_read_floors`' Python read: each unit's row groups read with
+    pyarrow as the single pass's file reader reads them (its columns, `key` dictionary-decoded),
+    the rows and the key and value bytes counted, nothing else done."""
+    import pyarrow.parquet as pq
+
+    rows = nbytes = 0
+    for ub in batches:
+        for path, row_groups in zip(ub.column("path").to_pylist(), ub.column("row_groups").to_pylist(), strict=True):
+            with pq.ParquetFile(path, read_dictionary=["key"]) as pf:
+                for b in pf.iter_batches(batch_size=131_072, row_groups=row_groups,
+                                         columns=["key", "value", "partition", "offset", "timestamp"]):
+                    rows += b.num_rows
+                    nbytes += b.column("value").nbytes
+    yield pa.RecordBatch.from_pydict({"rows": [rows], "value_buffer_bytes": [nbytes]})
+
+
+def measure_read_floors(spark: SparkSession, path: str) -> dict[str, Any]:
+    """Two floors under the offset path's marginal cost, on a Parquet input, each timed alone:
+
+    * `python_read`: the single pass's own input read and nothing else: the files' row groups, in
+      the job's work units (`udfs.scan.parquet_units`, sized as `jobs.offsets_path.scan_log` sizes
+      them), read with pyarrow in the Python workers, the rows counted. Any pass in Python pays it.
+    * `jvm_commit_summary`: the plainest summary of the offset commits Spark can compute without
+      Python: the records whose key is an OffsetCommitKey (type 0 or 1), grouped by the key's
+      bytes, count and min/max log offset, written to `noop`; no value decoded, no window, no log
+      order, no regression. A pass kept in the JVM pays at least this."""
+    from udfs.scan import FILE_UNIT_SCHEMA, parquet_units
+
+    footers, why = offsets_path.local_parquet_files(spark.read.parquet(path))
+    if why is not None:
+        raise ValueError(f"read floors: the input cannot be read directly ({why})")
+    total = sum(sum(f.row_groups) for f in footers)
+    chunk = DEFAULT_SCAN_CHUNK_ROWS
+    units = parquet_units(footers, unit_rows=max(chunk, min(8 * chunk, total // (4 * spark.sparkContext.defaultParallelism))))
+    unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
+    t0 = time.perf_counter()
+    read = unit_df.mapInArrow(_python_read_counts, "rows long, value_buffer_bytes long").agg(
+        F.sum("rows").alias("rows")).first()
+    t1 = time.perf_counter()
+    raw = spark.read.parquet(path)
+    commits = raw.where(F.substring("key", 1, 2).isin(b"\x00\x00", b"\x00\x01"))
+    summary = Observation("jvm_commit_summary")
+    _noop(commits.groupBy(F.expr("substring(key, 3)").alias("k"))
+          .agg(F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+          .observe(summary, F.count(F.lit(1)).alias("keys"), F.sum("n").alias("commits")))
+    t2 = time.perf_counter()
+    assert read is not None
+    return {"python_read": {"seconds": t1 - t0, "records": int(read["rows"] or 0), "units": len(units)},
+            "jvm_commit_summary": {"seconds": t2 - t1, "keys": int(summary.get["keys"]),
+                                   "commits": int(summary.get["commits"] or 0)}}
 
 
 def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:

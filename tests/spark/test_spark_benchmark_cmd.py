@@ -40,6 +40,13 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     rows = rep["input"]["rows"]
     assert rows >= 6000
     assert m["bare_scan"]["first"]["records"] == m["bare_scan"]["last"]["records"] == rows
+    # the read floors, measured after each Parquet bare scan: the Python read saw every record, the
+    # JVM's commit summary every offset-commit record (the peer's commits, plus any tombstones)
+    for run in ("first", "last"):
+        floors = m["bare_scan"][run]
+        assert floors["python_read"]["records"] == rows and floors["python_read"]["seconds"] > 0
+        assert floors["jvm_commit_summary"]["commits"] >= m["peer"]["commits"] > 0
+        assert 0 < floors["jvm_commit_summary"]["keys"] <= floors["jvm_commit_summary"]["commits"]
     # the audit read every record, and the peer found the same offset commits as the job
     assert m["audit"]["counts"]["records_in"] == rows
     assert m["audit"]["counts"]["quarantined"] == 0
@@ -116,11 +123,17 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     audit = {k: 5.0 + 0.3 * n / 1e6 for k, _, n in points}
     hwm = {1: 300.0, 2: 310.0, 4: 320.0, 8: 330.0}
     floor = {k: 0.2 + 0.25 * n / 1e6 for k, _, n in points}  # writing the output: 2.5x the bare scan's slope
+    py_read = {k: 0.3 + 0.28 * n / 1e6 for k, _, n in points}  # the read floors: 2.8x and 1.7x
+    jvm_summary = {k: 0.4 + 0.17 * n / 1e6 for k, _, n in points}
+
+    def bare_run(k: int, extra: float, **more: object) -> dict:
+        return _ok(bare[k] + extra, python_read={"seconds": py_read[k] + extra},
+                   jvm_commit_summary={"seconds": jvm_summary[k] + extra}, **more)
     results: dict = {}
     for k, p, _ in points:
         if p == main:
-            results["bare_scan.first"] = _ok(bare[k] + 0.2, records=4_000_000)
-            results["bare_scan.last"] = _ok(bare[k], records=4_000_000)
+            results["bare_scan.first"] = bare_run(k, 0.2, records=4_000_000)
+            results["bare_scan.last"] = bare_run(k, 0.0, records=4_000_000)
             results["offset_path"] = _ok(offsets[k])
             results["scaling.4x.offset_path.2"] = _ok(offsets[k] + 1)
             results["audit"] = _ok(audit[k] + 0.5, memory={"python_worker_peak_hwm_mib": hwm[k]},
@@ -129,7 +142,7 @@ def test_scaling_points_and_figures_from_step_results() -> None:
             results["audit_base"] = results["audit_base.again"] = _ok(audit[k])
             continue
         for run in (1, 2):
-            results[f"scaling.{k}x.bare_scan.{run}"] = _ok(bare[k] + (run - 1) * 0.3)
+            results[f"scaling.{k}x.bare_scan.{run}"] = bare_run(k, (run - 1) * 0.3)
             results[f"scaling.{k}x.offset_path.{run}"] = _ok(offsets[k] + (2 - run))
             results[f"scaling.{k}x.audit.{run}"] = _ok(audit[k] + run - 1,
                                                        memory={"python_worker_peak_hwm_mib": hwm[k] - run},
@@ -150,12 +163,19 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     assert [p["output_write"]["seconds"] for p in sc["points"]] == pytest.approx([floor[k] for k, _, _ in points])
     assert [p["output_write"]["rows"] for p in sc["points"]] == [10, 20, 40, 80]
     assert f["output_write_marginal_over_bare_scan_marginal"] == pytest.approx(2.5)
+    assert [p["python_read"]["seconds"] for p in sc["points"]] == pytest.approx([py_read[k] for k, _, _ in points])
+    assert f["python_read_marginal_over_bare_scan_marginal"] == pytest.approx(2.8)
+    assert f["jvm_commit_summary_marginal_over_bare_scan_marginal"] == pytest.approx(1.7)
     assert f["python_worker_peak_rss_growth"] == pytest.approx((hwm[8] - 1) / (hwm[1] - 1))
     assert f["replay_share"] == pytest.approx(1.0 / audit[4])  # the faster warm run's own stage
     t = rep["targets"]
     assert t["audit_marginal_over_bare_scan_marginal"]["met"] is False
     assert "floor: Spark writing the audit's output rows alone costs 2.5x" in t["audit_marginal_over_bare_scan_marginal"]["note"]
     assert t["offset_path_marginal_over_bare_scan_marginal"]["met"] is True
+    for name in ("audit_marginal_over_bare_scan_marginal", "offset_path_marginal_over_bare_scan_marginal"):
+        note = t[name]["note"]
+        assert "pyarrow in the Python workers, nothing else done costs 2.8x" in note
+        assert "plainest commit summary (group by key, count, min/max offset; no decoding, no order) costs 1.7x" in note
     assert t["audit_fixed_seconds"]["met"] is True and t["python_worker_peak_bounded"]["met"] is True
     assert t["replay_share"]["met"] is True and t["delta_input_audit_fixed_seconds"]["met"] is None
 
