@@ -55,16 +55,21 @@ from jobs.inputs import filter_groups, read_input
 from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafka
 from jobs.offsets_path import scan_log
 from jobs.spark_session import build_session, stage
-from udfs import offsets
 from udfs.broker_log import attach_broker_account, broker_account_frame
 from udfs.json_lines import DEFAULT_TOPIC
-from udfs.replay import ResumeMode, replay_frame, split_counts, split_state, split_table
+from udfs.replay import (
+    STATE_WINDOWS_COLUMN,
+    ResumeMode,
+    replay_frame,
+    replay_input,
+    split_counts,
+    split_state,
+    split_table,
+)
 from udfs.schemas import (
     BROKER_ACCOUNT_COLUMNS,
     GROUP_STATE_SCHEMA,
-    OFFSET_WINDOW_STRUCT,
     RUNS_SCHEMA,
-    TABLE_SCHEMAS,
     with_time_columns,
 )
 
@@ -80,11 +85,6 @@ AUDIT_OUTPUT_TABLES: tuple[str, ...] = (
     "partition_ownership", "rebalances", "group_health",
 )
 """Every table a run writes, besides `runs`."""
-
-_PERSISTED_TABLES: frozenset[str] = frozenset({"violations"})
-"""The base tables `run_audit` persists before the derived tables and the write read them: those
-that are more than a projection of a persisted frame (`violations` adds the offset regressions,
-whose evidence a Python UDF decodes)."""
 
 
 def _log(line: str) -> None:
@@ -236,27 +236,20 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     stitched rows; the caller unpersists `persisted` after writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
     base run, to merge) and `group_state` (every group's state after this pass)."""
     side = filter_groups(scan.side(missing), groups)
-    with stage(spark, "replay (mapInArrow, one pass per group)") as st:
-        replay_in = side.select("group_id", "partition", "offset", "timestamp_ms", "key", "value",
-                                F.lit(None).cast("binary").alias("state"),
-                                (F.col("missing_before") if missing is not None else F.lit(None).cast("long"))
-                                .alias("missing"))
-        carried_windows = carried_parts = None
+    stretches = filter_groups(scan.stretches(), groups)
+    with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
+        records = side.withColumn("missing", F.col("missing_before") if missing is not None
+                                  else F.lit(None).cast("long"))
+        saved = None
         if state is not None:
-            state = filter_groups(state, groups)
-            markers = state.where(F.col("auditor_state").isNotNull()).select(
-                "group_id", F.lit(-1).cast("int").alias("partition"), F.lit(-1).cast("long").alias("offset"),
-                F.lit(None).cast("long").alias("timestamp_ms"), F.lit(None).cast("binary").alias("key"),
-                F.lit(None).cast("binary").alias("value"), F.encode("auditor_state", "UTF-8").alias("state"),
-                F.lit(None).cast("long").alias("missing"))
-            replay_in = replay_in.unionByName(markers)
-            carried_windows = state.where(F.col("window_start_offset").isNotNull()).select(
-                "group_id", F.col("window_partition").alias("partition"), F.col("window_start_offset").alias("offset"),
-                F.col("window_generation_id").alias("generation_id"), "window_state",
-                F.col("window_value").alias("value"))
-            carried_parts = offsets.carried_partials(
-                state.select(F.explode("offset_windows").alias("w")).select("w.*"))
-        replay_in = replay_in.repartition(shards, "group_id").sortWithinPartitions("group_id", "partition", "offset")
+            # every group the base run kept a state for (a group it saw only through offset commits
+            # has no auditor_state: it resumes afresh, with its open offset summaries)
+            saved = filter_groups(state, groups).where(
+                F.col("auditor_state").isNotNull() | (F.size("offset_windows") > 0)).select(
+                "group_id", F.encode(F.coalesce("auditor_state", F.lit("")), "UTF-8").alias("state"),
+                F.to_json("offset_windows").alias(STATE_WINDOWS_COLUMN))
+        replay_in = (replay_input(records, stretches, saved).repartition(shards, "group_id")
+                     .sortWithinPartitions("group_id", "partition", "offset"))
         mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
         wide = replay_frame(replay_in, mode=mode, gaps=gaps).persist(StorageLevel.MEMORY_AND_DISK)
         st.count(wide)
@@ -266,50 +259,16 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                                            "skipped_other_type", "group_records")]).collect()[0]
     counts = {k: int(counts_row[k] or 0) for k in counts_row.asDict()}
 
-    quarantine = split_table(wide, "quarantine")
-    excluded = quarantine.where(F.col("key_type") == offsets.GROUP_METADATA_TYPE).select(
-        F.col("partition"), F.col("offset"))
-    with stage(spark, "offsets (stitch the pass's partial summaries)") as st:
-        windows = offsets.group_metadata_windows(side, exclude=excluded, carried=carried_windows).persist(
-            StorageLevel.MEMORY_AND_DISK)
-        persisted = [wide, windows]
-        offset_rows, regressions = offsets.offset_commits(scan.df, windows, carried=carried_parts,
-                                                          persisted=persisted)
-        offset_rows = offset_rows.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(offset_rows)
-        st.count(offset_rows)
-
-    # split_table already yields each table's columns with its schema's types (REPLAY_SCHEMA is built
-    # from the same row dataclasses), and udfs.offsets conforms its own outputs.
-    violations = split_table(wide, "violations").unionByName(
-        offsets.offset_regression_violations(regressions, windows))
-    tables: dict[str, DataFrame] = {
-        "generations": split_table(wide, "generations"),
-        "assignments": split_table(wide, "assignments"),
-        "rebalance_causes": split_table(wide, "rebalance_causes"),
-        "violations": violations,
-        "offset_commits": offset_rows,
-        "quarantine": quarantine,
-    }
+    # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
+    # the same row dataclasses)
+    tables: dict[str, DataFrame] = {name: split_table(wide, name) for name in (
+        "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine")}
+    persisted = [wide]
     if state is None:
         return tables, counts, persisted
-
-    offset_cols = [f.name for f in TABLE_SCHEMAS["offset_commits"].fields]
-    tables["offset_commits"] = offset_rows.where(
-        ~F.col(offsets.CARRIED_FLAG) & ~F.col(offsets.UNCHANGED_FLAG)).select(*offset_cols)
-    tables["carried:offset_commits"] = offset_rows.where(F.col(offsets.CARRIED_FLAG)).select(*offset_cols)
-    for name in ("generations", "assignments"):
+    for name in ("generations", "assignments", "offset_commits"):
         tables[f"carried:{name}"] = split_table(wide, name, carried=True)
-    open_windows = (offset_rows.where(F.col("window_end_offset").isNull())
-                    .select("group_id", F.struct(*offset_cols, F.col(offsets.LAST_COMMIT_SOURCE).alias(
-                        "last_commit_source_offset")).cast(OFFSET_WINDOW_STRUCT).alias("w"))
-                    .groupBy("group_id").agg(F.collect_list("w").alias("offset_windows")))
-    states = split_state(wide)
-    group_state = (states.join(open_windows, "group_id", "full_outer")
-                   .withColumn("changed", F.coalesce("changed", F.lit(False)))
-                   .withColumn("offset_windows", F.coalesce("offset_windows", F.array().cast(
-                       GROUP_STATE_SCHEMA["offset_windows"].dataType))))
-    tables["group_state"] = group_state.select(
+    tables["group_state"] = split_state(wide).select(
         *[F.col(f.name).cast(f.dataType).alias(f.name) for f in GROUP_STATE_SCHEMA.fields])
     return tables, counts, persisted
 
@@ -459,11 +418,9 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     if "generations" in main.carried:
         main.carried["generations"] = attach_broker_account(main.carried["generations"], account)
 
-    # Read twice (the derived tables, the write), a table is persisted unless it is a projection of a
-    # frame persisted already (the replay's output, the offsets' rows): building a cache costs more
-    # than filtering a cached frame again (measured: about 2 s of a 20M-record warm audit).
-    tables = {name: df.persist(StorageLevel.MEMORY_AND_DISK) if name in _PERSISTED_TABLES and not df.is_cached
-              else df for name, df in tables.items()}
+    # Read twice (the derived tables, the write), the base tables are projections of the replay's
+    # persisted output: building a cache of each costs more than filtering the cached frame again
+    # (measured: about 2 s of a 20M-record warm audit).
     carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
     if cfg.derived_tables:  # from the persisted base tables, with the rows this run closes or changes
         base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in tables.items()}

@@ -1,7 +1,7 @@
 """The offset-commit path's single pass over the input (`udfs.scan` in `mapInArrow`): `scan_log`
 reads every record once, in the Python worker that holds it, with no per-record Python objects and
 no shuffle of the input's bytes, and returns the persisted `Scan`; `offset_path` runs the pass and
-the transforms of `udfs.offsets` (windows, stitching, violations) for tests, notebooks and the
+the per-group replay that merges its stretches (`udfs.replay`) for tests, notebooks and the
 benchmark. The offset rules are `coordinator_core.audit.offsets`.
 
 How it stays close to a bare scan:
@@ -13,7 +13,10 @@ How it stays close to a bare scan:
 * Stitching needs log order across chunks: Kafka-source dumps are in (partition, offset) order, so
   the pass checks the chunks' offset ranges and only when they interleave scans again on input
   range-partitioned and sorted by (partition, offset).
-* What follows works on the small outputs (`udfs.offsets`).
+* What follows works on the small outputs: the replay takes the stretches with the group's
+  other records, in log order, and merges them into its generation windows
+  (`GroupAuditor.merge_stretch`), so the audit's offset rows, regressions and commit evidence are
+  those of feeding every commit.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
-from udfs.offsets import group_metadata_windows, offset_commits, offset_regression_violations
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -118,6 +120,18 @@ class Scan:
                 .withColumn("missing_before", F.col("offset") - F.col("_rank") + F.col("_c"))
                 .select(*cols, "missing_before"))
         return side
+
+    def stretches(self) -> DataFrame:
+        """The summarised offset commits for the replay (`udfs.replay.STRETCH_COLUMNS`): one row per
+        stretch (kind `partial`, at its first record) and per backwards step inside one (kind
+        `regression`, at its commit), with group_id, partition, offset and timestamp_ms."""
+        from pyspark.sql import functions as F
+
+        from udfs.replay import STRETCH_COLUMNS
+        from udfs.scan import KIND_PARTIAL, KIND_REGRESSION
+
+        return self.df.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).select(
+            "group_id", "partition", "offset", "timestamp_ms", *[c for c in STRETCH_COLUMNS])
 
     def unpersist(self) -> None:
         self.df.unpersist()
@@ -276,13 +290,22 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
 
 
 
-def offset_path(df: DataFrame, **scan_options: Any) -> tuple[DataFrame, DataFrame, Scan]:
+def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
+                ) -> tuple[DataFrame, DataFrame, Scan]:
     """The offset-commit path alone on Kafka-source rows: (offset_commits rows, offset_regression
-    violations, the scan). Windows come from every readable GroupMetadata record (the job also
-    leaves out those the replay quarantines). For tests, notebooks and the benchmark."""
-    scan = scan_log(df, **scan_options)
-    windows = group_metadata_windows(scan.side())
-    rows, regressions = offset_commits(scan.df, windows)
-    return rows, offset_regression_violations(regressions, windows), scan
+    violations, the scan): the single pass, then the replay of its side records and stretches
+    (`udfs.replay`, `shards` partitions, default the session's parallelism), computed once for both
+    results (a lazy local checkpoint). For tests, notebooks and the benchmark."""
+    from pyspark.sql import functions as F
+
+    from udfs.replay import replay_frame, replay_input, split_table
+
+    scan = scan_log(df, shards=shards, **scan_options)
+    n = shards or df.sparkSession.sparkContext.defaultParallelism
+    replay_in = (replay_input(scan.side(), scan.stretches()).repartition(n, "group_id")
+                 .sortWithinPartitions("group_id", "partition", "offset"))
+    wide = replay_frame(replay_in).localCheckpoint(eager=False)
+    violations = split_table(wide, "violations").where(F.col("kind") == "offset_regression")
+    return split_table(wide, "offset_commits"), violations, scan
 
 

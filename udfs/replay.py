@@ -43,6 +43,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     BooleanType,
     IntegerType,
@@ -52,8 +53,19 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from coordinator_core.audit import AssignmentRow, AuditCounts, GenerationRow, GroupAuditor, HistoryGap
-from udfs.schemas import AUDIT_TABLES, struct_type_from_dataclass
+from coordinator_core.audit import (
+    AssignmentRow,
+    AuditCounts,
+    GenerationRow,
+    GroupAuditor,
+    HistoryGap,
+    OffsetCommitRow,
+    OffsetSummary,
+    Regression,
+)
+from coordinator_core.audit.offsets import NO_OFFSET
+from udfs.scan import KIND_REGRESSION
+from udfs.schemas import AUDIT_TABLES, OFFSET_WINDOW_STRUCT, struct_type_from_dataclass
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -65,10 +77,12 @@ __all__ = [
     "REPLAY_SCHEMA",
     "STATE_FIELDS",
     "STATE_TABLE",
+    "STRETCH_COLUMNS",
     "ResumeMode",
     "group_runs",
     "make_replay_fn",
     "replay_frame",
+    "replay_input",
     "split_counts",
     "split_state",
     "split_table",
@@ -80,6 +94,23 @@ INPUT_COLUMNS: tuple[str, ...] = ("group_id", "partition", "offset", "timestamp_
 position, its timestamp in epoch ms, the raw key/value bytes, `state` (null for a record; a saved
 audit state as JSON bytes, see the module docstring) and `missing` (the running count of offsets of
 the record's partition never read, `GroupAuditor.observe_missing`; null: not tracked)."""
+
+STRETCH_COLUMNS: tuple[str, ...] = (
+    "_kind", "topic", "partition_key", "last_source_offset", "commits", "tombstones", "regressions",
+    "first_commit_source_offset", "first_commit_record_ts", "first_offset", "first_commit_timestamp",
+    "last_commit_source_offset", "last_offset", "last_commit_timestamp", "offset_value", "commit_timestamp",
+    "previous_offset", "previous_commit_timestamp", "previous_source_offset")
+"""Optional input columns: the single pass's summarised offset commits (`udfs.scan`, kinds `partial`
+and `regression`, with the kernel's column names), placed among the group's records at their log
+position (a stretch at its first record, a regression candidate at its commit); null `_kind` is a
+record. The replay merges them into the open offset window (`GroupAuditor.merge_stretch`,
+`stretch_regression`), so offset_commits rows, offset_regression violations and the causes' commit
+evidence come out of the audit as if every commit had been fed."""
+
+STATE_WINDOWS_COLUMN = "state_windows"
+"""Optional input column of a saved-state row: the group's open offset summaries as JSON (the
+`group_state.offset_windows` array, `OFFSET_WINDOW_STRUCT` objects), restored into the resumed
+audit (`GroupAuditor.restore_summaries`)."""
 
 ResumeMode = Literal["resume", "rerun", "warmup"]
 
@@ -95,10 +126,12 @@ STATE_FIELDS: tuple[tuple[str, Any], ...] = (
     ("window_start_offset", LongType()),
     ("window_value", BinaryType()),
     ("changed", BooleanType()),
+    ("offset_windows", ArrayType(OFFSET_WINDOW_STRUCT, containsNull=False)),
 )
-"""A group's state after the run: the auditor's `to_dict()` as JSON, the open offset window (its
-generation, state and opening record: what the next run's offset commits belong to), and whether
-this run fed the group any record."""
+"""A group's state after the run: the auditor's `to_dict(summaries=False)` as JSON, the open offset
+window (its generation, state and opening record), whether this run fed the group any record, and
+the open window's offset summaries (`OFFSET_WINDOW_STRUCT`: the open `offset_commits` row and its
+last commit's log offset), which the next run restores."""
 
 
 def _column(table: str, name: str) -> str:
@@ -204,8 +237,13 @@ class _Output:
 
     def add_state(self, auditor: GroupAuditor, changed: bool) -> None:
         gen, state, partition, start = auditor.window()
-        self.states.append((auditor.group_id, json.dumps(auditor.to_dict(), separators=(",", ":")), gen, state,
-                            partition, start, auditor.window_record_value(), changed))
+        group = auditor.group_id or ""
+        windows = [{**dataclasses.asdict(s.row(group, t, p, generation_id=gen, window_state=state,
+                                               window_start_offset=start, window_end_offset=None)),
+                    "last_commit_source_offset": s.last_commit_source_offset}
+                   for (t, p), s in auditor.open_summaries().items()]
+        self.states.append((auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
+                            gen, state, partition, start, auditor.window_record_value(), changed, windows))
 
     def flush(self) -> pa.RecordBatch:
         """One RecordBatch of everything collected (tables in `AUDIT_TABLES` order, then the counts);
@@ -229,8 +267,10 @@ class _Output:
         return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
-_Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any]]
-"""One input batch as Python lists, in INPUT_COLUMNS order."""
+_Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any],
+                 dict[str, list[Any]] | None, list[Any] | None]
+"""One input batch as Python lists, in INPUT_COLUMNS order, then the `STRETCH_COLUMNS` (None when
+the input has none) and the `STATE_WINDOWS_COLUMN` (None when absent)."""
 
 
 def group_runs(groups: list[Any]) -> Iterator[tuple[Any, int, int]]:
@@ -249,12 +289,15 @@ def group_runs(groups: list[Any]) -> Iterator[tuple[Any, int, int]]:
 
 def _identity_key(row: Any) -> tuple[Any, ...] | None:
     """What identifies an open row across runs: the generation's opening record; an ownership
-    interval's member, partition and the record it starts at (None: a row that is never open)."""
+    interval's member, partition and the record it starts at; an offset window's topic-partition,
+    first record's partition and opening record (None: a row that is never open)."""
     if type(row) is GenerationRow:
         return ("g", row.generation_id, row.source_partition, row.source_offset)
     if type(row) is AssignmentRow:
         return ("a", row.member_id, row.generation_id, row.topic, row.partition, row.source_partition,
                 row.source_offset)
+    if type(row) is OffsetCommitRow:
+        return ("o", row.topic, row.partition, row.source_partition, row.window_start_offset)
     return None
 
 
@@ -312,6 +355,53 @@ def _segments(group: _Group, partitions: list[Any], offsets: list[Any], timestam
         yield seg, end
 
 
+def _stretch_rows(auditor: GroupAuditor, x: dict[str, list[Any]], i: int, p: int, o: int,
+                  ts: int | None) -> list[Any]:
+    """The rows of the single pass's row `i` (a stretch or a regression candidate at `p`/`o`)."""
+    if x["_kind"][i] == KIND_REGRESSION:
+        back = Regression(x["previous_offset"][i], x["previous_commit_timestamp"][i], x["previous_source_offset"][i])
+        return auditor.stretch_regression(x["topic"][i], x["partition_key"][i], back, x["offset_value"][i],
+                                          x["commit_timestamp"][i], p, o, ts or 0)
+    commits = x["commits"][i]
+    s = OffsetSummary.__new__(OffsetSummary)
+    s.commits, s.tombstones, s.regressions = commits, x["tombstones"][i], x["regressions"][i]
+    s.first_source_offset, s.last_source_offset, s.source_partition = o, x["last_source_offset"][i], p
+    if commits:
+        s.first_offset, s.last_offset = x["first_offset"][i], x["last_offset"][i]
+        s.first_commit_timestamp, s.last_commit_timestamp = x["first_commit_timestamp"][i], x["last_commit_timestamp"][i]
+        s.last_commit_source_offset = x["last_commit_source_offset"][i]
+    else:
+        s.first_offset = s.first_commit_timestamp = s.last_commit_timestamp = s.last_commit_source_offset = None
+        s.last_offset = NO_OFFSET
+    return auditor.merge_stretch(x["topic"][i], x["partition_key"][i], s,
+                                 first_commit_source_offset=x["first_commit_source_offset"][i] if commits else None,
+                                 first_commit_record_ts=x["first_commit_record_ts"][i] if commits else None)
+
+
+def _summaries(windows_json: Any) -> dict[tuple[str, int], OffsetSummary]:
+    """A saved state's open offset summaries (`STATE_WINDOWS_COLUMN`: `OFFSET_WINDOW_STRUCT` objects)."""
+    out: dict[tuple[str, int], OffsetSummary] = {}
+    for w in json.loads(windows_json) if windows_json else ():
+        commits = w["commits"]
+        out[(w["topic"], w["partition"])] = OffsetSummary.from_list([
+            commits, w["tombstones"], w["first_offset"], w["last_offset"] if commits else NO_OFFSET,
+            w["first_commit_timestamp"], w["last_commit_timestamp"], w["regressions"], w["first_source_offset"],
+            w["last_source_offset"], w.get("last_commit_source_offset"), w["source_partition"]])
+    return out
+
+
+def _resumed(group_id: Any, state: Any, windows_json: Any, load_path: bool) -> GroupAuditor:
+    """The auditor of a saved state (`STATE_FIELDS`' auditor_state; empty: a group the earlier run
+    saw only through offset commits, which starts afresh), its open offset summaries put back from
+    `windows_json` when given and not empty."""
+    auditor = (GroupAuditor.from_dict(json.loads(state), load_path=load_path) if state
+               else GroupAuditor(group_id, load_path=load_path))
+    summaries = _summaries(windows_json)
+    if summaries:
+        auditor.restore_summaries(summaries)
+    return auditor
+
+
 def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mode: ResumeMode = "resume",
             gaps: Mapping[int, HistoryGap] | None = None) -> Iterator[pa.RecordBatch]:
     """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches."""
@@ -330,7 +420,8 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             if auditor.group_id is not None:
                 out.add_state(auditor, group.changed)
 
-    for groups, partitions, offsets, timestamps, keys, values, states, missing in batches:
+    for groups, partitions, offsets, timestamps, keys, values, states, missing, stretch, windows in batches:
+        kinds = stretch["_kind"] if stretch is not None else None
         for gid, start, end in group_runs(groups):
             if gid != current:
                 close()
@@ -338,20 +429,39 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 current = gid
             while start < end and states[start] is not None:  # a saved state: resume from it
                 if group is None:
-                    group = _Group(GroupAuditor.from_dict(json.loads(states[start]), load_path=load_path), mode, gaps)
+                    saved = _resumed(gid, states[start], windows[start] if windows is not None else None, load_path)
+                    group = _Group(saved, mode, gaps)
                 start += 1
             if start == end:
                 continue
             if group is None:
                 group = _Group(GroupAuditor(gid, load_path=load_path), None, gaps)
             group.changed = True
-            for seg_start, seg_end in _segments(group, partitions, offsets, timestamps, missing, start, end):
-                records = zip(partitions[seg_start:seg_end], offsets[seg_start:seg_end], timestamps[seg_start:seg_end],
-                              keys[seg_start:seg_end], values[seg_start:seg_end], strict=True)
-                for row in group.auditor.feed(records):
-                    group.route(row, out)
-                    if len(out) >= batch_rows:
-                        yield out.flush()
+            auditor = group.auditor
+            i = start
+            while i < end:
+                if kinds is not None and kinds[i] is not None:  # a summarised stretch of offset commits
+                    for row in _stretch_rows(auditor, stretch, i, partitions[i], offsets[i], timestamps[i]):
+                        group.route(row, out)
+                    i += 1
+                    continue
+                j = i + 1
+                if kinds is None:
+                    j = end
+                else:
+                    while j < end and kinds[j] is None:
+                        j += 1
+                for seg_start, seg_end in _segments(group, partitions, offsets, timestamps, missing, i, j):
+                    records = zip(partitions[seg_start:seg_end], offsets[seg_start:seg_end],
+                                  timestamps[seg_start:seg_end], keys[seg_start:seg_end], values[seg_start:seg_end],
+                                  strict=True)
+                    for row in auditor.feed(records):
+                        group.route(row, out)
+                        if len(out) >= batch_rows:
+                            yield out.flush()
+                i = j
+            if len(out) >= batch_rows:
+                yield out.flush()
         if len(out) >= batch_rows:
             yield out.flush()
     close()
@@ -365,8 +475,11 @@ def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
     names = batch.schema.names
     states = c("state").to_pylist() if "state" in names else [None] * n
     missing = c("missing").to_pylist() if "missing" in names else [None] * n
+    stretch = {name: c(name).to_pylist() for name in STRETCH_COLUMNS} if "_kind" in names else None
+    windows = c(STATE_WINDOWS_COLUMN).to_pylist() if STATE_WINDOWS_COLUMN in names else None
     return (c("group_id").to_pylist(), c("partition").to_pylist(), c("offset").to_pylist(),
-            c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist(), states, missing)
+            c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist(), states, missing,
+            stretch, windows)
 
 
 def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
@@ -391,8 +504,9 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
 def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode = "resume",
                  gaps: Mapping[int, HistoryGap] | None = None) -> DataFrame:
     """The wide replay output (`REPLAY_SCHEMA`) of `records`, which must hold `INPUT_COLUMNS` (`state`
-    may be absent: no saved states) and be repartitioned by `group_id` and sorted within partitions
-    by (`group_id`, `partition`, `offset`)."""
+    may be absent: no saved states), may hold the single pass's stretches (`STRETCH_COLUMNS`, all of
+    them when `_kind` is there) and saved states' summaries (`STATE_WINDOWS_COLUMN`), and must be
+    repartitioned by `group_id` and sorted within partitions by (`group_id`, `partition`, `offset`)."""
     if "state" not in records.columns:
         records = records.withColumn("state", F.lit(None).cast("binary"))
     if "missing" not in records.columns:
@@ -400,7 +514,12 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     missing = [c for c in INPUT_COLUMNS if c not in records.columns]
     if missing:
         raise ValueError(f"replay_frame: input lacks column(s) {missing}; it needs {list(INPUT_COLUMNS)}")
-    return records.select(*INPUT_COLUMNS).mapInArrow(
+    optional = [*(STRETCH_COLUMNS if "_kind" in records.columns else ()),
+                *((STATE_WINDOWS_COLUMN,) if STATE_WINDOWS_COLUMN in records.columns else ())]
+    absent = [c for c in optional if c not in records.columns]
+    if absent:
+        raise ValueError(f"replay_frame: input has `_kind` but lacks stretch column(s) {absent}")
+    return records.select(*INPUT_COLUMNS, *optional).mapInArrow(
         make_replay_fn(load_path=load_path, mode=mode, gaps=gaps), REPLAY_SCHEMA)
 
 
@@ -427,3 +546,33 @@ def split_counts(wide: DataFrame) -> DataFrame:
     return wide.where(F.col("_table") == COUNTS_TABLE).select(
         *[F.col(_column(COUNTS_TABLE, name)).alias(name) for name in names]
     )
+
+
+def replay_input(records: DataFrame, stretches: DataFrame | None = None, states: DataFrame | None = None,
+                 ) -> DataFrame:
+    """The replay's input rows, unsorted: `records` (group_id, partition, offset, timestamp_ms, key,
+    value, and `missing` when the job tracks it), the single pass's `stretches` (`Scan.stretches`:
+    group_id, partition, offset, timestamp_ms and `STRETCH_COLUMNS`) and saved `states` (group_id,
+    `state` as JSON bytes, `STATE_WINDOWS_COLUMN`), each with the others' columns null. The caller
+    repartitions by group and sorts (`replay_frame`)."""
+    from pyspark.sql.types import BinaryType, LongType, StringType
+
+    def typed(df: DataFrame, name: str, t: Any) -> Any:
+        return F.col(name) if name in df.columns else F.lit(None).cast(t).alias(name)
+
+    frames = [records.select("group_id", "partition", "offset", "timestamp_ms", "key", "value",
+                             F.lit(None).cast(BinaryType()).alias("state"), typed(records, "missing", LongType()))]
+    if stretches is not None:
+        frames.append(stretches.select("group_id", "partition", "offset", "timestamp_ms",
+                                       *[F.lit(None).cast(BinaryType()).alias(c) for c in ("key", "value", "state")],
+                                       F.lit(None).cast(LongType()).alias("missing"), *STRETCH_COLUMNS))
+    if states is not None:
+        frames.append(states.select(
+            "group_id", F.lit(-1).cast("int").alias("partition"), F.lit(-1).cast("long").alias("offset"),
+            F.lit(None).cast(LongType()).alias("timestamp_ms"),
+            *[F.lit(None).cast(BinaryType()).alias(c) for c in ("key", "value")], F.col("state").cast(BinaryType()),
+            F.lit(None).cast(LongType()).alias("missing"), F.col(STATE_WINDOWS_COLUMN).cast(StringType())))
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df, allowMissingColumns=True)
+    return out

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator_core.audit.observer import GenerationObserver, HistoryGap
-from coordinator_core.audit.offsets import OffsetSummary, TopicPartition
+from coordinator_core.audit.offsets import OffsetSummary, Regression, TopicPartition
 from coordinator_core.audit.rows import AuditRow, QuarantineRow
 from coordinator_core.audit.snapshot import GroupSnapshot
 from coordinator_core.audit.windows import OffsetWindow
@@ -212,6 +212,61 @@ class GroupAuditor:
             self._commits += commits
             self._offset_tombstones += tombs
 
+    def merge_stretch(self, topic: str, partition: int, stretch: OffsetSummary, *,
+                      first_commit_source_offset: int | None, first_commit_record_ts: int | None) -> list[AuditRow]:
+        """Applies a stretch of this group's offset records summarised elsewhere (the Spark job's
+        scan kernel: consecutive records of one topic-partition in log order, none of the group's
+        GroupMetadata records among them) as if they had been fed one by one: the open window's
+        summary of the topic-partition merges it (`OffsetSummary.merge`). In a Stable window the
+        stretch's own regressions count (their violation rows are `stretch_regression`'s) and a
+        first commit below the window's last one is one more `offset_regression`, whose row is
+        returned; elsewhere neither counts. `first_commit_source_offset` / `first_commit_record_ts`:
+        the log offset and timestamp of the stretch's first commit (None: tombstones only). The
+        stretch's records are not in this run's counts (the job counts them where it summarised them).
+
+        `stretch` becomes part of the auditor's state: the caller must not reuse it."""
+        w = self._window
+        stable = w.stable
+        if not stable:
+            stretch.regressions = 0
+        tp = (topic, partition)
+        p = stretch.source_partition
+        if self._positions.get(p, _NO_POSITION) < stretch.last_source_offset:
+            self._positions[p] = stretch.last_source_offset
+        before = w.summaries.get(tp)
+        if before is None:
+            w.summaries[tp] = stretch
+            return []
+        w.summaries[tp] = before.merge(stretch, stable=stable)
+        first = stretch.first_offset
+        if not (stable and before.commits and first is not None and first < before.last_offset):
+            return []
+        assert before.last_commit_timestamp is not None and before.last_commit_source_offset is not None
+        assert stretch.first_commit_timestamp is not None and first_commit_source_offset is not None
+        back = Regression(before.last_offset, before.last_commit_timestamp, before.last_commit_source_offset)
+        return [w.regression_row(self._group_id or "", tp, back, first, stretch.first_commit_timestamp, p,
+                                 first_commit_source_offset, first_commit_record_ts or 0)]
+
+    def stretch_regression(self, topic: str, partition: int, regression: Regression, offset: int,
+                           commit_timestamp: int, source_partition: int, source_offset: int,
+                           record_ts: int) -> list[AuditRow]:
+        """The `offset_regression` row of a backwards commit inside a stretch `merge_stretch` took
+        (the commit at `source_partition`/`source_offset`, stepping back from `regression`), when
+        the open window is Stable; none otherwise (the window decides, as in `feed`)."""
+        w = self._window
+        if not w.stable:
+            return []
+        return [w.regression_row(self._group_id or "", (topic, partition), regression, offset, commit_timestamp,
+                                 source_partition, source_offset, record_ts)]
+
+    def open_summaries(self) -> dict[TopicPartition, OffsetSummary]:
+        """The open window's summaries (the auditor's own: read, do not change)."""
+        return self._window.summaries
+
+    def restore_summaries(self, summaries: dict[TopicPartition, OffsetSummary]) -> None:
+        """Puts back the open window's summaries kept apart from `to_dict(summaries=False)`."""
+        self._window.summaries = summaries
+
     @property
     def partitions(self) -> tuple[int, ...]:
         """The `__consumer_offsets` partitions this group's records were read from (normally one)."""
@@ -261,15 +316,21 @@ class GroupAuditor:
         rows.extend(self._window.rows(self._group_id or "", end_offset=None))
         return rows
 
-    def to_dict(self) -> dict[str, Any]:
-        """The audit state as JSON-able data (for a later run to resume with `from_dict`)."""
+    def to_dict(self, *, summaries: bool = True) -> dict[str, Any]:
+        """The audit state as JSON-able data (for a later run to resume with `from_dict`).
+        `summaries=False` leaves the open window's summaries out (a caller that keeps them apart,
+        as the Spark job's `group_state.offset_windows` does, puts them back with
+        `restore_summaries`)."""
+        window = self._window.to_dict()
+        if not summaries:
+            window["summaries"] = []
         return {
             "format": STATE_FORMAT,
             "group_id": self._group_id,
             "positions": [[p, o] for p, o in sorted(self._positions.items())],
             "missing": [[p, n] for p, n in sorted(self._missing.items())],
             **self._observer.to_dict(),
-            "window": self._window.to_dict(),
+            "window": window,
         }
 
     @classmethod

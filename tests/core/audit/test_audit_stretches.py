@@ -1,0 +1,118 @@
+"""`GroupAuditor.merge_stretch` / `stretch_regression`: a group's offset commits summarised in
+stretches elsewhere (as the Spark job's scan kernel does) and merged into the audit in log order
+give exactly the rows of feeding every record, causes included (their commit evidence comes from
+the merged summaries), on every sample log and for any cut of the stretches."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from coordinator_core.audit import GroupAuditor, OffsetSummary, Regression, audit_group
+from coordinator_core.records import offset_commit_key_fields, offset_commit_value_fields
+
+SAMPLES = sorted((Path(__file__).resolve().parents[3] / "data" / "samples").glob("*.parquet"))
+
+Record = tuple[int, int, int, bytes, bytes | None]
+
+
+def _groups(path: Path) -> dict[str, list[Record]]:
+    t = pq.read_table(path).to_pydict()
+    records = sorted(zip(t["partition"], t["offset"], [int(x.timestamp() * 1000) for x in t["timestamp"]],
+                         t["key"], t["value"], strict=True))
+    out: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        n = int.from_bytes(r[3][2:4], "big", signed=True)
+        out[r[3][4:4 + n].decode()].append(r)
+    return out
+
+
+def _is_commit(r: Record) -> bool:
+    return int.from_bytes(r[3][:2], "big") in (0, 1)
+
+
+def _stretches(records: list[Record], rng: random.Random, cut: float) -> list[tuple[str, object]]:
+    """The group's records as the job hands them to the replay: every record but the offset commits
+    as itself, the commits as stretch summaries (one per topic-partition and run of records between
+    two GroupMetadata records, cut at random further), each placed at its first record, and every
+    backwards step inside a stretch as a regression candidate at its record."""
+    events: list[tuple[tuple[int, int], str, object]] = []
+    open_: dict[tuple[str, int], list] = {}
+
+    def close(tp: tuple[str, int]) -> None:
+        s, first_src, first_ts = open_.pop(tp)
+        events.append(((s.source_partition, s.first_source_offset), "stretch", (tp, s, first_src, first_ts)))
+
+    for r in records:
+        p, o, ts, key, value = r
+        if not _is_commit(r):
+            for tp in list(open_):
+                close(tp)
+            events.append(((p, o), "record", r))
+            continue
+        _, topic, part = offset_commit_key_fields(key)
+        tp = (topic, part)
+        if tp in open_ and rng.random() < cut:
+            close(tp)
+        if tp not in open_:
+            open_[tp] = [OffsetSummary(p, o), None, None]
+        entry = open_[tp]
+        s = entry[0]
+        if value is None:
+            s.tombstone(o)
+            continue
+        _, off, _, _, cts, _ = offset_commit_value_fields(value)
+        if not s.commits:
+            entry[1], entry[2] = o, ts
+        back = s.commit(off, cts, o, True)  # every step back is a candidate; the window decides
+        if back is not None:
+            events.append(((p, o), "regression", (tp, back, off, cts, p, o, ts)))
+    for tp in list(open_):
+        close(tp)
+    events.sort(key=lambda e: e[0])
+    return [(kind, payload) for _, kind, payload in events]
+
+
+def _audit_in_stretches(group: str, records: list[Record], rng: random.Random, cut: float) -> list:
+    auditor = GroupAuditor(group)
+    rows: list = []
+    for kind, payload in _stretches(records, rng, cut):
+        if kind == "record":
+            rows.extend(auditor.feed([payload]))
+        elif kind == "stretch":
+            (topic, part), s, first_src, first_ts = payload
+            rows.extend(auditor.merge_stretch(topic, part, s, first_commit_source_offset=first_src,
+                                              first_commit_record_ts=first_ts))
+        else:
+            (topic, part), back, off, cts, p, o, ts = payload
+            rows.extend(auditor.stretch_regression(topic, part, back, off, cts, p, o, ts))
+    rows.extend(auditor.finish())
+    return rows
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("cut", [0.0, 0.3])
+def test_stretches_merged_give_the_rows_of_every_record_fed(path: Path, cut: float) -> None:
+    rng = random.Random(f"{path.stem}-{cut}")
+    for group, records in _groups(path).items():
+        auditor = GroupAuditor(group)
+        fed = [*auditor.feed(records), *auditor.finish()]
+        assert sorted(map(repr, fed)) == sorted(map(repr, audit_group(records, group_id=group)))
+        merged = _audit_in_stretches(group, records, rng, cut)
+        assert sorted(map(repr, merged)) == sorted(map(repr, fed)), group
+
+
+def test_a_step_back_across_stretches_is_a_violation_only_in_a_stable_window() -> None:
+    auditor = GroupAuditor("g")
+    first = OffsetSummary.of_commit(10, 1000, 0, 5)
+    later = OffsetSummary.of_commit(7, 1001, 0, 9)
+    assert auditor.merge_stretch("t", 0, first, first_commit_source_offset=5, first_commit_record_ts=1) == []
+    # before any GroupMetadata record the window is not Stable: nothing counts
+    assert auditor.merge_stretch("t", 0, later, first_commit_source_offset=9, first_commit_record_ts=2) == []
+    assert auditor.stretch_regression("t", 0, Regression(10, 1000, 5), 7, 1001, 0, 9, 2) == []
+    (row,) = [r for r in auditor.finish() if type(r).__name__ == "OffsetCommitRow"]
+    assert (row.commits, row.regressions, row.first_offset, row.last_offset) == (2, 0, 10, 7)
