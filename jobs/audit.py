@@ -14,15 +14,16 @@ Pipeline (one Spark application, one pass over the input's bytes):
             (partition, offset) rows are dropped, offset commits are decoded and summarised per
             chunk in compiled code, every other record is kept   `udfs.scan`, `jobs.offsets_path`
 3. replay   the kept records (GroupMetadata, malformed commits, other types; a few percent of a
-            log) and each carried group's saved state: repartition by group, sort within
-            partitions by (group, partition, offset), and stream each partition group by group
-            through `coordinator_core.audit` with `mapInArrow` (`udfs.replay`); one pass emits
-            generations, assignments, rebalance causes, violations, quarantine rows and the
-            groups' new state, and marks the rows that close or change rows an earlier run wrote
-4. offsets  the chunks' partial summaries (and the carried open windows) take their generation
-            windows (from the replayed GroupMetadata records and the carried ones) and are
-            stitched in log order: `offset_commits` and the `offset_regression` violations, by
-            the rules of `coordinator_core.audit.offsets`                             `udfs.offsets`
+            log), the pass's summarised stretches of offset commits and each carried group's saved
+            state: repartition by group, sort within partitions by (group, partition, offset), and
+            stream each partition group by group through `coordinator_core.audit` with `mapInArrow`
+            (`udfs.replay`); the stretches merge into the generation windows the replayed
+            GroupMetadata records open (`GroupAuditor.merge_stretch`, the rules of
+            `coordinator_core.audit.offsets`), so one pass emits generations, assignments,
+            rebalance causes (with the commits as evidence), violations (offset regressions
+            included), offset_commits, quarantine rows and the groups' new state, and marks the
+            rows that close or change rows an earlier run wrote
+4. derive   the derived tables (ownership, rebalances, health) from those, per group   `udfs.derived`
 5. write    every table in one run (`jobs.delta_io`): staged files, then one Delta commit per
             table (and a MERGE of the carried rows) with `runs` last
 """

@@ -441,6 +441,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             i = start
             while i < end:
                 if kinds is not None and kinds[i] is not None:  # a summarised stretch of offset commits
+                    assert stretch is not None  # kinds come from it
                     for row in _stretch_rows(auditor, stretch, i, partitions[i], offsets[i], timestamps[i]):
                         group.route(row, out)
                     i += 1

@@ -20,9 +20,10 @@ Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
   GroupMetadata records of the group in this chunk) as `partial` rows: counts, first and last
   commit (committed offset, commitTimestamp, log offset), and the regressions inside the stretch;
   every backwards step inside a stretch becomes a `regression` candidate row. Which generation
-  window a stretch belongs to, and whether that window was Stable, is decided after the pass
-  (`udfs.offsets.offset_commits`), where stretches of the same window from other chunks are
-  also stitched together;
+  window a stretch belongs to, and whether that window was Stable, is decided after the pass by
+  the per-group replay (`udfs.replay`), which takes the stretches among the group's other records
+  in log order and merges them into its open window (`GroupAuditor.merge_stretch`), stretches of
+  the same window from other chunks included;
 * reports its `range` per Kafka partition (first and last offset) and its `counts`.
 
 A stretch never spans a GroupMetadata record of its group, so stitching stretches in log order is

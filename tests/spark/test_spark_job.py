@@ -155,14 +155,11 @@ def test_violations_of_the_planted_bugs_and_none_elsewhere(spark, sample_run) ->
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_offset_commits_summary_matches_the_pure_audit(spark, sample_run) -> None:
-    """The SQL offset path and coordinator_core.audit agree row for row on the samples."""
-    from coordinator_core.audit import OffsetCommitRow, audit_group
+def _pure_rows() -> list:
+    """Every row `coordinator_core.audit` gives for the samples, each group's records fed one by one."""
+    from coordinator_core.audit import audit_group
 
-    out, _ = sample_run
-    cols = ["group_id", "topic", "partition", "generation_id", "window_state", "commits", "tombstones",
-            "first_offset", "last_offset", "first_commit_timestamp", "last_commit_timestamp", "regressions"]
-    pure = []
+    rows = []
     for path in sorted(SAMPLES.glob("*.parquet")):
         t = pq.read_table(path).to_pydict()
         by_group: dict[bytes, list] = {}
@@ -173,11 +170,29 @@ def test_offset_commits_summary_matches_the_pure_audit(spark, sample_run) -> Non
             by_group.setdefault(k[4:4 + glen], []).append(
                 (p, o, int(ts.replace(tzinfo=UTC).timestamp() * 1000), k, v))
         for records in by_group.values():
-            pure += [tuple(getattr(r, c) for c in cols) for r in audit_group(records)
-                     if isinstance(r, OffsetCommitRow)]
-    got = _table(spark, out, "offset_commits").select(*cols)
-    expected = spark.createDataFrame(pure, got.schema)
-    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+            rows += list(audit_group(records))
+    return rows
+
+
+@pytest.mark.parametrize("table", ["generations", "assignments", "rebalance_causes", "violations", "offset_commits"])
+def test_every_audit_table_matches_the_pure_audit(spark, sample_run, table: str) -> None:
+    """The job (the single pass's stretches merged into the replay) and coordinator_core.audit fed
+    every record agree row for row on the samples: offset rows and regressions, and the causes,
+    whose evidence (a member's last commit) decides which member left or rejoined first."""
+    import dataclasses
+
+    from udfs.schemas import AUDIT_TABLES
+
+    out, _ = sample_run
+    cls = AUDIT_TABLES[table]
+    cols = [f.name for f in dataclasses.fields(cls)]
+
+    def norm(values) -> str:
+        return repr(tuple(tuple(v) if isinstance(v, list | tuple) else v for v in values))
+
+    pure = sorted(norm(dataclasses.astuple(r)) for r in _pure_rows() if isinstance(r, cls))
+    got = sorted(norm(r) for r in _table(spark, out, table).select(*cols).collect())
+    assert pure and got == pure
 
 
 def _corrupted_input(tmp_path: Path) -> Path:

@@ -114,19 +114,33 @@ def test_arrow_batches_give_the_audits_rows_in_bounded_batches() -> None:
         assert sum(b.num_rows for b in out) == sum(sum(c.values()) for c in expected.values()) + states
 
 
-def test_a_resumed_group_gives_the_rows_of_one_pass_with_the_earlier_open_rows_carried() -> None:
+def _windows_json(auditor: GroupAuditor) -> str:
+    """The auditor's open summaries as `group_state.offset_windows` keeps them (JSON)."""
+    gen, state, _, start = auditor.window()
+    return json.dumps([{**dataclasses.asdict(s.row("grp-a", t, p, generation_id=gen, window_state=state,
+                                                    window_start_offset=start, window_end_offset=None)),
+                        "last_commit_source_offset": s.last_commit_source_offset}
+                       for (t, p), s in auditor.open_summaries().items()])
+
+
+@pytest.mark.parametrize("summaries", ["in_state", "apart"])
+def test_a_resumed_group_gives_the_rows_of_one_pass_with_the_earlier_open_rows_carried(summaries: str) -> None:
     """Half of a group's records audited and saved, the rest fed after its saved state (a `state`
-    row): the earlier pass's closed rows, plus this pass's new rows and its carried rows (which
-    replace the earlier pass's open rows) are exactly one pass's rows."""
+    row, its open offset summaries inside it or apart, as `group_state.offset_windows` keeps them):
+    the earlier pass's closed rows, plus this pass's new rows and its carried rows (which replace
+    the earlier pass's open rows) are exactly one pass's rows, offset_commits included."""
     log = [r for r in _log() if r[0] == "grp-a"]
     expected = _expected(log)
     for k in range(1, len(log)):
         first = GroupAuditor("grp-a")
         earlier = [*first.feed([r[1:] for r in log[:k]]), *first.finish()]
-        marker = ("grp-a", -1, -1, None, None, None, json.dumps(first.to_dict()).encode(), None)
-        rows = [(*r, None, None) for r in log[k:]]
+        state = first.to_dict(summaries=summaries == "in_state")
+        windows = _windows_json(first) if summaries == "apart" else None
+        marker = ("grp-a", -1, -1, None, None, None, json.dumps(state).encode(), None, windows)
+        rows = [(*r, None, None, None) for r in log[k:]]
         table = pa.table(list(zip(*[marker, *rows], strict=True)), schema=pa.schema(
-            [*INPUT_SCHEMA, pa.field("state", pa.binary()), pa.field("missing", pa.int64())]))
+            [*INPUT_SCHEMA, pa.field("state", pa.binary()), pa.field("missing", pa.int64()),
+             pa.field("state_windows", pa.string())]))
         out = pa.Table.from_batches(list(make_replay_fn(mode="resume")(iter(table.to_batches()))))
         carried = out.filter(pc.fill_null(out.column("_carried"), False))
         new = out.filter(pc.invert(pc.fill_null(out.column("_carried"), False)))
@@ -135,15 +149,14 @@ def test_a_resumed_group_gives_the_rows_of_one_pass_with_the_earlier_open_rows_c
         for row in earlier:
             t = table_of(row)
             key = tuple(map(_freeze, (_plain(v) for v in dataclasses.astuple(row))))
-            open_row = getattr(row, "ended_at", 0) is None or getattr(row, "valid_to", 0) is None
+            open_row = (getattr(row, "ended_at", 0) is None or getattr(row, "valid_to", 0) is None
+                        or (t == "offset_commits" and getattr(row, "window_end_offset", 0) is None))
             if open_row and any(_same_interval(t, key, c) for c in replaced[t]):
                 continue  # closed or changed by the resumed pass
             got[t][key] += 1
         for t, rows_ in replaced.items():
             got[t].update(rows_)
         for t in AUDIT_TABLES:
-            if t in ("offset_commits",):
-                continue  # the job summarises commits outside the replay; the auditor's windows restart
             assert got[t] == expected[t], (k, t)
 
 
@@ -152,7 +165,8 @@ def _same_interval(table: str, a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     fields = [f.name for f in dataclasses.fields(AUDIT_TABLES[table])]
     keys = {"generations": ("generation_id", "source_partition", "source_offset"),
             "assignments": ("member_id", "generation_id", "topic", "partition", "source_partition",
-                            "source_offset")}.get(table)
+                            "source_offset"),
+            "offset_commits": ("topic", "partition", "source_partition", "window_start_offset")}.get(table)
     if keys is None:
         return False
     return all(a[fields.index(k)] == b[fields.index(k)] for k in keys)
@@ -183,3 +197,24 @@ def test_replay_frame_names_missing_columns(spark) -> None:
     df = spark.createDataFrame([("g", 0)], "group_id string, partition int")
     with pytest.raises(ValueError, match=r"replay_frame: input lacks column\(s\) \['offset'"):
         replay_frame(df)
+
+
+def test_a_group_saved_without_auditor_state_resumes_with_its_open_offset_summaries() -> None:
+    """A `group_state` row of an earlier version for a group it saw only through offset commits has
+    no auditor_state, only its open offset summaries: the replay resumes it afresh with them, so
+    the open row continues (counts add up) and comes out carried."""
+    log = [("grp-c", *r) for r in LogBuilder("grp-c", partition=4).commit("t", 0, 5).commit("t", 0, 9)
+           .commit("t", 0, 7).records]
+    first = GroupAuditor("grp-c")
+    (open_row,) = [*first.feed([r[1:] for r in log[:2]]), *first.finish()]
+    windows = _windows_json(first).replace('"grp-a"', '"grp-c"')
+    marker = ("grp-c", -1, -1, None, None, None, b"", None, windows)
+    table = pa.table(list(zip(*[marker, *[(*r, None, None, None) for r in log[2:]]], strict=True)), schema=pa.schema(
+        [*INPUT_SCHEMA, pa.field("state", pa.binary()), pa.field("missing", pa.int64()),
+         pa.field("state_windows", pa.string())]))
+    out = pa.Table.from_batches(list(make_replay_fn(mode="resume")(iter(table.to_batches()))))
+    rows = [r for r in out.to_pylist() if r["_table"] == "offset_commits"]
+    assert len(rows) == 1 and rows[0]["_carried"]
+    assert (rows[0]["offset_commits__commits"], rows[0]["offset_commits__first_offset"],
+            rows[0]["offset_commits__last_offset"]) == (3, 5, 7)
+    assert open_row.commits == 2  # what the earlier run wrote, which the carried row replaces

@@ -23,7 +23,7 @@ from coordinator_core.records import (
 )
 from jobs import offsets_path as op
 from tests.spark.test_spark_offsets_path import EXPECTED_SUMMARY, LOG, T, _frame
-from udfs import offsets as uo
+from udfs.replay import replay_frame, replay_input, split_table
 from udfs.scan import INPUT_COLUMNS, KIND_COUNTS, KIND_PARTIAL, KIND_SIDE, scan_chunk
 from udfs.schemas import TABLE_SCHEMAS
 
@@ -153,6 +153,13 @@ def test_input_out_of_log_order_is_scanned_again_sorted(spark) -> None:
     scan.unpersist()
 
 
+def _merged(scan: op.Scan):
+    """The scan's offset rows and regression violations, through the job's replay."""
+    wide = replay_frame(replay_input(scan.side(), scan.stretches()).repartition(2, "group_id")
+                        .sortWithinPartitions("group_id", "partition", "offset"))
+    return split_table(wide, "offset_commits"), split_table(wide, "violations").where("kind = 'offset_regression'")
+
+
 @pytest.mark.spark
 def test_arrow_and_spark_readers_agree_on_the_samples(spark) -> None:
     from datetime import UTC, datetime
@@ -167,7 +174,7 @@ def test_arrow_and_spark_readers_agree_on_the_samples(spark) -> None:
     for reader in ("arrow", "spark"):
         scan = op.scan_log(df, since=since, until=until, reader=reader, chunk_rows=300)
         assert scan.reader == reader and not scan.reordered
-        rows, regressions = uo.offset_commits(scan.df, uo.group_metadata_windows(scan.side()))
+        rows, regressions = _merged(scan)
         results[reader] = (scan.counts, sorted(map(tuple, rows.collect())), sorted(map(tuple, regressions.collect())),
                            sorted(map(tuple, scan.side().drop("group_id").collect())))
         scan.unpersist()
@@ -191,7 +198,7 @@ def test_the_spark_reader_merges_many_splits_and_finds_the_same(spark) -> None:
         assert not scan.reordered
         if name == "splits":
             assert scan.df.rdd.getNumPartitions() == 4 * spark.sparkContext.defaultParallelism < 24
-        rows, regressions = uo.offset_commits(scan.df, uo.group_metadata_windows(scan.side()))
+        rows, regressions = _merged(scan)
         results[name] = (scan.counts, sorted(map(repr, rows.collect())), sorted(map(repr, regressions.collect())),
                          sorted(map(repr, scan.side().drop("group_id").collect())))
         scan.unpersist()

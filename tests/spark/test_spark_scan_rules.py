@@ -1,6 +1,6 @@
 """The single pass's kernel is held to the offset-commit rules of `coordinator_core.audit.offsets`:
 its per-chunk partial summaries, given their windows and merged in log order with
-`OffsetSummary.merge` (what `udfs.offsets.offset_commits` does in Spark), equal the summaries
+`OffsetSummary.merge` (what the replay's `GroupAuditor.merge_stretch` does), equal the summaries
 the core folds record by record, for any cut of the log into chunks (Spark-free)."""
 
 from __future__ import annotations
