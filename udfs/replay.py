@@ -218,6 +218,20 @@ def _wide_batch(out: _TableOut, rows: list[Any], *, carried: bool = False) -> pa
     return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
 
 
+def _open_window(group: str, topic: str, partition: int, gen: int | None, state: str | None, start: int | None,
+                 s: OffsetSummary) -> dict[str, Any]:
+    """One `OFFSET_WINDOW_STRUCT` value: the open `offset_commits` row of `s` (as `OffsetSummary.row`
+    gives it, built directly: a group's state holds thousands) and its last commit's log offset."""
+    has = s.commits > 0
+    return {"group_id": group, "topic": topic, "partition": partition, "generation_id": gen, "window_state": state,
+            "window_start_offset": start, "window_end_offset": None, "commits": s.commits, "tombstones": s.tombstones,
+            "first_offset": s.first_offset if has else None, "last_offset": s.last_offset if has else None,
+            "first_commit_timestamp": s.first_commit_timestamp, "last_commit_timestamp": s.last_commit_timestamp,
+            "regressions": s.regressions, "source_partition": s.source_partition,
+            "first_source_offset": s.first_source_offset, "last_source_offset": s.last_source_offset,
+            "last_commit_source_offset": s.last_commit_source_offset}
+
+
 class _Output:
     """Rows of the wide output since the last flush: audit row objects (any table) and counts tuples."""
 
@@ -238,10 +252,7 @@ class _Output:
     def add_state(self, auditor: GroupAuditor, changed: bool) -> None:
         gen, state, partition, start = auditor.window()
         group = auditor.group_id or ""
-        windows = [{**dataclasses.asdict(s.row(group, t, p, generation_id=gen, window_state=state,
-                                               window_start_offset=start, window_end_offset=None)),
-                    "last_commit_source_offset": s.last_commit_source_offset}
-                   for (t, p), s in auditor.open_summaries().items()]
+        windows = [_open_window(group, t, p, gen, state, start, s) for (t, p), s in auditor.open_summaries().items()]
         self.states.append((auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
                             gen, state, partition, start, auditor.window_record_value(), changed, windows))
 

@@ -321,16 +321,13 @@ class GroupAuditor:
         `summaries=False` leaves the open window's summaries out (a caller that keeps them apart,
         as the Spark job's `group_state.offset_windows` does, puts them back with
         `restore_summaries`)."""
-        window = self._window.to_dict()
-        if not summaries:
-            window["summaries"] = []
         return {
             "format": STATE_FORMAT,
             "group_id": self._group_id,
             "positions": [[p, o] for p, o in sorted(self._positions.items())],
             "missing": [[p, n] for p, n in sorted(self._missing.items())],
             **self._observer.to_dict(),
-            "window": window,
+            "window": self._window.to_dict(summaries=summaries),
         }
 
     @classmethod

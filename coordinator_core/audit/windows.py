@@ -67,11 +67,12 @@ class OffsetWindow:
             f"generation {self.generation_id}",
             f"partition {p} offsets {r.previous_source_offset} -> {o}", ts, p, o)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The window as JSON-able data (the "window" entry of `GroupAuditor.to_dict`)."""
+    def to_dict(self, *, summaries: bool = True) -> dict[str, Any]:
+        """The window as JSON-able data (the "window" entry of `GroupAuditor.to_dict`); without
+        `summaries`, their list is empty."""
         return {"generation_id": self.generation_id, "state": self.state, "start_offset": self.start_offset,
                 "start_partition": self.start_partition,
-                "summaries": [[t, part, *s.to_list()] for (t, part), s in self.summaries.items()]}
+                "summaries": [[t, part, *s.to_list()] for (t, part), s in self.summaries.items()] if summaries else []}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], snapshot: GroupSnapshot | None) -> OffsetWindow:

@@ -218,3 +218,22 @@ def test_a_group_saved_without_auditor_state_resumes_with_its_open_offset_summar
     assert (rows[0]["offset_commits__commits"], rows[0]["offset_commits__first_offset"],
             rows[0]["offset_commits__last_offset"]) == (3, 5, 7)
     assert open_row.commits == 2  # what the earlier run wrote, which the carried row replaces
+
+
+def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
+    """`group_state.offset_windows` values: the fields of `OffsetSummary.row` (built without it)."""
+    from coordinator_core.audit import OffsetSummary
+    from udfs.replay import _open_window
+    from udfs.schemas import OFFSET_WINDOW_STRUCT
+
+    s = OffsetSummary.of_commit(10, 1000, 3, 40)
+    s.commit(12, 1001, 41, True)
+    s.tombstone(42)
+    only_tombstones = OffsetSummary(3, 50)
+    only_tombstones.tombstone(50)
+    for summary in (s, only_tombstones):
+        got = _open_window("g", "t", 1, 5, "Stable", 7, summary)
+        row = summary.row("g", "t", 1, generation_id=5, window_state="Stable", window_start_offset=7,
+                          window_end_offset=None)
+        assert got == {**dataclasses.asdict(row), "last_commit_source_offset": summary.last_commit_source_offset}
+        assert list(got) == [f.name for f in OFFSET_WINDOW_STRUCT.fields]
