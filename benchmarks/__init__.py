@@ -47,10 +47,14 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   Python UDF decoding every record, then a groupBy for the offset summary, written to `noop`.
 * `replay` (one process = one core, no Spark): GroupMetadata records/s and offset commits/s of the
   pure-Python audit (`GroupAuditor`). Reported, no longer a target (issue 18 withdrew it).
-  `replay_share` is the replay's share of the faster warm audit: the wall time of the job's own
-  replay stage (its `stage replay ...` line: the per-group `mapInArrow` of `udfs.replay` over the
-  single pass's materialised side rows, their shuffle by group included, up to its persisted
-  output) over that run's wall time. Measured inside the run, never estimated; target < 20%.
+  `replay_share` is the replay's share of the faster warm audit: the Python time the job's replay
+  spent feeding records through the groups' audits (the GroupMetadata replay through Kafka's load
+  path, the observer, quarantine: the job's `replay: ...` log line, `udfs.replay.TIMING_FIELDS`
+  summed over the workers) over that run's core-seconds (wall time x Spark's cores). Measured
+  inside the run, never estimated; target < 20%. Since the replay also merges the single pass's
+  offset-commit stretches (`GroupAuditor.merge_stretch`, what a separate Spark SQL stage did
+  before), its stage's wall time is reported beside it (`stage_share`) but is no longer the
+  replay's cost alone.
 * `memory`: the peaks sampled during the audits (per scaling point: the Python workers' peak RSS
   must not grow with the input, it is bounded by `job.scan_chunk_rows`), plus one group with
   `--single-group-commits` (5M) offset commits streamed through `GroupAuditor` in a fresh process.

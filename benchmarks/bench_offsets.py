@@ -1,4 +1,4 @@
-"""Offset path benchmark: bare scan vs the offset path (the single pass and the stitching) vs alternatives (prints a table).
+"""Offset path benchmark: bare scan vs the offset path (the single pass and the replay that merges its stretches) vs alternatives (prints a table).
 
     .venv/bin/python benchmarks/bench_offsets.py --records 10000000
 

@@ -665,14 +665,19 @@ def _collect(rep: dict[str, Any], results: dict[str, dict[str, Any]], path: Path
                         "best_with": min(with_, default=None), "best_without": min(without, default=None),
                         "stages_without": (runs["audit_base"] or {}).get("stages")}
     warm = [r for r in (m.get("audit"), runs["audit.again"]) if r and r.get("seconds") and
-            r.get("replay_stage_seconds") is not None]
-    if warm:  # the replay's share of the faster warm audit, from the job's own replay stage line
+            r.get("replay_feed_seconds") is not None and r.get("cores")]
+    if warm:  # the replay's share of the faster warm audit, from the job's own replay-time line
         best = min(warm, key=lambda r: r["seconds"])
-        m["replay_share"] = {"replay_stage_seconds": best["replay_stage_seconds"], "audit_seconds": best["seconds"],
-                             "share": best["replay_stage_seconds"] / best["seconds"],
-                             "method": "the job's `stage replay ...` line over the run's wall time"}
+        stage = best.get("replay_stage_seconds")
+        m["replay_share"] = {
+            "replay_feed_seconds": best["replay_feed_seconds"], "replay_merge_seconds": best["replay_merge_seconds"],
+            "cores": best["cores"], "audit_seconds": best["seconds"],
+            "share": best["replay_feed_seconds"] / (best["seconds"] * best["cores"]),
+            "replay_stage_seconds": stage, "stage_share": stage / best["seconds"] if stage is not None else None,
+            "method": "the Python time the replay spent feeding records through the groups' audits (the job's "
+                      "`replay: ...` line, all workers) over the run's core-seconds (wall time x cores)"}
     elif m.get("audit"):
-        m["replay_share"] = {"share": None, "note": "the job logged no replay stage"}
+        m["replay_share"] = {"share": None, "note": "the job logged no replay time"}
     if scale_points:
         kinds = _scaling_kinds(set(rep["parameters"].get("skip", ())))
         points = []

@@ -28,11 +28,14 @@ from jobs.config import DEFAULT_SCAN_CHUNK_ROWS, load_config
 from jobs.delta_io import read_table
 
 __all__ = ["REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
-           "measure_read_floors", "replay_rates", "replay_stage_seconds"]
+           "measure_read_floors", "replay_python_seconds", "replay_rates", "replay_stage_seconds"]
 
 InputFormat = Literal["parquet", "delta", "kafka"]
 
 REPLAY_STAGE = re.compile(r"^stage (replay\b.*): .* in ([0-9.]+) s")
+REPLAY_TIMES = re.compile(r"^\[coordinator-audit\] replay: ([0-9,.]+) s feeding .*, ([0-9,.]+) s merging")
+"""The job's log line of the replay's own Python time (`udfs.replay.TIMING_FIELDS`, summed over the
+workers): feeding records through the groups' audits, and merging the offset-commit stretches."""
 """The job's log line of its replay stage (`jobs.spark_session.stage`): its name starts with
 "replay", and its time covers the per-group `mapInArrow` of `udfs.replay` over the single pass's
 materialised side rows (their shuffle by group included) up to its persisted output."""
@@ -122,8 +125,8 @@ def measure_read_floors(spark: SparkSession, path: str) -> dict[str, Any]:
 
 def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
     """The job's offset-commit path alone: what produces `offset_commits` and `offset_regression`
-    (`jobs.offsets_path.offset_path`: the single pass, windows from its GroupMetadata rows, the
-    stitching), both outputs forced with a write to `noop`."""
+    (`jobs.offsets_path.offset_path`: the single pass, then the per-group replay that merges its
+    stretches into the generation windows), both outputs forced with a write to `noop`."""
     t0 = time.perf_counter()
     rows, violations, scan = offsets_path.offset_path(spark.read.parquet(path))
     t_scan = time.perf_counter()
@@ -143,7 +146,7 @@ def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
 
 
 class _StageTee(io.TextIOBase):
-    """stderr that also keeps the job's `stage ...` lines."""
+    """stderr that also keeps the job's `stage ...` lines and its replay-time line (`REPLAY_TIMES`)."""
 
     def __init__(self, target: Any) -> None:
         self.target = target
@@ -155,7 +158,7 @@ class _StageTee(io.TextIOBase):
         self._buf += s
         while "\n" in self._buf:
             line, self._buf = self._buf.split("\n", 1)
-            if line.startswith("stage "):
+            if line.startswith("stage ") or REPLAY_TIMES.match(line):
                 self.lines.append(line)
         return len(s)
 
@@ -208,13 +211,24 @@ def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str,
         memory = sampler.stop() if sampler is not None else None
     out: dict[str, Any] = {"seconds": elapsed, "shards": cfg.shards, "counts": summary.counts,
                            "table_rows": summary.table_rows, "writer": summary.writer, "stages": tee.lines,
-                           "format": fmt, "replay_stage_seconds": replay_stage_seconds(tee.lines)}
+                           "format": fmt, "replay_stage_seconds": replay_stage_seconds(tee.lines),
+                           "cores": spark.sparkContext.defaultParallelism, **replay_python_seconds(tee.lines)}
     if memory is not None:
         memory["driver_python_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         out["memory"] = memory
     if output_write:
         out["output_write"] = measure_output_write(spark, summary.locations, out_dir.with_name(out_dir.name + "-floor"))
     return out
+
+
+def replay_python_seconds(lines: list[str]) -> dict[str, float | None]:
+    """The replay's own Python time from an audit's logged lines (`REPLAY_TIMES`, summed over a
+    warm-up pass and the window's pass): {"replay_feed_seconds", "replay_merge_seconds"}, None when
+    the job logged no such line."""
+    found = [(float(m.group(1).replace(",", "")), float(m.group(2).replace(",", "")))
+             for m in map(REPLAY_TIMES.match, lines) if m]
+    return {"replay_feed_seconds": sum(f for f, _ in found) if found else None,
+            "replay_merge_seconds": sum(g for _, g in found) if found else None}
 
 
 def replay_stage_seconds(stage_lines: list[str]) -> float | None:

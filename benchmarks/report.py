@@ -242,8 +242,12 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
         line("hand-written peer (Python UDF)", m["peer"]["seconds"])
     if m.get("replay_share"):
         rs = m["replay_share"]
-        print(f"replay share of the warm audit: {_fmt(rs.get('share'), '.1%')} (the job's replay stage "
-              f"{_fmt(rs.get('replay_stage_seconds'), '.2f')} s of {_fmt(rs.get('audit_seconds'), '.2f')} s)", file=out)
+        print(f"replay share of the warm audit: {_fmt(rs.get('share'), '.1%')} (feeding records through the groups' "
+              f"audits: {_fmt(rs.get('replay_feed_seconds'), '.2f')} s of Python time in {_fmt(rs.get('audit_seconds'), '.2f')} s "
+              f"x {rs.get('cores')} cores; merging the offset-commit stretches "
+              f"{_fmt(rs.get('replay_merge_seconds'), '.2f')} s; the whole replay stage "
+              f"{_fmt(rs.get('replay_stage_seconds'), '.2f')} s of wall time, {_fmt(rs.get('stage_share'), '.1%')})",
+              file=out)
     if m.get("replay"):
         rp = m["replay"]
         print(f"replay, one core: {_fmt(rp['group_metadata_per_s'], ',.0f')} GroupMetadata records/s "

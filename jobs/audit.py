@@ -60,6 +60,7 @@ from udfs.broker_log import attach_broker_account, broker_account_frame
 from udfs.json_lines import DEFAULT_TOPIC
 from udfs.replay import (
     STATE_WINDOWS_COLUMN,
+    TIMING_FIELDS,
     ResumeMode,
     replay_frame,
     replay_input,
@@ -231,10 +232,11 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                  ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame]]:
     """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted).
 
-    The replay reads the pass's side rows (everything but the summarised offset commits) and, when
-    `state` (the base run's `group_state` rows) is given, resumes every group from it; its wide
-    output is persisted (it feeds the tables and the counts), as are the offsets' windows and
-    stitched rows; the caller unpersists `persisted` after writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
+    The replay reads the pass's side rows (everything but the summarised offset commits) and its
+    stretches of summarised commits (merged into the groups' windows) and, when `state` (the base
+    run's `group_state` rows) is given, resumes every group from it; its wide output is persisted
+    (every table and the counts are projections of it); the caller unpersists `persisted` after
+    writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
     base run, to merge) and `group_state` (every group's state after this pass)."""
     side = filter_groups(scan.side(missing), groups)
     stretches = filter_groups(scan.stretches(), groups)
@@ -257,8 +259,11 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
 
     counts_row = split_counts(wide).agg(*[F.sum(c).alias(c) for c in
                                           ("records_in", "duplicates", "replayed", "quarantined",
-                                           "skipped_other_type", "group_records")]).collect()[0]
-    counts = {k: int(counts_row[k] or 0) for k in counts_row.asDict()}
+                                           "skipped_other_type", "group_records", *TIMING_FIELDS)]).collect()[0]
+    counts = {k: int(counts_row[k] or 0) for k in counts_row.asDict() if k not in TIMING_FIELDS}
+    _log(f"replay: {counts_row['feed_seconds'] or 0:,.1f} s feeding {counts['records_in']:,} records through the "
+         f"groups' audits (the GroupMetadata replay, causes, violations), {counts_row['merge_seconds'] or 0:,.1f} s "
+         f"merging the single pass's offset-commit stretches (Python time, all workers together)")
 
     # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
     # the same row dataclasses)
@@ -291,7 +296,7 @@ def _scan_reader(cfg: AuditConfig, data: Any) -> str:
 def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: datetime | None,
                 until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
                 base_missing: Mapping[int, int], resume: str, gap_time: datetime | None) -> AuditPass:
-    """Scan, replay and stitch one window (module docstring, steps 2-4)."""
+    """Scan and replay one window (module docstring, steps 2-3)."""
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
                         reader=_scan_reader(cfg, data), shards=cfg.shards,

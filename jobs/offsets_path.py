@@ -180,7 +180,7 @@ def _overlap(ranges: list[Any]) -> str | None:
 
 def chunk_overlap(scanned: DataFrame) -> str | None:
     """None when no two chunks of the scan hold interleaving offsets of one Kafka partition (the
-    condition for stitching the kernel's partial summaries in log order); else the first such pair."""
+    condition for merging the kernel's stretches in log order); else the first such pair."""
     return _overlap(_chunk_ranges(scanned)[0])
 
 

@@ -37,6 +37,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import attrgetter
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
@@ -46,6 +47,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -78,6 +80,7 @@ __all__ = [
     "STATE_FIELDS",
     "STATE_TABLE",
     "STRETCH_COLUMNS",
+    "TIMING_FIELDS",
     "ResumeMode",
     "group_runs",
     "make_replay_fn",
@@ -116,6 +119,10 @@ ResumeMode = Literal["resume", "rerun", "warmup"]
 
 COUNTS_TABLE = "_counts"
 COUNT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(AuditCounts))
+TIMING_FIELDS: tuple[str, ...] = ("feed_seconds", "merge_seconds")
+"""Besides a group's counts: the Python time its audit took feeding records (the GroupMetadata
+replay through the coordinator's load path, the observer, quarantine) and merging the single pass's
+stretches of offset commits, in seconds (`time.perf_counter` around each run of rows)."""
 STATE_TABLE = "_state"
 STATE_FIELDS: tuple[tuple[str, Any], ...] = (
     ("group_id", StringType()),
@@ -145,6 +152,7 @@ def _replay_schema() -> StructType:
             fields.append(StructField(_column(table, f.name), f.dataType, True))
     fields.append(StructField(_column(COUNTS_TABLE, "group_id"), StringType(), True))
     fields.extend(StructField(_column(COUNTS_TABLE, name), LongType(), True) for name in COUNT_FIELDS)
+    fields.extend(StructField(_column(COUNTS_TABLE, name), DoubleType(), True) for name in TIMING_FIELDS)
     fields.extend(StructField(_column(STATE_TABLE, name), t, True) for name, t in STATE_FIELDS)
     return StructType(fields)
 
@@ -180,7 +188,7 @@ for _name, _cls in AUDIT_TABLES.items():
     _names = tuple(f.name for f in dataclasses.fields(_cls))
     # attrgetter of one name returns the value itself, not a 1-tuple; every row class has several fields
     _ROW_TABLES[_cls] = _table_out(_name, _names, attrgetter(*_names))
-_COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS), _identity)
+_COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS, *TIMING_FIELDS), _identity)
 _STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
 _CARRIED_POSITION = _ARROW_SCHEMA.get_field_index("_carried")
 _COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
@@ -246,8 +254,8 @@ class _Output:
     def __len__(self) -> int:
         return len(self.rows) + len(self.carried) + len(self.counts) + len(self.states)
 
-    def add_counts(self, group_id: str | None, counts: AuditCounts) -> None:
-        self.counts.append((group_id, *_COUNTS_VALUES(counts)))
+    def add_counts(self, group_id: str | None, counts: AuditCounts, feed_seconds: float, merge_seconds: float) -> None:
+        self.counts.append((group_id, *_COUNTS_VALUES(counts), feed_seconds, merge_seconds))
 
     def add_state(self, auditor: GroupAuditor, changed: bool) -> None:
         gen, state, partition, start = auditor.window()
@@ -316,13 +324,14 @@ class _Group:
     """One group's audit in the replay, resumed from a saved state or new; sorts its rows into new
     rows and carried rows (rows the previous run left open, see the module docstring)."""
 
-    __slots__ = ("auditor", "before", "changed", "mode")
+    __slots__ = ("auditor", "before", "changed", "feed_seconds", "merge_seconds", "mode")
 
     def __init__(self, auditor: GroupAuditor, mode: ResumeMode | None,
                  gaps: Mapping[int, HistoryGap]) -> None:
         self.auditor = auditor
         self.mode = mode
         self.changed = False
+        self.feed_seconds = self.merge_seconds = 0.0
         self.before: dict[tuple[Any, ...], Any] = {}
         if mode in ("resume", "rerun"):
             for row in auditor.finish():
@@ -427,7 +436,8 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             for row in (*auditor.gap_rows(), *auditor.finish()):
                 group.route(row, out)
             key = current if isinstance(current, str) else None  # a group is open: current is its key
-            out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts)
+            out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
+                           group.feed_seconds, group.merge_seconds)
             if auditor.group_id is not None:
                 out.add_state(auditor, group.changed)
 
@@ -451,11 +461,14 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             auditor = group.auditor
             i = start
             while i < end:
-                if kinds is not None and kinds[i] is not None:  # a summarised stretch of offset commits
+                t0 = perf_counter()
+                if kinds is not None and kinds[i] is not None:  # summarised stretches of offset commits
                     assert stretch is not None  # kinds come from it
-                    for row in _stretch_rows(auditor, stretch, i, partitions[i], offsets[i], timestamps[i]):
-                        group.route(row, out)
-                    i += 1
+                    while i < end and kinds[i] is not None:
+                        for row in _stretch_rows(auditor, stretch, i, partitions[i], offsets[i], timestamps[i]):
+                            group.route(row, out)
+                        i += 1
+                    group.merge_seconds += perf_counter() - t0
                     continue
                 j = i + 1
                 if kinds is None:
@@ -470,7 +483,10 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                     for row in auditor.feed(records):
                         group.route(row, out)
                         if len(out) >= batch_rows:
+                            group.feed_seconds += perf_counter() - t0
                             yield out.flush()
+                            t0 = perf_counter()
+                group.feed_seconds += perf_counter() - t0
                 i = j
             if len(out) >= batch_rows:
                 yield out.flush()
@@ -553,8 +569,8 @@ def split_state(wide: DataFrame) -> DataFrame:
 
 
 def split_counts(wide: DataFrame) -> DataFrame:
-    """The per-group `AuditCounts` rows of the replay's wide output."""
-    names = ("group_id", *COUNT_FIELDS)
+    """The per-group `AuditCounts` rows of the replay's wide output, with the `TIMING_FIELDS`."""
+    names = ("group_id", *COUNT_FIELDS, *TIMING_FIELDS)
     return wide.where(F.col("_table") == COUNTS_TABLE).select(
         *[F.col(_column(COUNTS_TABLE, name)).alias(name) for name in names]
     )

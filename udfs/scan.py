@@ -26,7 +26,7 @@ Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
   the same window from other chunks included;
 * reports its `range` per Kafka partition (first and last offset) and its `counts`.
 
-A stretch never spans a GroupMetadata record of its group, so stitching stretches in log order is
+A stretch never spans a GroupMetadata record of its group, so merging stretches in log order is
 exact provided no two chunks hold interleaving offsets of one Kafka partition. The job checks that
 on the `range` rows and, when it does not hold (an input that is not in log order), runs the pass
 again on input range-partitioned and sorted by (partition, offset).

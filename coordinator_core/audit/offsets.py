@@ -2,7 +2,8 @@
 partition and generation window, and its methods are the rules every path implements.
 
 Definitions (the pure-Python audit calls these methods; the Spark job's scan kernel and its
-stitching must give the same rows, held to `OffsetSummary.merge` by a property test):
+replay, which merges the kernel's stretches with `GroupAuditor.merge_stretch`, must give the same
+rows, held to `OffsetSummary.merge` by a property test):
 
 * Records considered: one group's records after dropping repeated (partition, offset) pairs, in log
   order = ascending (partition, offset). A group's records all live in one `__consumer_offsets`
@@ -37,7 +38,7 @@ stitching must give the same rows, held to `OffsetSummary.merge` by a property t
   in log order, and one more regression when, in a Stable window, the later stretch's first commit
   is below the earlier stretch's last commit. Folding record by record and merging per-stretch
   summaries give the same summary (tested with Hypothesis): the law the Spark job's per-chunk
-  kernel and its stitching are held to.
+  kernel and the replay's merge are held to.
 """
 
 from __future__ import annotations

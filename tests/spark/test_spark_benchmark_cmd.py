@@ -57,6 +57,8 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     assert floor["rows"] == sum(m["audit"]["table_rows"].values()) > 0 and floor["seconds"] > 0
     assert floor["rows_per_table"]["assignments"] == m["audit"]["table_rows"]["assignments"]
     assert 0 < m["replay_share"]["share"] < 1 and m["replay_share"]["audit_seconds"] == m["audit"]["seconds"]
+    assert m["audit"]["replay_feed_seconds"] > 0 and m["audit"]["replay_merge_seconds"] > 0
+    assert m["replay_share"]["cores"] == m["audit"]["cores"] > 0
     assert rep["figures"]["replay_share"] == m["replay_share"]["share"]
     assert m["replay"]["group_metadata_records"] > 0 and m["replay"]["commit_records"] > 0
     assert m["memory"]["single_group"]["commits"] == 3000
@@ -137,8 +139,11 @@ def test_scaling_points_and_figures_from_step_results() -> None:
             results["offset_path"] = _ok(offsets[k])
             results["scaling.4x.offset_path.2"] = _ok(offsets[k] + 1)
             results["audit"] = _ok(audit[k] + 0.5, memory={"python_worker_peak_hwm_mib": hwm[k]},
-                                   replay_stage_seconds=1.1, output_write={"seconds": floor[k] + 0.1, "rows": 40})
-            results["audit.again"] = _ok(audit[k], replay_stage_seconds=1.0, output_write={"seconds": floor[k], "rows": 40})
+                                   replay_stage_seconds=1.1, replay_feed_seconds=2.2, replay_merge_seconds=0.5,
+                                   cores=2, output_write={"seconds": floor[k] + 0.1, "rows": 40})
+            results["audit.again"] = _ok(audit[k], replay_stage_seconds=1.0, replay_feed_seconds=2.0,
+                                         replay_merge_seconds=0.4, cores=2,
+                                         output_write={"seconds": floor[k], "rows": 40})
             results["audit_base"] = results["audit_base.again"] = _ok(audit[k])
             continue
         for run in (1, 2):
@@ -167,7 +172,9 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     assert f["python_read_marginal_over_bare_scan_marginal"] == pytest.approx(2.8)
     assert f["jvm_commit_summary_marginal_over_bare_scan_marginal"] == pytest.approx(1.7)
     assert f["python_worker_peak_rss_growth"] == pytest.approx((hwm[8] - 1) / (hwm[1] - 1))
-    assert f["replay_share"] == pytest.approx(1.0 / audit[4])  # the faster warm run's own stage
+    # the faster warm run's Python time feeding records, over its core-seconds
+    assert f["replay_share"] == pytest.approx(2.0 / (audit[4] * 2))
+    assert rep["measurements"]["replay_share"]["stage_share"] == pytest.approx(1.0 / audit[4])
     t = rep["targets"]
     assert t["audit_marginal_over_bare_scan_marginal"]["met"] is False
     assert "floor: Spark writing the audit's output rows alone costs 2.5x" in t["audit_marginal_over_bare_scan_marginal"]["note"]
