@@ -261,8 +261,8 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                                           ("records_in", "duplicates", "replayed", "quarantined",
                                            "skipped_other_type", "group_records", *TIMING_FIELDS)]).collect()[0]
     counts = {k: int(counts_row[k] or 0) for k in counts_row.asDict() if k not in TIMING_FIELDS}
-    _log(f"replay: {counts_row['feed_seconds'] or 0:,.1f} s feeding {counts['records_in']:,} records through the "
-         f"groups' audits (the GroupMetadata replay, causes, violations), {counts_row['merge_seconds'] or 0:,.1f} s "
+    _log(f"replay: {counts_row['feed_seconds'] or 0:,.3f} s feeding {counts['records_in']:,} records through the "
+         f"groups' audits (the GroupMetadata replay, causes, violations), {counts_row['merge_seconds'] or 0:,.3f} s "
          f"merging the single pass's offset-commit stretches (Python time, all workers together)")
 
     # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from

@@ -225,7 +225,7 @@ def test_steps_cover_every_point_twice() -> None:
                            "audit_base.again": _ok(10.0, stages=[]), "audit.again": _ok(11.5)}, main, [])
     d = rep["measurements"]["derived"]
     assert (d["best_with"], d["best_without"], d["with_seconds"]) == (11.5, 10.0, [12.0, 11.5])
-    assert rep["measurements"]["replay_share"] == {"share": None, "note": "the job logged no replay stage"}
+    assert rep["measurements"]["replay_share"] == {"share": None, "note": "the job logged no replay time"}
 
 
 def test_peer_decode_reads_the_documented_layouts() -> None:
