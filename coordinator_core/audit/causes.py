@@ -240,9 +240,10 @@ def _leave_came_first(m: MemberView, act: Activity, first_rejoin: tuple[int, int
     first rejoin commit. An explicit LeaveGroup follows the leaver's last commit at once (a closing
     consumer commits first, `ConsumerCoordinator#close`) and the others hear of it within a
     heartbeat (at most a third of the session timeout, Kafka's heartbeat.interval.ms guidance); a
-    session expiry comes a session timeout after the last sign of life: its last commit, or
-    `alive_at`, the previous generation's join completion, where Kafka restarts every member's
-    session timer (`GroupMetadataManager#completeClassicGroupJoin`). A member that had partitions
+    session expiry comes a session timeout after the last sign of life, and a poll timeout's
+    LeaveGroup a rebalance timeout (max.poll.interval.ms) after the last poll: the shorter of the
+    two after its last commit, or `alive_at`, the previous generation's join completion, where Kafka
+    restarts every member's session timer (`GroupMetadataManager#completeClassicGroupJoin`). A member that had partitions
     and left without a commit while the others committed did not close cleanly: it expired. And a
     join phase that ended (`joined_at`, the new record's currentStateTimestamp) a session timeout or
     more after the leaver's last commit, or more than a heartbeat after the others' first rejoin
@@ -250,18 +251,23 @@ def _leave_came_first(m: MemberView, act: Activity, first_rejoin: tuple[int, int
     not at the start."""
     if first_rejoin is None:
         return True
+    # removed without closing: its session expired, or (a Java consumer stuck in processing) its
+    # heartbeat thread sent LeaveGroup once max.poll.interval.ms passed without a poll
+    # (`AbstractCoordinator.HeartbeatThread#run`, KIP-62); the consumer joins with that interval as
+    # its rebalance timeout (`ConsumerCoordinator`), so whichever of the two is shorter bounds it
+    timeout = min(m.session_timeout, m.rebalance_timeout) if m.rebalance_timeout > 0 else m.session_timeout
     mine = act.get(m.member_id)
     if mine is None:
         if not m.assigned_set:
             return True  # nothing to commit: a clean close leaves no trace
-        return alive_at + m.session_timeout <= first_rejoin[0] + _EXPLICIT_LEAVE_SLACK_MS
+        return alive_at + timeout <= first_rejoin[0] + _EXPLICIT_LEAVE_SLACK_MS
     if mine[0] >= first_rejoin[0]:
         return False  # still committing when the others started rejoining
     gap = first_rejoin[0] - mine[0]
     heartbeat = m.session_timeout // 3 + _EXPLICIT_LEAVE_SLACK_MS
     explicit = (gap <= heartbeat
                 and (joined_at is None or joined_at - mine[0] < m.session_timeout))
-    expired = (max(mine[0], alive_at) + m.session_timeout <= first_rejoin[0] + _EXPLICIT_LEAVE_SLACK_MS
+    expired = (max(mine[0], alive_at) + timeout <= first_rejoin[0] + _EXPLICIT_LEAVE_SLACK_MS
                and (joined_at is None or joined_at - first_rejoin[0] <= heartbeat))
     return explicit or expired
 
