@@ -57,6 +57,7 @@ from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafk
 from jobs.offsets_path import scan_log
 from jobs.spark_session import build_session, stage
 from udfs.broker_log import attach_broker_account, broker_account_frame
+from udfs.derived import packed_from_wide
 from udfs.json_lines import DEFAULT_TOPIC
 from udfs.replay import (
     STATE_WINDOWS_COLUMN,
@@ -220,6 +221,8 @@ class AuditPass:
     missing: dict[int, int]
     """Per partition read: the running count of offsets never read, at the pass's end."""
     persisted: list[Any]
+    wide: DataFrame
+    """The replay's persisted wide output (every table above is a projection of it)."""
 
 
 _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "warmup": "warmup"}
@@ -235,8 +238,8 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     The replay reads the pass's side rows (everything but the summarised offset commits) and its
     stretches of summarised commits (merged into the groups' windows) and, when `state` (the base
     run's `group_state` rows) is given, resumes every group from it; its wide output is persisted
-    (every table and the counts are projections of it); the caller unpersists `persisted` after
-    writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
+    (every table and the counts are projections of it; it is the first of `persisted`); the caller
+    unpersists `persisted` after writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
     base run, to merge) and `group_state` (every group's state after this pass)."""
     side = filter_groups(scan.side(missing), groups)
     stretches = filter_groups(scan.stretches(), groups)
@@ -324,7 +327,8 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
-    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan])
+    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan],
+                     persisted[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,8 +434,11 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
     if cfg.derived_tables:  # from the persisted base tables, with the rows this run closes or changes
         base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in tables.items()}
+        # the base tables are the replay's rows as they are unless a broker account was attached:
+        # then the derivation packs them from the replay's output in one projection
+        packed = packed_from_wide(main.wide) if account is None else None
         tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
-                                             until=cfg.until, base_path=cfg.output_path, stage=stage))
+                                             until=cfg.until, base_path=cfg.output_path, stage=stage, packed=packed))
     if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
         with stage(spark, "count the earlier windows' rows this run closes"):
             merged_rows = {name: int(df.count()) for name, df in carried.items()}

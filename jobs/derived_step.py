@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from jobs.delta_io import _is_delta_table, read_table
-from udfs.derived import BASE_INPUTS, derive_wide, overlapping_window, split_wide
+from udfs.derived import BASE_INPUTS, derive_packed, derive_wide, overlapping_window, split_wide
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,8 +58,10 @@ def stored_history(spark: SparkSession, base_path: str, groups: DataFrame, *, ru
 
 def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id: str, run_window: str,
                            since: datetime | None, until: datetime | None, base_path: str | None,
-                           stage: Callable[..., Any]) -> dict[str, DataFrame]:
-    """{derived table: DataFrame} for the run (module docstring), computed once (checkpointed)."""
+                           stage: Callable[..., Any], packed: DataFrame | None = None) -> dict[str, DataFrame]:
+    """{derived table: DataFrame} for the run (module docstring), computed once (checkpointed).
+    `packed`: the run's base rows already packed (`udfs.derived.packed_from_wide`), used when no
+    earlier run's rows are added to them."""
     base = {name: tables[name] for name in BASE_INPUTS}
     history = None
     if base_path:
@@ -70,7 +72,8 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
                 for name, df in base.items()}
     with stage(spark, "derived tables (ownership, rebalances, health; mapInArrow by group)"):
         # computed once for the three tables (localCheckpoint: the blocks go with the frames)
-        wide = derive_wide(base).localCheckpoint(eager=True)
+        wide = (derive_packed(packed) if packed is not None and history is None
+                else derive_wide(base)).localCheckpoint(eager=True)
         derived = overlapping_window(split_wide(wide), since=since, until=until)
     return derived
 

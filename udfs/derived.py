@@ -22,7 +22,7 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from udfs import schemas
 from udfs.history import DERIVED_KEYS, astuple_fast, derive_group
-from udfs.replay import group_runs
+from udfs.replay import group_runs, wide_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -33,10 +33,13 @@ __all__ = [
     "DERIVED_SCHEMAS",
     "DERIVED_TABLES",
     "NATURAL_KEYS",
+    "derive_packed",
     "derive_tables",
     "derive_wide",
     "latest_rows",
     "overlapping_window",
+    "pack_base",
+    "packed_from_wide",
     "split_wide",
 ]
 
@@ -181,6 +184,32 @@ def split_wide(wide: DataFrame) -> dict[str, DataFrame]:
 
 def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
     """The derivation's output before the split: a `table` column and one struct column per table."""
+    return derive_packed(pack_base(base))
+
+
+def derive_packed(packed: DataFrame) -> DataFrame:
+    """`derive_wide` of the packed base rows (`pack_base`, or `packed_from_wide`)."""
+    return (packed.repartition("group_id").sortWithinPartitions("group_id")
+            .mapInArrow(_derive_batches, schema=_wide_schema()))
+
+
+def packed_from_wide(wide: DataFrame) -> DataFrame:
+    """What `pack_base` gives for the five base tables of a replay's wide output (`udfs.replay`), new
+    and carried rows alike, in one projection of it: the derivation then reads the (cached) replay
+    output once instead of once per table. Only for base tables that are the replay's rows as they
+    are (no broker account attached, no rows of earlier runs added)."""
+    tag = F.col("_table")
+    names = list(dict.fromkeys(c for cols in BASE_INPUTS.values() for c in cols))
+    cols = [F.coalesce(*[F.when(tag == t, F.col(wide_column(t, "group_id"))) for t in BASE_INPUTS]).alias("group_id"),
+            tag.alias(_TAG)]
+    for c in names:
+        having = [t for t, tcols in BASE_INPUTS.items() if c in tcols]
+        cols.append(F.coalesce(*[F.when(tag == t, F.col(wide_column(t, c))) for t in having]).alias(c))
+    return wide.where(tag.isin(*BASE_INPUTS)).select(*cols)
+
+
+def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:
+    """The base tables' needed columns in one frame, a `_TAG` column naming each row's table."""
     packed = None
     for name, columns in BASE_INPUTS.items():
         df = latest_rows(base[name], name)
@@ -192,8 +221,7 @@ def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
         part = df.select("group_id", F.lit(name).alias(_TAG), *cols)
         packed = part if packed is None else packed.unionByName(part, allowMissingColumns=True)
     assert packed is not None
-    return (packed.repartition("group_id").sortWithinPartitions("group_id")
-            .mapInArrow(_derive_batches, schema=_wide_schema()))
+    return packed
 
 
 def _ms(t: datetime) -> int:

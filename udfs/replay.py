@@ -89,6 +89,7 @@ __all__ = [
     "split_counts",
     "split_state",
     "split_table",
+    "wide_column",
 ]
 
 INPUT_COLUMNS: tuple[str, ...] = ("group_id", "partition", "offset", "timestamp_ms", "key", "value", "state",
@@ -141,8 +142,12 @@ the open window's offset summaries (`OFFSET_WINDOW_STRUCT`: the open `offset_com
 last commit's log offset), which the next run restores."""
 
 
-def _column(table: str, name: str) -> str:
+def wide_column(table: str, name: str) -> str:
+    """The wide output's column of `table`'s field `name`."""
     return f"{table}__{name}"
+
+
+_column = wide_column
 
 
 def _replay_schema() -> StructType:

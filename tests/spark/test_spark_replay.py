@@ -191,6 +191,15 @@ def test_replay_frame_through_spark(spark) -> None:
         assert Counter(tuple(_freeze(v) for v in r) for r in got.collect()) == expected[table], table
     counts = split_counts(wide).collect()
     assert Counter(tuple(r)[:1 + len(COUNT_FIELDS)] for r in counts) == expected[COUNTS_TABLE]
+    # the derivation's input packed from the wide output in one projection is what packing the
+    # split tables gives (udfs.derived)
+    from udfs.derived import BASE_INPUTS, pack_base, packed_from_wide
+
+    by_name = pack_base({t: split_table(wide, t, carried=None) for t in BASE_INPUTS})
+    direct = packed_from_wide(wide)
+    assert sorted(direct.columns) == sorted(by_name.columns)
+    rows = Counter(map(repr, by_name.select(*sorted(by_name.columns)).collect()))
+    assert rows and Counter(map(repr, direct.select(*sorted(direct.columns)).collect())) == rows
     # each group's Python time feeding its records and merging stretches (none here)
     assert all(r["feed_seconds"] > 0 and r["merge_seconds"] == 0 for r in counts if r["records_in"])
 
