@@ -254,8 +254,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                 F.col("auditor_state").isNotNull() | (F.size("offset_windows") > 0)).select(
                 "group_id", F.encode(F.coalesce("auditor_state", F.lit("")), "UTF-8").alias("state"),
                 F.to_json("offset_windows").alias(STATE_WINDOWS_COLUMN))
-        replay_in = (replay_input(records, stretches, saved).repartition(shards, "group_id")
-                     .sortWithinPartitions("group_id", "partition", "offset"))
+        replay_in = replay_input(records, stretches, saved, shards=shards)
         mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
         wide = replay_frame(replay_in, mode=mode, gaps=gaps).persist(StorageLevel.MEMORY_AND_DISK)
         st.count(wide)

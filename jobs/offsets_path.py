@@ -131,7 +131,7 @@ class Scan:
         from udfs.scan import KIND_PARTIAL, KIND_REGRESSION
 
         return self.df.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).select(
-            "group_id", "partition", "offset", "timestamp_ms", *[c for c in STRETCH_COLUMNS])
+            "group_id", "partition", "offset", "timestamp_ms", *STRETCH_COLUMNS)
 
     def unpersist(self) -> None:
         self.df.unpersist()
@@ -302,9 +302,7 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
 
     scan = scan_log(df, shards=shards, **scan_options)
     n = shards or df.sparkSession.sparkContext.defaultParallelism
-    replay_in = (replay_input(scan.side(), scan.stretches()).repartition(n, "group_id")
-                 .sortWithinPartitions("group_id", "partition", "offset"))
-    wide = replay_frame(replay_in).localCheckpoint(eager=False)
+    wide = replay_frame(replay_input(scan.side(), scan.stretches(), shards=n)).localCheckpoint(eager=False)
     violations = split_table(wide, "violations").where(F.col("kind") == "offset_regression")
     return split_table(wide, "offset_commits"), violations, scan
 

@@ -65,7 +65,6 @@ from coordinator_core.audit import (
     OffsetSummary,
     Regression,
 )
-from coordinator_core.audit.offsets import NO_OFFSET
 from udfs.scan import KIND_REGRESSION
 from udfs.schemas import AUDIT_TABLES, OFFSET_WINDOW_STRUCT, struct_type_from_dataclass
 
@@ -388,16 +387,9 @@ def _stretch_rows(auditor: GroupAuditor, x: dict[str, list[Any]], i: int, p: int
         return auditor.stretch_regression(x["topic"][i], x["partition_key"][i], back, x["offset_value"][i],
                                           x["commit_timestamp"][i], p, o, ts or 0)
     commits = x["commits"][i]
-    s = OffsetSummary.__new__(OffsetSummary)
-    s.commits, s.tombstones, s.regressions = commits, x["tombstones"][i], x["regressions"][i]
-    s.first_source_offset, s.last_source_offset, s.source_partition = o, x["last_source_offset"][i], p
-    if commits:
-        s.first_offset, s.last_offset = x["first_offset"][i], x["last_offset"][i]
-        s.first_commit_timestamp, s.last_commit_timestamp = x["first_commit_timestamp"][i], x["last_commit_timestamp"][i]
-        s.last_commit_source_offset = x["last_commit_source_offset"][i]
-    else:
-        s.first_offset = s.first_commit_timestamp = s.last_commit_timestamp = s.last_commit_source_offset = None
-        s.last_offset = NO_OFFSET
+    s = OffsetSummary.of_stretch(commits, x["tombstones"][i], x["regressions"][i], x["first_offset"][i],
+                                 x["last_offset"][i], x["first_commit_timestamp"][i], x["last_commit_timestamp"][i],
+                                 o, x["last_source_offset"][i], x["last_commit_source_offset"][i], p)
     return auditor.merge_stretch(x["topic"][i], x["partition_key"][i], s,
                                  first_commit_source_offset=x["first_commit_source_offset"][i] if commits else None,
                                  first_commit_record_ts=x["first_commit_record_ts"][i] if commits else None)
@@ -407,11 +399,10 @@ def _summaries(windows_json: Any) -> dict[tuple[str, int], OffsetSummary]:
     """A saved state's open offset summaries (`STATE_WINDOWS_COLUMN`: `OFFSET_WINDOW_STRUCT` objects)."""
     out: dict[tuple[str, int], OffsetSummary] = {}
     for w in json.loads(windows_json) if windows_json else ():
-        commits = w["commits"]
-        out[(w["topic"], w["partition"])] = OffsetSummary.from_list([
-            commits, w["tombstones"], w["first_offset"], w["last_offset"] if commits else NO_OFFSET,
-            w["first_commit_timestamp"], w["last_commit_timestamp"], w["regressions"], w["first_source_offset"],
-            w["last_source_offset"], w.get("last_commit_source_offset"), w["source_partition"]])
+        out[(w["topic"], w["partition"])] = OffsetSummary.of_stretch(
+            w["commits"], w["tombstones"], w["regressions"], w["first_offset"], w["last_offset"],
+            w["first_commit_timestamp"], w["last_commit_timestamp"], w["first_source_offset"],
+            w["last_source_offset"], w.get("last_commit_source_offset"), w["source_partition"])
     return out
 
 
@@ -581,13 +572,14 @@ def split_counts(wide: DataFrame) -> DataFrame:
     )
 
 
-def replay_input(records: DataFrame, stretches: DataFrame | None = None, states: DataFrame | None = None,
-                 ) -> DataFrame:
-    """The replay's input rows, unsorted: `records` (group_id, partition, offset, timestamp_ms, key,
-    value, and `missing` when the job tracks it), the single pass's `stretches` (`Scan.stretches`:
-    group_id, partition, offset, timestamp_ms and `STRETCH_COLUMNS`) and saved `states` (group_id,
-    `state` as JSON bytes, `STATE_WINDOWS_COLUMN`), each with the others' columns null. The caller
-    repartitions by group and sorts (`replay_frame`)."""
+def replay_input(records: DataFrame, stretches: DataFrame | None = None, states: DataFrame | None = None, *,
+                 shards: int) -> DataFrame:
+    """The replay's input rows as `replay_frame` takes them: `records` (group_id, partition, offset,
+    timestamp_ms, key, value, and `missing` when the job tracks it), the single pass's `stretches`
+    (`Scan.stretches`: group_id, partition, offset, timestamp_ms and `STRETCH_COLUMNS`) and saved
+    `states` (group_id, `state` as JSON bytes, `STATE_WINDOWS_COLUMN`), each with the others'
+    columns null, repartitioned by group into `shards` partitions and sorted within them by
+    (group, partition, offset)."""
     from pyspark.sql.types import BinaryType, LongType, StringType
 
     def typed(df: DataFrame, name: str, t: Any) -> Any:
@@ -608,4 +600,4 @@ def replay_input(records: DataFrame, stretches: DataFrame | None = None, states:
     out = frames[0]
     for df in frames[1:]:
         out = out.unionByName(df, allowMissingColumns=True)
-    return out
+    return out.repartition(shards, "group_id").sortWithinPartitions("group_id", "partition", "offset")

@@ -117,6 +117,28 @@ class OffsetSummary:
         s.source_partition = source_partition
         return s
 
+    @classmethod
+    def of_stretch(cls, commits: int, tombstones: int, regressions: int, first_offset: int | None,
+                   last_offset: int | None, first_commit_timestamp: int | None, last_commit_timestamp: int | None,
+                   first_source_offset: int, last_source_offset: int, last_commit_source_offset: int | None,
+                   source_partition: int) -> OffsetSummary:
+        """The summary of a stretch summarised elsewhere (the Spark job's scan kernel, or an open
+        `offset_commits` row kept in `group_state`), from its values; without commits the commit
+        values are whatever the source left there and read as none (`last_offset` is NO_OFFSET)."""
+        s = cls.__new__(cls)
+        s.commits, s.tombstones, s.regressions = commits, tombstones, regressions
+        s.first_source_offset, s.last_source_offset, s.source_partition = (first_source_offset, last_source_offset,
+                                                                           source_partition)
+        if commits:
+            s.first_offset = first_offset
+            s.last_offset = NO_OFFSET if last_offset is None else last_offset
+            s.first_commit_timestamp, s.last_commit_timestamp = first_commit_timestamp, last_commit_timestamp
+            s.last_commit_source_offset = last_commit_source_offset
+        else:
+            s.first_offset = s.first_commit_timestamp = s.last_commit_timestamp = s.last_commit_source_offset = None
+            s.last_offset = NO_OFFSET
+        return s
+
     def commit(self, offset: int, commit_timestamp: int, source_offset: int, stable: bool) -> Regression | None:
         """Applies the next commit in log order. In a Stable window (`stable`) a commit strictly
         below the previous commit is a regression: counted, and what it stepped back from returned

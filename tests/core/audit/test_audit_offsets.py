@@ -114,3 +114,16 @@ def test_state_layout_round_trips_and_is_checked() -> None:
     assert OffsetSummary.from_list(s.to_list()) == s
     with pytest.raises(ValueError, match="11 values, not 3"):
         OffsetSummary.from_list([1, 2, 3])
+
+
+def test_a_stretch_from_its_values_is_the_fold_of_its_records() -> None:
+    """`OffsetSummary.of_stretch` (the kernel's or group_state's values) gives the summary folding
+    the same records gives; without commits, whatever commit values the source left read as none."""
+    folded = OffsetSummary.of_commit(10, 1000, 3, 40)
+    folded.commit(8, 1001, 41, True)
+    folded.tombstone(42)
+    assert OffsetSummary.of_stretch(2, 1, 1, 10, 8, 1000, 1001, 40, 42, 41, 3) == folded
+    only_tombstones = OffsetSummary(3, 50)
+    only_tombstones.tombstone(50)
+    assert OffsetSummary.of_stretch(0, 1, 0, 7, 7, 5, 5, 50, 50, 50, 3) == only_tombstones
+    assert OffsetSummary.of_stretch(0, 1, 0, None, None, None, None, 50, 50, None, 3) == only_tombstones
