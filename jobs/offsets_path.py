@@ -163,7 +163,8 @@ def _chunk_ranges(scanned: DataFrame) -> tuple[list[Any], dict[str, int]]:
     from udfs.scan import KIND_COUNTS, KIND_RANGE
 
     rows = (scanned.where(F.col("_kind").isin(KIND_RANGE, KIND_COUNTS))
-            .select("_kind", "partition", "offset", "last_source_offset", "chunk", *_COUNT_NAMES).collect())
+            .select("_kind", "partition", "offset", "last_source_offset", "chunk", "previous_chunk",
+                    *_COUNT_NAMES).collect())
     ranges = [r for r in rows if r["_kind"] == KIND_RANGE]
     ranges.sort(key=lambda r: (r["partition"], r["offset"], r["last_source_offset"]))
     counts = {c: sum(int(r[c] or 0) for r in rows if r["_kind"] == KIND_COUNTS) for c in _COUNT_NAMES}
@@ -171,10 +172,20 @@ def _chunk_ranges(scanned: DataFrame) -> tuple[list[Any], dict[str, int]]:
 
 
 def _overlap(ranges: list[Any]) -> str | None:
-    for a, b in itertools.pairwise(ranges):
-        if a["partition"] == b["partition"] and b["offset"] <= a["last_source_offset"]:
-            return (f"partition {a['partition']}: offsets {a['offset']}-{a['last_source_offset']} (chunk "
-                    f"{a['chunk']}) and {b['offset']}-{b['last_source_offset']} (chunk {b['chunk']}) interleave")
+    """Why the chunks' stretches cannot be merged in log order (None: they can): two chunks hold
+    interleaving offsets of one Kafka partition, or a task carried its open stretches from one chunk
+    to a later one (`previous_chunk`) while another chunk holds offsets of that partition between the two."""
+    previous: Any = None
+    for r in ranges:
+        same = previous is not None and previous["partition"] == r["partition"]
+        if same and r["offset"] <= previous["last_source_offset"]:
+            return (f"partition {r['partition']}: offsets {previous['offset']}-{previous['last_source_offset']} (chunk "
+                    f"{previous['chunk']}) and {r['offset']}-{r['last_source_offset']} (chunk {r['chunk']}) interleave")
+        linked = r["previous_chunk"]
+        if linked is not None and not (same and previous["chunk"] == linked):
+            return (f"partition {r['partition']}: chunk {r['chunk']} (offsets {r['offset']}-{r['last_source_offset']}) "
+                    f"carries stretches on from chunk {linked}, which does not come right before it in log order")
+        previous = r
     return None
 
 
@@ -282,7 +293,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
             StorageLevel.MEMORY_AND_DISK)
         ranges, counts = _chunk_ranges(scanned)
         again = _overlap(ranges)
-        if again is not None:  # cannot happen: range partitioning keeps equal positions together
+        if again is not None:  # cannot happen: range partitioning keeps equal positions in one task, and a
+            # chunk drops a repeat of the record its task's previous chunk ended on
             raise AssertionError(f"sorted input still interleaves: {again}")
     chunks = tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
                     int(r["chunk"])) for r in ranges)

@@ -51,11 +51,26 @@ from coordinator_core.records_fast import group_metadata_header
 from udfs.scan_kernel import (
     KIND_COMMIT_KEY,
     KIND_GROUP_METADATA_KEY,
+    S_COMMITS,
+    S_FC_CTS,
+    S_FC_OFF,
+    S_FC_RTS,
+    S_FC_SRC,
+    S_FIRST_SRC,
+    S_LAST_SRC,
+    S_LC_CTS,
+    S_LC_OFF,
+    S_LC_SRC,
+    S_PART,
+    S_REGS,
+    S_STRETCH,
+    S_TOMBS,
     STATUS_CHECK,
     STATUS_COMMIT,
     STATUS_FILTERED,
     STATUS_SIDE,
     STATUS_TOMBSTONE,
+    STRETCH_FIELDS,
     KeyTable,
     classify_keys,
     commit_status,
@@ -126,6 +141,8 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("previous_commit_timestamp", _L, "regression: the previous commit's commitTimestamp"),
     ("previous_source_offset", _L, "regression: the previous commit's log offset"),
     ("chunk", _L, "side, range, counts: the chunk (task partition << 20 | chunk number)"),
+    ("previous_chunk", _L, "range: the task's earlier chunk that last held records of this partition, when "
+                           "stretches of the partition open there were carried into this chunk (null: none)"),
     ("records_in", _L, "counts: rows read; range: distinct in-window records of the partition in the chunk; "
                        "side: the record's rank among them (how many come before it)"),
     ("filtered_by_window", _L, "counts: rows outside the time window"),
@@ -220,7 +237,11 @@ def _masked(values: np.ndarray, valid: np.ndarray) -> pa.Array:
 class TaskKeys:
     """What one task knows of the keys it has seen, across its chunks: the topic-partitions of
     offset-commit keys (`scan_kernel.KeyTable`: id, group id, names, whether the names are UTF-8 and
-    the group filter keeps them) and the groups."""
+    the group filter keeps them) and the groups; and the stretches still open (`open`: one row of
+    `scan_kernel.STRETCH_FIELDS` per topic-partition id, with each group's count of GroupMetadata
+    records so far in `gm_seen`), carried to the next chunk: a topic-partition committed to in every
+    chunk gives one stretch per generation window, not one per chunk. `last_chunk` is the chunk that
+    last held records of each Kafka partition."""
 
     MAX_KEYS = 1_000_000
     """The tables are emptied between chunks once they hold this many keys (bounds a worker's memory)."""
@@ -229,6 +250,8 @@ class TaskKeys:
         self.group_ok = group_ok
         self.keys = KeyTable()
         self.groups = KeyTable(1 << 12, 1 << 16)
+        self.last_position = np.zeros(3, dtype=np.int64)
+        """(Kafka partition, offset, 1) of the last record the previous chunk kept ((0, 0, 0): none)."""
         self.clear()
 
     def clear(self) -> None:
@@ -238,6 +261,34 @@ class TaskKeys:
         self.wanted = np.empty(0, dtype=bool)
         self._chunks: list[tuple[pa.Array, pa.Array, pa.Array]] = []
         self._columns: tuple[pa.Array, pa.Array, pa.Array] | None = None
+        self.open = np.full((0, STRETCH_FIELDS), -1, dtype=np.int64)
+        self.gm_seen = np.zeros(0, dtype=np.int64)
+        self.last_chunk: dict[int, int] = {}
+
+    def ready(self) -> None:
+        """Room in `open` for every topic-partition id and in `gm_seen` for every group id."""
+        if len(self.open) < len(self.keys):
+            grow = np.full((max(len(self.keys), 2 * len(self.open)) - len(self.open), STRETCH_FIELDS), -1,
+                           dtype=np.int64)
+            self.open = np.concatenate([self.open, grow])
+        if len(self.gm_seen) < max(len(self.groups), 1):
+            grow_g = np.zeros(max(len(self.groups), 1, 2 * len(self.gm_seen)) - len(self.gm_seen), dtype=np.int64)
+            self.gm_seen = np.concatenate([self.gm_seen, grow_g])
+
+    def open_partitions(self) -> set[int]:
+        """The Kafka partitions with a stretch open (begun in an earlier chunk)."""
+        rows = self.open[: len(self.keys)]
+        return set(np.unique(rows[rows[:, S_STRETCH] >= 0, S_PART]).tolist())
+
+    def flush(self) -> list[pa.RecordBatch]:
+        """The open stretches as `partial` rows, closed (at the end of the task, or before `clear`)."""
+        rows = self.open[: len(self.keys)]
+        names = np.flatnonzero(rows[:, S_STRETCH] >= 0)
+        if not len(names):
+            return []
+        out = _stretch_rows(self, names, rows[names])
+        rows[names, S_STRETCH] = -1
+        return [out]
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -320,14 +371,19 @@ def _side_classes(keys: list[bytes | None]) -> tuple[list[int | None], list[str 
 
 
 def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callable[[str], bool] | None = None,
-               keys: TaskKeys | None = None) -> pa.Table:
+               keys: TaskKeys | None = None, final: bool = True) -> pa.Table:
     """One chunk's `side`, `partial`, `regression`, `range` and `counts` rows (see the module
     docstring); `batch` has `INPUT_COLUMNS` (the key column may be dictionary-encoded). `keys`
-    keeps what the task's earlier chunks learnt of the keys (emptied when it grows large)."""
+    keeps what the task's earlier chunks learnt of the keys (emptied when it grows large) and the
+    stretches they left open; `final` closes every stretch still open at the chunk's end (else they
+    stay open in `keys` for the next chunk, and `keys.flush()` closes them)."""
+    out: list[pa.RecordBatch] = []
     if keys is None:
         keys = TaskKeys(group_ok)
     elif len(keys) > TaskKeys.MAX_KEYS:
+        out.extend(keys.flush())
         keys.clear()
+    carried = keys.open_partitions()
     table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     n = table.num_rows
     part_a, off_a = table.column("partition").combine_chunks(), table.column("offset").combine_chunks()
@@ -339,8 +395,11 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
 
     order = np.empty(0, dtype=np.int64) if in_log_order(part, off) else np.lexsort((off, part))
     keep = np.empty(n, dtype=np.int64)
-    n_keep, n_window, n_dup = keep_rows(order, part, off, inw, positioned, keep)
+    n_keep, n_window, n_dup = keep_rows(order, part, off, inw, positioned, keep, keys.last_position)
     keep = keep[:n_keep]  # in-window, distinct, in log order
+    if n_keep:  # a repeat of the last record may begin the next chunk (a chunk ends at a fixed size)
+        last_kept = keep[-1]
+        keys.last_position[:] = (part[last_kept], off[last_kept], 1 if positioned[last_kept] else 0)
 
     kcol = table.column("key")
     kinds, names = [], []
@@ -391,7 +450,6 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
             header = group_metadata_header(side_key, raw(vcol, row))
         headers.append(header)
 
-    out: list[pa.RecordBatch] = []
     kp = part[keep]
     first = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])  # each partition's first position
     if len(side):
@@ -408,75 +466,97 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     commits = int((status == STATUS_COMMIT).sum())
     tombstones = int((status == STATUS_TOMBSTONE).sum())
     if n_sum:
-        p_name, p_first, p_last, p_commits, p_tombs, p_regs, p_fc, p_lc = (
-            np.empty(n_sum, dtype=np.int64) for _ in range(8))
-        r_cur, r_prev = np.empty(n_sum, dtype=np.int64), np.empty(n_sum, dtype=np.int64)
-        n_parts, n_regs = summarise(keep, status, kind, name, gm_group, keys.key_group, part, commit_offset,
-                                    len(keys.keys), len(keys.groups), p_name, p_first, p_last, p_commits,
-                                    p_tombs, p_regs, p_fc, p_lc, r_cur, r_prev)
-        out.extend(_partial_rows(keys, keep, name, part, off, ts, commit_offset, commit_ts, p_name[:n_parts],
-                                 p_first[:n_parts], p_last[:n_parts], p_commits[:n_parts], p_tombs[:n_parts],
-                                 p_regs[:n_parts], p_fc[:n_parts], p_lc[:n_parts], r_cur[:n_regs], r_prev[:n_regs]))
+        keys.ready()
+        closed = np.empty((n_sum, STRETCH_FIELDS), dtype=np.int64)
+        c_name, r_cur, r_name = (np.empty(n_sum, dtype=np.int64) for _ in range(3))
+        r_prev = np.empty((n_sum, 3), dtype=np.int64)
+        n_closed, n_regs = summarise(keep, status, kind, name, gm_group, keys.key_group, part, off, ts, commit_offset,
+                                     commit_ts, keys.gm_seen, keys.open, closed, c_name, r_cur, r_name, r_prev)
+        if n_closed:
+            out.append(_stretch_rows(keys, c_name[:n_closed], closed[:n_closed]))
+        if n_regs:
+            out.append(_regression_rows(keys, keep, part, off, ts, commit_offset, commit_ts, r_cur[:n_regs],
+                                        r_name[:n_regs], r_prev[:n_regs]))
+    else:  # the chunk's GroupMetadata records still end the open stretches of their groups
+        keys.ready()
+        gm = gm_group[keep[status == STATUS_SIDE]]
+        np.add.at(keys.gm_seen, gm[gm >= 0], 1)
 
     if len(keep):
         last = np.concatenate([first[1:] - 1, [len(keep) - 1]])
         ko = off[keep]
+        parts = kp[first].tolist()
+        linked = [keys.last_chunk.get(p) if p in carried else None for p in parts]
+        keys.last_chunk.update(dict.fromkeys(parts, chunk))
         out.append(_rows(KIND_RANGE, len(first), {
             "partition": kp[first], "offset": ko[first], "last_source_offset": ko[last],
-            "chunk": np.full(len(first), chunk, dtype=np.int64), "records_in": last - first + 1}))
+            "chunk": np.full(len(first), chunk, dtype=np.int64), "records_in": last - first + 1,
+            "previous_chunk": linked}))
     out.append(_rows(KIND_COUNTS, 1, {
         "chunk": [chunk], "records_in": [n], "filtered_by_window": [n - n_window],
         "duplicates": [n_dup], "filtered_by_group": [filtered_by_group], "commits": [commits],
         "tombstones": [tombstones], "side_records": [len(side)]}))
+    if final:
+        out.extend(keys.flush())
     return pa.Table.from_batches(out, schema=_ARROW_SCHEMA)
 
 
-def _partial_rows(keys: TaskKeys, keep: np.ndarray, name: np.ndarray, part: np.ndarray, off: np.ndarray, ts: np.ndarray,
-                  commit_offset: np.ndarray, commit_ts: np.ndarray, p_name: np.ndarray, p_first: np.ndarray,
-                  p_last: np.ndarray, commits: np.ndarray, tombs: np.ndarray, regress: np.ndarray,
-                  p_fc: np.ndarray, p_lc: np.ndarray, r_cur: np.ndarray, r_prev: np.ndarray) -> list[pa.RecordBatch]:
-    """`partial` and `regression` rows from `scan_kernel.summarise`'s output (positions in `keep`)."""
+def _stretch_rows(keys: TaskKeys, names: np.ndarray, v: np.ndarray) -> pa.RecordBatch:
+    """`partial` rows of closed stretches: topic-partition ids and their `scan_kernel.STRETCH_FIELDS` rows."""
     groups, topics, parts = keys.columns()
-    has = p_fc >= 0
-    fc, lc = np.where(has, p_fc, 0), np.where(has, p_lc, 0)
-    src = off[keep]
-    rts = ts[keep]
-    names = pa.array(p_name)
-    out = [_rows(KIND_PARTIAL, len(p_name), {
-        "partition": part[keep[p_first]], "offset": src[p_first], "group_id": groups.take(names),
-        "topic": topics.take(names), "partition_key": parts.take(names), "last_source_offset": src[p_last],
-        "commits": commits, "tombstones": tombs, "regressions": regress,
-        "first_commit_source_offset": _masked(src[fc], has), "first_commit_record_ts": _masked(rts[fc], has),
-        "first_offset": _masked(commit_offset[fc], has), "first_commit_timestamp": _masked(commit_ts[fc], has),
-        "last_commit_source_offset": _masked(src[lc], has), "last_offset": _masked(commit_offset[lc], has),
-        "last_commit_timestamp": _masked(commit_ts[lc], has)})]
-    if len(r_cur):
-        cur_names = pa.array(name[keep[r_cur]])
-        out.append(_rows(KIND_REGRESSION, len(r_cur), {
-            "partition": part[keep[r_cur]], "offset": src[r_cur], "timestamp_ms": rts[r_cur],
-            "group_id": groups.take(cur_names), "topic": topics.take(cur_names), "partition_key": parts.take(cur_names),
-            "offset_value": commit_offset[r_cur], "commit_timestamp": commit_ts[r_cur],
-            "previous_offset": commit_offset[r_prev], "previous_commit_timestamp": commit_ts[r_prev],
-            "previous_source_offset": src[r_prev]}))
-    return out
+    ids = pa.array(names)
+    has = v[:, S_COMMITS] > 0
+    return _rows(KIND_PARTIAL, len(names), {
+        "partition": v[:, S_PART], "offset": v[:, S_FIRST_SRC], "group_id": groups.take(ids),
+        "topic": topics.take(ids), "partition_key": parts.take(ids), "last_source_offset": v[:, S_LAST_SRC],
+        "commits": v[:, S_COMMITS], "tombstones": v[:, S_TOMBS], "regressions": v[:, S_REGS],
+        "first_commit_source_offset": _masked(v[:, S_FC_SRC], has), "first_commit_record_ts": _masked(v[:, S_FC_RTS], has),
+        "first_offset": _masked(v[:, S_FC_OFF], has), "first_commit_timestamp": _masked(v[:, S_FC_CTS], has),
+        "last_commit_source_offset": _masked(v[:, S_LC_SRC], has), "last_offset": _masked(v[:, S_LC_OFF], has),
+        "last_commit_timestamp": _masked(v[:, S_LC_CTS], has)})
+
+
+def _regression_rows(keys: TaskKeys, keep: np.ndarray, part: np.ndarray, off: np.ndarray, ts: np.ndarray,
+                     commit_offset: np.ndarray, commit_ts: np.ndarray, r_cur: np.ndarray, r_name: np.ndarray,
+                     r_prev: np.ndarray) -> pa.RecordBatch:
+    """`regression` rows of `scan_kernel.summarise`'s backwards steps (positions in `keep`)."""
+    groups, topics, parts = keys.columns()
+    ids = pa.array(r_name)
+    rows = keep[r_cur]
+    return _rows(KIND_REGRESSION, len(r_cur), {
+        "partition": part[rows], "offset": off[rows], "timestamp_ms": ts[rows],
+        "group_id": groups.take(ids), "topic": topics.take(ids), "partition_key": parts.take(ids),
+        "offset_value": commit_offset[r_cur], "commit_timestamp": commit_ts[r_cur],
+        "previous_offset": r_prev[:, 0], "previous_commit_timestamp": r_prev[:, 1],
+        "previous_source_offset": r_prev[:, 2]})
 
 
 def _scan_stream(batches: Iterator[pa.RecordBatch | None], *, task: int, chunk_rows: int,
                  group_ok: Callable[[str], bool] | None) -> Iterator[pa.RecordBatch]:
-    """`scan_chunk` over a stream of input batches, up to `chunk_rows` rows per chunk; None in the
-    stream ends the current chunk (a unit boundary: a chunk never joins two files' row ranges)."""
+    """`scan_chunk` over a stream of input batches, `chunk_rows` rows per chunk (a batch is sliced
+    where a chunk ends); None in the stream ends the current chunk (a unit boundary: a chunk never
+    joins two files' row ranges). The stretches still open at the end are closed last."""
     pending: list[pa.RecordBatch] = []
     size = number = 0
     keys = TaskKeys(group_ok)
     for b in _with_end(batches):
-        if b is not None and b.num_rows:
-            pending.append(b)
-            size += b.num_rows
-        if pending and (b is None or size >= chunk_rows):
-            chunk_table = pa.Table.from_batches(pending)
+        at = 0
+        while b is not None and at < b.num_rows:
+            take = min(chunk_rows - size, b.num_rows - at)
+            pending.append(b.slice(at, take))
+            size += take
+            at += take
+            if size >= chunk_rows:
+                yield from scan_chunk(pa.Table.from_batches(pending), chunk=(task << 20) | number, keys=keys,
+                                      final=False).to_batches()
+                pending, size = [], 0
+                number += 1
+        if b is None and pending:
+            yield from scan_chunk(pa.Table.from_batches(pending), chunk=(task << 20) | number, keys=keys,
+                                  final=False).to_batches()
             pending, size = [], 0
-            yield from scan_chunk(chunk_table, chunk=(task << 20) | number, keys=keys).to_batches()
             number += 1
+    yield from keys.flush()
 
 
 def _with_end(batches: Iterator[pa.RecordBatch | None]) -> Iterator[pa.RecordBatch | None]:

@@ -12,7 +12,8 @@ Arrow array, as numpy views) and never build a Python object per record:
   (with its committed offset and commitTimestamp read from the value), an offset tombstone, a
   record for the replay, or a v4+ value with tagged fields for the codec to judge;
 * `summarise`: one partial summary per (topic-partition, stretch between two GroupMetadata records
-  of its group, Kafka partition) in the chunk, and every backwards step inside one.
+  of its group, Kafka partition), kept open across the task's chunks until the stretch ends, and
+  every backwards step inside one.
 
 The layout rules are those of Kafka's `OffsetCommitKey` (versions 0-1) and `OffsetCommitValue`
 (versions 0-4, any later version read as 4, as `GroupCoordinatorRecordSerde` reads it) schemas, as
@@ -33,7 +34,10 @@ from typing import Any
 import numpy as np
 
 __all__ = ["KIND_COMMIT_KEY", "KIND_GROUP_METADATA_KEY", "KIND_OTHER", "STATUS_CHECK", "STATUS_COMMIT",
-           "STATUS_FILTERED", "STATUS_SIDE", "STATUS_TOMBSTONE", "KeyTable", "commit_status", "summarise"]
+           "STATUS_FILTERED", "STATUS_SIDE", "STATUS_TOMBSTONE", "STRETCH_FIELDS", "S_COMMITS", "S_FC_CTS",
+           "S_FC_OFF", "S_FC_RTS", "S_FC_SRC", "S_FIRST_SRC", "S_LAST_SRC", "S_LC_CTS", "S_LC_OFF", "S_LC_SRC",
+           "S_PART", "S_REGS", "S_STRETCH", "S_TOMBS", "KeyTable", "commit_status",
+           "summarise"]
 
 KIND_OTHER, KIND_COMMIT_KEY, KIND_GROUP_METADATA_KEY = 0, 1, 2
 STATUS_SIDE, STATUS_COMMIT, STATUS_TOMBSTONE, STATUS_CHECK, STATUS_FILTERED = 0, 1, 2, 3, 4
@@ -313,15 +317,18 @@ def _in_log_order(part: Any, off: Any) -> bool:
 in_log_order = _jit(_in_log_order)
 
 
-def _keep_rows(order: Any, part: Any, off: Any, inw: Any, positioned: Any, keep: Any) -> Any:
+def _keep_rows(order: Any, part: Any, off: Any, inw: Any, positioned: Any, keep: Any, seed: Any) -> Any:
     """The rows to summarise, in log order (`order`, or the rows' own order when `order` is empty):
     those inside the run's window (`inw`), each (partition, offset) once (a positioned row equal to
-    the previous in-window one is a repeat). Fills `keep`; returns (kept, in window, repeats)."""
+    the previous in-window one is a repeat, the first one also when it equals `seed`: the position
+    the task's previous chunk ended on, (partition, offset, 1), or (0, 0, 0) for none). Fills `keep`;
+    returns (kept, in window, repeats)."""
     n = len(order) if len(order) else len(part)
     nk = nw = nd = 0
-    have = False
-    pp = po = 0
-    ppos = False
+    have = seed[2] == 1
+    pp = seed[0]
+    po = seed[1]
+    ppos = have
     for i in range(n):
         r = order[i] if len(order) else i
         if not inw[r]:
@@ -403,19 +410,25 @@ def _commit_status(keep: Any, kind: Any, key_ok: Any, positioned: Any, v_offsets
 commit_status = _jit(_commit_status)
 
 
+# The fields of a stretch's summary, as the kernel keeps an open one per topic-partition (a row of
+# `udfs.scan.TaskKeys.open`) and returns the closed ones; a row is an open stretch while S_STRETCH >= 0.
+(S_STRETCH, S_PART, S_FIRST_SRC, S_LAST_SRC, S_COMMITS, S_TOMBS, S_REGS, S_FC_SRC, S_FC_RTS, S_FC_OFF,
+ S_FC_CTS, S_LC_SRC, S_LC_OFF, S_LC_CTS) = range(14)
+STRETCH_FIELDS = 14
+
+
 def _summarise(keep: Any, status: Any, kind: Any, name: Any, gm_group: Any, name_group: Any, part: Any,
-               commit_offset: Any, n_names: int, n_groups: int, p_name: Any, p_first: Any, p_last: Any,
-               p_commits: Any, p_tombs: Any, p_regs: Any, p_first_commit: Any, p_last_commit: Any,
-               r_cur: Any, r_prev: Any) -> Any:
-    """Partial summaries of the commits and tombstones among `keep` (positions j in log order,
-    `status` 1/2): one per (topic-partition `name`, Kafka partition, stretch between two GroupMetadata
-    records of the name's group), with first/last record, first/last commit (positions j), counts and
-    backwards steps (each also as a (current, previous) pair in `r_cur`/`r_prev`). Returns
-    (partials, regressions)."""
-    cur = np.full(n_names, -1, dtype=np.int64)
-    cur_stretch = np.zeros(n_names, dtype=np.int64)
-    gm_seen = np.zeros(max(n_groups, 1), dtype=np.int64)
-    np_ = 0
+               off: Any, ts: Any, commit_offset: Any, commit_ts: Any, gm_seen: Any, open_: Any, closed: Any,
+               c_name: Any, r_cur: Any, r_name: Any, r_prev: Any) -> Any:
+    """Summaries of the commits and tombstones among `keep` (positions j in log order, `status` 1/2):
+    one per (topic-partition `name`, Kafka partition, stretch between two GroupMetadata records of
+    the name's group). A stretch stays open in `open_` (one row of `STRETCH_FIELDS` per name; its
+    values, not positions, so it carries over to the task's next chunk) until a record of its name
+    opens the next one; the closed ones are copied to `closed`/`c_name`. `gm_seen` counts each
+    group's GroupMetadata records over the task. Every backwards step inside a stretch is also
+    returned as (position j, name, previous commit's offset, commitTimestamp and log offset).
+    Returns (closed stretches, regressions)."""
+    nc = 0
     nr = 0
     for j in range(len(keep)):
         r = keep[j]
@@ -429,34 +442,40 @@ def _summarise(keep: Any, status: Any, kind: Any, name: Any, gm_group: Any, name
         nm = name[r]
         g = name_group[nm]
         stretch = gm_seen[g] if g >= 0 else 0
-        p = cur[nm]
-        if p < 0 or cur_stretch[nm] != stretch or part[keep[p_last[p]]] != part[r]:
-            p = np_
-            np_ += 1
-            cur[nm] = p
-            cur_stretch[nm] = stretch
-            p_name[p] = nm
-            p_first[p] = j
-            p_commits[p] = 0
-            p_tombs[p] = 0
-            p_regs[p] = 0
-            p_first_commit[p] = -1
-            p_last_commit[p] = -1
-        p_last[p] = j
+        o = open_[nm]
+        if o[S_STRETCH] != stretch or o[S_PART] != part[r]:
+            if o[S_STRETCH] >= 0:
+                closed[nc, :] = o
+                c_name[nc] = nm
+                nc += 1
+            o[S_STRETCH] = stretch
+            o[S_PART] = part[r]
+            o[S_FIRST_SRC] = off[r]
+            o[S_COMMITS] = 0
+            o[S_TOMBS] = 0
+            o[S_REGS] = 0
+        o[S_LAST_SRC] = off[r]
         if st == 2:
-            p_tombs[p] += 1
+            o[S_TOMBS] += 1
             continue
-        p_commits[p] += 1
-        lc = p_last_commit[p]
-        if lc < 0:
-            p_first_commit[p] = j
-        elif commit_offset[j] < commit_offset[lc]:
-            p_regs[p] += 1
+        if o[S_COMMITS] == 0:
+            o[S_FC_SRC] = off[r]
+            o[S_FC_RTS] = ts[r]
+            o[S_FC_OFF] = commit_offset[j]
+            o[S_FC_CTS] = commit_ts[j]
+        elif commit_offset[j] < o[S_LC_OFF]:
+            o[S_REGS] += 1
             r_cur[nr] = j
-            r_prev[nr] = lc
+            r_name[nr] = nm
+            r_prev[nr, 0] = o[S_LC_OFF]
+            r_prev[nr, 1] = o[S_LC_CTS]
+            r_prev[nr, 2] = o[S_LC_SRC]
             nr += 1
-        p_last_commit[p] = j
-    return np_, nr
+        o[S_COMMITS] += 1
+        o[S_LC_SRC] = off[r]
+        o[S_LC_OFF] = commit_offset[j]
+        o[S_LC_CTS] = commit_ts[j]
+    return nc, nr
 
 
 summarise = _jit(_summarise)

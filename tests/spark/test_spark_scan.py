@@ -3,7 +3,8 @@
 The kernel's record-level decision (which records it summarises, with which committed offset and
 commitTimestamp) is checked against the codec on generated and mangled records, without Spark.
 With Spark: the summary is the same whatever the chunking (every chunk size down to one record,
-so every stretch is stitched across chunks) and for input out of log order (the re-scan)."""
+so every stretch is carried or stitched across chunks) and for input out of log order (the
+re-scan), including a task that carried its stretches over another task's records."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from coordinator_core.records import (
     encode,
 )
 from jobs import offsets_path as op
-from tests.spark.test_spark_offsets_path import EXPECTED_SUMMARY, LOG, T, _frame
+from tests.spark.test_spark_offsets_path import EXPECTED_SUMMARY, LOG, SCHEMA, T, _frame
 from udfs.replay import replay_frame, replay_input, split_table
 from udfs.scan import INPUT_COLUMNS, KIND_COUNTS, KIND_PARTIAL, KIND_SIDE, scan_chunk
 from udfs.schemas import TABLE_SCHEMAS
@@ -147,6 +148,23 @@ def test_input_out_of_log_order_is_scanned_again_sorted(spark) -> None:
     summary, violations, scan = op.offset_path(shuffled, chunk_rows=2)
     assert scan.reordered
     assert scan.counts["duplicates"] == 2
+    assert_df_equality(summary, spark.createDataFrame(EXPECTED_SUMMARY, TABLE_SCHEMAS["offset_commits"]),
+                       ignore_row_order=True, ignore_nullable=True)
+    assert violations.count() == 1
+    scan.unpersist()
+
+
+@pytest.mark.spark
+def test_stretches_carried_over_another_tasks_records_are_scanned_again(spark) -> None:
+    # one task reads offsets 0-7 and 10-12 in chunks of four and carries g's open stretch of t-0 from
+    # its second chunk into its third; another task holds 8-9, among them the GroupMetadata record
+    # that ends generation 1: no two chunks interleave, but the carried stretch spans that record
+    rows = _frame(spark, LOG).collect()
+    tasks = [[r for r in rows if r["offset"] not in (8, 9)], [r for r in rows if r["offset"] in (8, 9)]]
+    split = spark.createDataFrame(spark.sparkContext.parallelize(tasks, 2).flatMap(lambda task: task), SCHEMA)
+    assert split.rdd.glom().map(len).collect() == [11, 2]
+    summary, violations, scan = op.offset_path(split, chunk_rows=4)
+    assert scan.reordered
     assert_df_equality(summary, spark.createDataFrame(EXPECTED_SUMMARY, TABLE_SCHEMAS["offset_commits"]),
                        ignore_row_order=True, ignore_nullable=True)
     assert violations.count() == 1

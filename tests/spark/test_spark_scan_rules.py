@@ -1,14 +1,15 @@
 """The single pass's kernel is held to the offset-commit rules of `coordinator_core.audit.offsets`:
-its per-chunk partial summaries, given their windows and merged in log order with
-`OffsetSummary.merge` (what the replay's `GroupAuditor.merge_stretch` does), equal the summaries
-the core folds record by record, for any cut of the log into chunks (Spark-free)."""
+its partial summaries, given their windows and merged in log order with `OffsetSummary.merge`
+(what the replay's `GroupAuditor.merge_stretch` does), equal the summaries the core folds record
+by record, for any cut of the log into chunks, whether each chunk closes its stretches or the task
+carries them from chunk to chunk (Spark-free)."""
 
 from __future__ import annotations
 
 import itertools
 
 import pyarrow as pa
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from coordinator_core.audit.offsets import OffsetSummary
@@ -65,17 +66,21 @@ def _core(meta: list[tuple]) -> dict[tuple, OffsetSummary]:
     return out
 
 
-def _kernel(records: list[tuple[bytes, bytes | None]], meta: list[tuple], cuts: list[int]
-            ) -> dict[tuple, OffsetSummary]:
-    """The kernel over the chunks `cuts` makes, one task (shared `TaskKeys`), stitched as the job does."""
+def _kernel(records: list[tuple[bytes, bytes | None]], meta: list[tuple], cuts: list[int], *, carry: bool = False
+            ) -> tuple[dict[tuple, OffsetSummary], int]:
+    """The kernel over the chunks `cuts` makes, one task (shared `TaskKeys`), stitched as the job
+    does, and how many partial rows it gave; `carry`: stretches stay open from chunk to chunk (as
+    in a job's task), else each chunk closes its own."""
     batch = _batch(records)
     keys = TaskKeys()
     partials = []
     bounds = [0, *sorted(set(cuts)), len(records)]
     for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
         if hi > lo:
-            out = scan_chunk(pa.Table.from_batches([batch.slice(lo, hi - lo)]), chunk=i, keys=keys)
+            out = scan_chunk(pa.Table.from_batches([batch.slice(lo, hi - lo)]), chunk=i, keys=keys, final=not carry)
             partials += [r for r in out.to_pylist() if r["_kind"] == KIND_PARTIAL]
+    for b in keys.flush():
+        partials += b.to_pylist()
     openings = {g: [o for o, e in enumerate(meta) if e[0] == "gm" and e[1] == g] for g in GROUPS}
     stable_at = {o: e[2] == "Stable" for o, e in enumerate(meta) if e[0] == "gm"}
     out: dict[tuple, OffsetSummary] = {}
@@ -90,11 +95,19 @@ def _kernel(records: list[tuple[bytes, bytes | None]], meta: list[tuple], cuts: 
             r["offset"], r["last_source_offset"], r["last_commit_source_offset"], r["partition"]])
         key = (r["group_id"], (r["topic"], r["partition_key"]), start)
         out[key] = out[key].merge(s, stable=stable) if key in out else s
-    return out
+    return out, len(partials)
 
 
 @settings(max_examples=300, deadline=None)
+# a chunk holding only a GroupMetadata record still ends the stretches carried into it
+@example([("commit", "g", ("t", 0), 3), ("gm", "g", "Stable"), ("commit", "g", ("t", 0), 1)], [1, 2])
 @given(st.lists(_event, min_size=1, max_size=60), st.lists(st.integers(0, 60), max_size=6))
 def test_kernel_partials_merged_are_the_core_fold(events, cuts) -> None:
     records, meta = _records(events)
-    assert _kernel(records, meta, cuts) == _core(meta)
+    core = _core(meta)
+    assert _kernel(records, meta, cuts)[0] == core
+    carried, stretches = _kernel(records, meta, cuts, carry=True)
+    assert carried == core
+    # carried over the chunks, a topic-partition's commits between two of its group's GroupMetadata
+    # records are one stretch, however the log is cut
+    assert stretches == len(core)
