@@ -26,6 +26,7 @@ from udfs.replay import (
     replay_frame,
     split_counts,
     split_table,
+    wide_column,
 )
 from udfs.schemas import AUDIT_TABLES
 
@@ -91,7 +92,7 @@ def _wide_rows(table: pa.Table) -> dict[str, Counter[tuple[Any, ...]]]:
     rows = table.to_pylist()
     for name, cls in (*AUDIT_TABLES.items(), (COUNTS_TABLE, None)):
         fields = [f.name for f in dataclasses.fields(cls)] if cls is not None else ["group_id", *COUNT_FIELDS]
-        out[name] = Counter(tuple(_freeze(r[f"{name}__{f}"]) for f in fields) for r in rows if r["_table"] == name)
+        out[name] = Counter(tuple(_freeze(r[wide_column(name, f)]) for f in fields) for r in rows if r["_table"] == name)
     return out
 
 
@@ -226,8 +227,8 @@ def test_a_group_saved_without_auditor_state_resumes_with_its_open_offset_summar
     out = pa.Table.from_batches(list(make_replay_fn(mode="resume")(iter(table.to_batches()))))
     rows = [r for r in out.to_pylist() if r["_table"] == "offset_commits"]
     assert len(rows) == 1 and rows[0]["_carried"]
-    assert (rows[0]["offset_commits__commits"], rows[0]["offset_commits__first_offset"],
-            rows[0]["offset_commits__last_offset"]) == (3, 5, 7)
+    assert tuple(rows[0][wide_column("offset_commits", c)] for c in ("commits", "first_offset", "last_offset")
+                 ) == (3, 5, 7)
     assert open_row.commits == 2  # what the earlier run wrote, which the carried row replaces
 
 
