@@ -244,10 +244,12 @@ class TaskKeys:
     last held records of each Kafka partition."""
 
     MAX_KEYS = 1_000_000
-    """The tables are emptied between chunks once they hold this many keys (bounds a worker's memory)."""
+    """The tables are emptied between chunks once they hold this many keys (bounds a worker's memory;
+    the open stretches are closed first)."""
 
-    def __init__(self, group_ok: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, group_ok: Callable[[str], bool] | None = None, *, max_keys: int = MAX_KEYS) -> None:
         self.group_ok = group_ok
+        self.max_keys = max_keys
         self.keys = KeyTable()
         self.groups = KeyTable(1 << 12, 1 << 16)
         self.last_position = np.zeros(3, dtype=np.int64)
@@ -380,7 +382,7 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     out: list[pa.RecordBatch] = []
     if keys is None:
         keys = TaskKeys(group_ok)
-    elif len(keys) > TaskKeys.MAX_KEYS:
+    elif len(keys) > keys.max_keys:
         out.extend(keys.flush())
         keys.clear()
     carried = keys.open_partitions()

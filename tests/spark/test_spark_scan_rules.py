@@ -66,13 +66,13 @@ def _core(meta: list[tuple]) -> dict[tuple, OffsetSummary]:
     return out
 
 
-def _kernel(records: list[tuple[bytes, bytes | None]], meta: list[tuple], cuts: list[int], *, carry: bool = False
-            ) -> tuple[dict[tuple, OffsetSummary], int]:
+def _kernel(records: list[tuple[bytes, bytes | None]], meta: list[tuple], cuts: list[int], *, carry: bool = False,
+            max_keys: int = TaskKeys.MAX_KEYS) -> tuple[dict[tuple, OffsetSummary], int]:
     """The kernel over the chunks `cuts` makes, one task (shared `TaskKeys`), stitched as the job
     does, and how many partial rows it gave; `carry`: stretches stay open from chunk to chunk (as
-    in a job's task), else each chunk closes its own."""
+    in a job's task), else each chunk closes its own; `max_keys`: when the task forgets its keys."""
     batch = _batch(records)
-    keys = TaskKeys()
+    keys = TaskKeys(max_keys=max_keys)
     partials = []
     bounds = [0, *sorted(set(cuts)), len(records)]
     for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
@@ -111,3 +111,5 @@ def test_kernel_partials_merged_are_the_core_fold(events, cuts) -> None:
     # carried over the chunks, a topic-partition's commits between two of its group's GroupMetadata
     # records are one stretch, however the log is cut
     assert stretches == len(core)
+    # a task that forgets its keys between chunks closes its open stretches first
+    assert _kernel(records, meta, cuts, carry=True, max_keys=0)[0] == core
