@@ -60,8 +60,8 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
                            since: datetime | None, until: datetime | None, base_path: str | None,
                            stage: Callable[..., Any], packed: DataFrame | None = None) -> dict[str, DataFrame]:
     """{derived table: DataFrame} for the run (module docstring), computed once (checkpointed).
-    `packed`: the run's base rows already packed (`udfs.derived.packed_from_wide`), used when no
-    earlier run's rows are added to them."""
+    `packed`: the run's base rows already packed (`udfs.derived.packed_from_wide`) and still in the
+    replay's partitions (a group's rows in one), used when no earlier run's rows are added to them."""
     base = {name: tables[name] for name in BASE_INPUTS}
     history = None
     if base_path:
@@ -72,7 +72,7 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
                 for name, df in base.items()}
     with stage(spark, "derived tables (ownership, rebalances, health; mapInArrow by group)"):
         # computed once for the three tables (localCheckpoint: the blocks go with the frames)
-        wide = (derive_packed(packed) if packed is not None and history is None
+        wide = (derive_packed(packed, grouped=True) if packed is not None and history is None
                 else derive_wide(base)).localCheckpoint(eager=True)
         derived = overlapping_window(split_wide(wide), since=since, until=until)
     return derived

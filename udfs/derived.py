@@ -187,10 +187,12 @@ def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
     return derive_packed(pack_base(base))
 
 
-def derive_packed(packed: DataFrame) -> DataFrame:
-    """`derive_wide` of the packed base rows (`pack_base`, or `packed_from_wide`)."""
-    return (packed.repartition("group_id").sortWithinPartitions("group_id")
-            .mapInArrow(_derive_batches, schema=_wide_schema()))
+def derive_packed(packed: DataFrame, *, grouped: bool = False) -> DataFrame:
+    """`derive_wide` of the packed base rows (`pack_base`, or `packed_from_wide`). `grouped`: every
+    group's rows are in one partition of `packed` already (the replay's output is partitioned by
+    group), so they are only sorted within the partitions, not shuffled again."""
+    by_group = packed if grouped else packed.repartition("group_id")
+    return by_group.sortWithinPartitions("group_id").mapInArrow(_derive_batches, schema=_wide_schema())
 
 
 def packed_from_wide(wide: DataFrame) -> DataFrame:
