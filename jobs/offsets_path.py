@@ -7,11 +7,13 @@ benchmark. The offset rules are `coordinator_core.audit.offsets`.
 How it stays close to a bare scan:
 
 * the kernel (`udfs.scan_kernel`, compiled) classifies and decodes the keys and values in place
-  and emits only per-chunk partial summaries, regression candidates and the few records that are
-  not offset commits (`side` rows, for the replay). Local Parquet files (and plain Delta tables) are
+  and emits only partial summaries (one per topic-partition and stretch between two GroupMetadata
+  records of its group, kept open across a task's chunks), regression candidates and the few
+  records that are not offset commits (`side` rows, for the replay). Local Parquet files (and plain Delta tables) are
   read by pyarrow in the workers; other inputs reach the kernel through Spark's Arrow batches.
 * Stitching needs log order across chunks: Kafka-source dumps are in (partition, offset) order, so
-  the pass checks the chunks' offset ranges and only when they interleave scans again on input
+  the pass checks the chunks' offset ranges (and that a chunk a task carried stretches into comes
+  right after the chunk it carried them from) and only when that fails scans again on input
   range-partitioned and sorted by (partition, offset).
 * What follows works on the small outputs: the replay takes the stretches with the group's
   other records, in log order, and merges them into its generation windows

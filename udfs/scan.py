@@ -17,9 +17,11 @@ Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
   `side` row, with its record type and group id: the per-group Python replay decodes or
   quarantines those;
 * summarises the commits per (group, topic, partition, Kafka partition, stretch between two
-  GroupMetadata records of the group in this chunk) as `partial` rows: counts, first and last
-  commit (committed offset, commitTimestamp, log offset), and the regressions inside the stretch;
-  every backwards step inside a stretch becomes a `regression` candidate row. Which generation
+  GroupMetadata records of the group) as `partial` rows: counts, first and last commit (committed
+  offset, commitTimestamp, log offset), and the regressions inside the stretch. A stretch stays
+  open from one chunk of the task to the next (`TaskKeys.open`) and is written when it ends: at the
+  group's next GroupMetadata record, or at the end of the task. Every backwards step inside a
+  stretch becomes a `regression` candidate row. Which generation
   window a stretch belongs to, and whether that window was Stable, is decided after the pass by
   the per-group replay (`udfs.replay`), which takes the stretches among the group's other records
   in log order and merges them into its open window (`GroupAuditor.merge_stretch`), stretches of
@@ -27,9 +29,13 @@ Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
 * reports its `range` per Kafka partition (first and last offset) and its `counts`.
 
 A stretch never spans a GroupMetadata record of its group, so merging stretches in log order is
-exact provided no two chunks hold interleaving offsets of one Kafka partition. The job checks that
-on the `range` rows and, when it does not hold (an input that is not in log order), runs the pass
-again on input range-partitioned and sorted by (partition, offset).
+exact provided no two chunks hold interleaving offsets of one Kafka partition, and a task that
+carried a stretch from one chunk to a later one saw every record of that partition in between (a
+`range` row names the chunk it continues, `previous_chunk`, which must come right before it). The
+job checks both on the `range` rows and, when they do not hold (an input that is not in log order),
+runs the pass again on input range-partitioned and sorted by (partition, offset). Chunks have
+exactly `chunk_rows` rows (the last of a unit fewer), and a chunk drops a repeat of the record its
+task's previous chunk ended on, so a sorted task never splits a repeated record across two chunks.
 
 The functions here take and return pyarrow objects and are tested without Spark; `SCAN_SCHEMA`
 is the Spark schema of `make_scan_fn`'s output.
