@@ -19,10 +19,10 @@ Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
 * summarises the commits per (group, topic, partition, Kafka partition, stretch between two
   GroupMetadata records of the group) as `partial` rows: counts, first and last commit (committed
   offset, commitTimestamp, log offset), and the regressions inside the stretch. A stretch stays
-  open from one chunk of the task to the next (`TaskKeys.open`) and is written when it ends: at the
-  group's next GroupMetadata record, or at the end of the task. Every backwards step inside a
-  stretch becomes a `regression` candidate row. Which generation
-  window a stretch belongs to, and whether that window was Stable, is decided after the pass by
+  open from one chunk of the task to the next (`TaskKeys.open`) and is written when the next one of
+  its topic-partition opens (its first record after the group's next GroupMetadata record) or at
+  the end of the task. Every backwards step inside a stretch becomes a `regression` candidate
+  row. Which generation window a stretch belongs to, and whether that window was Stable, is decided after the pass by
   the per-group replay (`udfs.replay`), which takes the stretches among the group's other records
   in log order and merges them into its open window (`GroupAuditor.merge_stretch`), stretches of
   the same window from other chunks included;
