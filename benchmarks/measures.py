@@ -33,12 +33,12 @@ __all__ = ["REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_sc
 InputFormat = Literal["parquet", "delta", "kafka"]
 
 REPLAY_STAGE = re.compile(r"^stage (replay\b.*): .* in ([0-9.]+) s")
+"""The job's log line of its replay stage (`jobs.spark_session.stage`): its name starts with
+"replay", and its time covers the per-group `mapInArrow` of `udfs.replay` over the single pass's
+materialised side rows and stretches (their shuffle by group included) up to its persisted output."""
 REPLAY_TIMES = re.compile(r"^\[coordinator-audit\] replay: ([0-9,.]+) s feeding .*, ([0-9,.]+) s merging")
 """The job's log line of the replay's own Python time (`udfs.replay.TIMING_FIELDS`, summed over the
 workers): feeding records through the groups' audits, and merging the offset-commit stretches."""
-"""The job's log line of its replay stage (`jobs.spark_session.stage`): its name starts with
-"replay", and its time covers the per-group `mapInArrow` of `udfs.replay` over the single pass's
-materialised side rows (their shuffle by group included) up to its persisted output."""
 
 
 def _noop(df: DataFrame) -> None:

@@ -192,8 +192,9 @@ def _overlap(ranges: list[Any]) -> str | None:
 
 
 def chunk_overlap(scanned: DataFrame) -> str | None:
-    """None when no two chunks of the scan hold interleaving offsets of one Kafka partition (the
-    condition for merging the kernel's stretches in log order); else the first such pair."""
+    """None when the kernel's stretches can be merged in log order (no two chunks of the scan hold
+    interleaving offsets of one Kafka partition, and every chunk a task carried stretches into
+    comes right after the chunk it carried them from); else why not (`_overlap`)."""
     return _overlap(_chunk_ranges(scanned)[0])
 
 

@@ -190,11 +190,7 @@ def wide_column(table: str, name: str) -> str:
 _column = wide_column
 
 
-def _replay_schema() -> StructType:
-    return StructType(_WIDE_FIELDS)
-
-
-REPLAY_SCHEMA: StructType = _replay_schema()
+REPLAY_SCHEMA: StructType = StructType(_WIDE_FIELDS)
 """The wide output schema of the replay (see the module docstring)."""
 
 _ARROW_SCHEMA: pa.Schema = to_arrow_schema(REPLAY_SCHEMA, timezone="UTC")
@@ -227,6 +223,8 @@ for _name, _cls in AUDIT_TABLES.items():
     _ROW_TABLES[_cls] = _table_out(_name, _names, attrgetter(*_names))
 _COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS, *TIMING_FIELDS), _identity)
 _STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
+_OFFSET_FIELDS = tuple(f.name for f in dataclasses.fields(OffsetCommitRow))
+_OFFSET_VALUES = _ROW_TABLES[OffsetCommitRow].values
 _CARRIED_POSITION = _ARROW_SCHEMA.get_field_index("_carried")
 _COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
 
@@ -263,18 +261,12 @@ def _wide_batch(out: _TableOut, rows: list[Any], *, carried: bool = False) -> pa
     return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
 
 
-def _open_window(group: str, topic: str, partition: int, gen: int | None, state: str | None, start: int | None,
-                 s: OffsetSummary) -> dict[str, Any]:
-    """One `OFFSET_WINDOW_STRUCT` value: the open `offset_commits` row of `s` (as `OffsetSummary.row`
-    gives it, built directly: a group's state holds thousands) and its last commit's log offset."""
-    has = s.commits > 0
-    return {"group_id": group, "topic": topic, "partition": partition, "generation_id": gen, "window_state": state,
-            "window_start_offset": start, "window_end_offset": None, "commits": s.commits, "tombstones": s.tombstones,
-            "first_offset": s.first_offset if has else None, "last_offset": s.last_offset if has else None,
-            "first_commit_timestamp": s.first_commit_timestamp, "last_commit_timestamp": s.last_commit_timestamp,
-            "regressions": s.regressions, "source_partition": s.source_partition,
-            "first_source_offset": s.first_source_offset, "last_source_offset": s.last_source_offset,
-            "last_commit_source_offset": s.last_commit_source_offset}
+def _open_window(row: OffsetCommitRow, s: OffsetSummary) -> dict[str, Any]:
+    """One `OFFSET_WINDOW_STRUCT` value: an open `offset_commits` row (as `GroupAuditor.finish`
+    gives it) and its summary's last commit's log offset."""
+    out = dict(zip(_OFFSET_FIELDS, _OFFSET_VALUES(row), strict=True))
+    out["last_commit_source_offset"] = s.last_commit_source_offset
+    return out
 
 
 class _Output:
@@ -294,10 +286,12 @@ class _Output:
     def add_counts(self, group_id: str | None, counts: AuditCounts, feed_seconds: float, merge_seconds: float) -> None:
         self.counts.append((group_id, *_COUNTS_VALUES(counts), feed_seconds, merge_seconds))
 
-    def add_state(self, auditor: GroupAuditor, changed: bool) -> None:
+    def add_state(self, auditor: GroupAuditor, changed: bool, open_rows: list[OffsetCommitRow]) -> None:
+        """The group's `_state` row; `open_rows`: the open window's `offset_commits` rows, which
+        `GroupAuditor.finish` gave at the group's end."""
         gen, state, partition, start = auditor.window()
-        group = auditor.group_id or ""
-        windows = [_open_window(group, t, p, gen, state, start, s) for (t, p), s in auditor.open_summaries().items()]
+        summaries = auditor.open_summaries()
+        windows = [_open_window(r, summaries[(r.topic, r.partition)]) for r in open_rows]
         self.states.append((auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
                             gen, state, partition, start, auditor.window_record_value(), changed, windows))
 
@@ -462,13 +456,14 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     def close() -> None:
         if group is not None:
             auditor = group.auditor
-            for row in (*auditor.gap_rows(), *auditor.finish()):
+            finished = auditor.finish()
+            for row in (*auditor.gap_rows(), *finished):
                 group.route(row, out)
             key = current if isinstance(current, str) else None  # a group is open: current is its key
             out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
                            group.feed_seconds, group.merge_seconds)
             if auditor.group_id is not None:
-                out.add_state(auditor, group.changed)
+                out.add_state(auditor, group.changed, [r for r in finished if type(r) is OffsetCommitRow])
 
     for groups, partitions, offsets, timestamps, keys, values, states, missing, stretch, windows in batches:
         kinds = stretch["_kind"] if stretch is not None else None

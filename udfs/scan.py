@@ -473,8 +473,8 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     n_sum = int(summarised.sum()) - filtered_by_group
     commits = int((status == STATUS_COMMIT).sum())
     tombstones = int((status == STATUS_TOMBSTONE).sum())
+    keys.ready()
     if n_sum:
-        keys.ready()
         closed = np.empty((n_sum, STRETCH_FIELDS), dtype=np.int64)
         c_name, r_cur, r_name = (np.empty(n_sum, dtype=np.int64) for _ in range(3))
         r_prev = np.empty((n_sum, 3), dtype=np.int64)
@@ -486,7 +486,6 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
             out.append(_regression_rows(keys, keep, part, off, ts, commit_offset, commit_ts, r_cur[:n_regs],
                                         r_name[:n_regs], r_prev[:n_regs]))
     else:  # the chunk's GroupMetadata records still end the open stretches of their groups
-        keys.ready()
         gm = gm_group[keep[status == STATUS_SIDE]]
         np.add.at(keys.gm_seen, gm[gm >= 0], 1)
 

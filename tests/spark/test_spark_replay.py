@@ -233,7 +233,8 @@ def test_a_group_saved_without_auditor_state_resumes_with_its_open_offset_summar
 
 
 def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
-    """`group_state.offset_windows` values: the fields of `OffsetSummary.row` (built without it)."""
+    """`group_state.offset_windows` values: the fields of the open `OffsetSummary.row` and its last
+    commit's log offset, in `OFFSET_WINDOW_STRUCT`'s order."""
     from coordinator_core.audit import OffsetSummary
     from udfs.replay import _open_window
     from udfs.schemas import OFFSET_WINDOW_STRUCT
@@ -244,8 +245,8 @@ def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
     only_tombstones = OffsetSummary(3, 50)
     only_tombstones.tombstone(50)
     for summary in (s, only_tombstones):
-        got = _open_window("g", "t", 1, 5, "Stable", 7, summary)
         row = summary.row("g", "t", 1, generation_id=5, window_state="Stable", window_start_offset=7,
                           window_end_offset=None)
+        got = _open_window(row, summary)
         assert got == {**dataclasses.asdict(row), "last_commit_source_offset": summary.last_commit_source_offset}
         assert list(got) == [f.name for f in OFFSET_WINDOW_STRUCT.fields]
