@@ -239,8 +239,9 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     stretches of summarised commits (merged into the groups' windows) and, when `state` (the base
     run's `group_state` rows) is given, resumes every group from it; its wide output is persisted
     (every table and the counts are projections of it; it is the first of `persisted`); the caller
-    unpersists `persisted` after writing. With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the
-    base run, to merge) and `group_state` (every group's state after this pass)."""
+    unpersists `persisted` after writing. With `state`, `tables` also holds `carried:<table>` (rows
+    continuing open rows of the base run, to merge) and `group_state` (every group's state after
+    this pass)."""
     side = filter_groups(scan.side(missing), groups)
     stretches = filter_groups(scan.stretches(), groups)
     with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:

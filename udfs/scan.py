@@ -517,7 +517,8 @@ def _stretch_rows(keys: TaskKeys, names: np.ndarray, v: np.ndarray) -> pa.Record
         "partition": v[:, S_PART], "offset": v[:, S_FIRST_SRC], "group_id": groups.take(ids),
         "topic": topics.take(ids), "partition_key": parts.take(ids), "last_source_offset": v[:, S_LAST_SRC],
         "commits": v[:, S_COMMITS], "tombstones": v[:, S_TOMBS], "regressions": v[:, S_REGS],
-        "first_commit_source_offset": _masked(v[:, S_FC_SRC], has), "first_commit_record_ts": _masked(v[:, S_FC_RTS], has),
+        "first_commit_source_offset": _masked(v[:, S_FC_SRC], has),
+        "first_commit_record_ts": _masked(v[:, S_FC_RTS], has),
         "first_offset": _masked(v[:, S_FC_OFF], has), "first_commit_timestamp": _masked(v[:, S_FC_CTS], has),
         "last_commit_source_offset": _masked(v[:, S_LC_SRC], has), "last_offset": _masked(v[:, S_LC_OFF], has),
         "last_commit_timestamp": _masked(v[:, S_LC_CTS], has)})

@@ -243,12 +243,12 @@ def _leave_came_first(m: MemberView, act: Activity, first_rejoin: tuple[int, int
     session expiry comes a session timeout after the last sign of life, and a poll timeout's
     LeaveGroup a rebalance timeout (max.poll.interval.ms) after the last poll: the shorter of the
     two after its last commit, or `alive_at`, the previous generation's join completion, where Kafka
-    restarts every member's session timer (`GroupMetadataManager#completeClassicGroupJoin`). A member that had partitions
-    and left without a commit while the others committed did not close cleanly: it expired. And a
-    join phase that ended (`joined_at`, the new record's currentStateTimestamp) a session timeout or
-    more after the leaver's last commit, or more than a heartbeat after the others' first rejoin
-    (after an expiry they all rejoin within a heartbeat), waited for it: it was removed at the end,
-    not at the start."""
+    restarts every member's session timer (`GroupMetadataManager#completeClassicGroupJoin`). A
+    member that had partitions and left without a commit while the others committed did not close
+    cleanly: it expired. And a join phase that ended (`joined_at`, the new record's
+    currentStateTimestamp) a session timeout or more after the leaver's last commit, or more than a
+    heartbeat after the others' first rejoin (after an expiry they all rejoin within a heartbeat),
+    waited for it: it was removed at the end, not at the start."""
     if first_rejoin is None:
         return True
     # removed without closing: its session expired, or (a Java consumer stuck in processing) its
