@@ -277,8 +277,8 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         return tables, counts, persisted
     for name in ("generations", "assignments", "offset_commits"):
         tables[f"carried:{name}"] = split_table(wide, name, carried=True)
-    tables["group_state"] = split_state(wide).select(
-        *[F.col(f.name).cast(f.dataType).alias(f.name) for f in GROUP_STATE_SCHEMA.fields])
+    tables["group_state"] = split_state(wide).selectExpr(
+        *[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in GROUP_STATE_SCHEMA.fields])
     return tables, counts, persisted
 
 

@@ -132,8 +132,8 @@ class Scan:
         from udfs.replay import STRETCH_COLUMNS
         from udfs.scan import KIND_PARTIAL, KIND_REGRESSION
 
-        return self.df.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).select(
-            "group_id", "partition", "offset", "timestamp_ms", *STRETCH_COLUMNS)
+        return self.df.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).selectExpr(
+            *[f"`{c}`" for c in ("group_id", "partition", "offset", "timestamp_ms", *STRETCH_COLUMNS)])
 
     def unpersist(self) -> None:
         self.df.unpersist()

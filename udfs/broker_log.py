@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from coordinator_core.broker_log import broker_account, read_server_log
@@ -41,7 +40,7 @@ def broker_account_frame(spark: SparkSession, path: str, *, utc_offset_minutes: 
 def attach_broker_account(generations: DataFrame, account: DataFrame | None) -> DataFrame:
     """`generations` with the broker account columns appended (left join on group and generation)."""
     if account is None:
-        return generations.select("*", *[F.lit(None).cast(f.dataType).alias(f.name)
-                                         for f in BROKER_ACCOUNT_COLUMNS.fields])
+        return generations.selectExpr("*", *[f"CAST(NULL AS {f.dataType.simpleString()}) AS `{f.name}`"
+                                             for f in BROKER_ACCOUNT_COLUMNS.fields])
     return generations.join(account, on=["group_id", "generation_id"], how="left").select(
         *generations.columns, *BROKER_ACCOUNT_COLUMNS.fieldNames())

@@ -200,14 +200,16 @@ def packed_from_wide(wide: DataFrame) -> DataFrame:
     and carried rows alike, in one projection of it: the derivation then reads the (cached) replay
     output once instead of once per table. Only for base tables that are the replay's rows as they
     are (no broker account attached, no rows of earlier runs added)."""
-    tag = F.col("_table")
+    # SQL text: one expression string per column costs the driver far less than building Column objects
+    def pick(c: str, tables: list[str]) -> str:
+        whens = " ".join(f"WHEN '{t}' THEN `{wide_column(t, c)}`" for t in tables)
+        return f"CASE _table {whens} END AS `{c}`"
+
     names = list(dict.fromkeys(c for cols in BASE_INPUTS.values() for c in cols))
-    cols = [F.coalesce(*[F.when(tag == t, F.col(wide_column(t, "group_id"))) for t in BASE_INPUTS]).alias("group_id"),
-            tag.alias(_TAG)]
-    for c in names:
-        having = [t for t, tcols in BASE_INPUTS.items() if c in tcols]
-        cols.append(F.coalesce(*[F.when(tag == t, F.col(wide_column(t, c))) for t in having]).alias(c))
-    return wide.where(tag.isin(*BASE_INPUTS)).select(*cols)
+    exprs = [pick("group_id", list(BASE_INPUTS)), f"_table AS `{_TAG}`",
+             *[pick(c, [t for t, tcols in BASE_INPUTS.items() if c in tcols]) for c in names]]
+    tables = ", ".join(f"'{t}'" for t in BASE_INPUTS)
+    return wide.where(f"_table IN ({tables})").selectExpr(*exprs)
 
 
 def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:

@@ -571,7 +571,7 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     absent = [c for c in optional if c not in records.columns]
     if absent:
         raise ValueError(f"replay_frame: input has `_kind` but lacks stretch column(s) {absent}")
-    return records.select(*INPUT_COLUMNS, *optional).mapInArrow(
+    return records.selectExpr(*[f"`{c}`" for c in (*INPUT_COLUMNS, *optional)]).mapInArrow(
         make_replay_fn(load_path=load_path, mode=mode, gaps=gaps), REPLAY_SCHEMA)
 
 
@@ -579,25 +579,24 @@ def split_table(wide: DataFrame, table: str, *, carried: bool | None = False) ->
     """One table's rows out of the replay's wide output, with the table's own column names and types:
     the new rows (`carried` False), the rows the previous run left open that changed (True), or all."""
     schema = struct_type_from_dataclass(AUDIT_TABLES[table])
-    rows = wide.where(F.col("_table") == table)
+    # SQL text: one expression string per column costs the driver far less than building Column objects
+    condition = f"_table = '{table}'"
     if carried is not None:
-        flag = F.coalesce(F.col("_carried"), F.lit(False))
-        rows = rows.where(flag if carried else ~flag)
-    return rows.select(*[F.col(_column(table, f.name)).alias(f.name) for f in schema.fields])
+        condition += f" AND {'' if carried else 'NOT '}coalesce(_carried, false)"
+    return wide.where(condition).selectExpr(*[f"`{_column(table, f.name)}` AS `{f.name}`" for f in schema.fields])
 
 
 def split_state(wide: DataFrame) -> DataFrame:
     """The per-group `STATE_FIELDS` rows of the replay's wide output."""
-    return wide.where(F.col("_table") == STATE_TABLE).select(
-        *[F.col(_column(STATE_TABLE, name)).alias(name) for name, _ in STATE_FIELDS])
+    return wide.where(f"_table = '{STATE_TABLE}'").selectExpr(
+        *[f"`{_column(STATE_TABLE, name)}` AS `{name}`" for name, _ in STATE_FIELDS])
 
 
 def split_counts(wide: DataFrame) -> DataFrame:
     """The per-group `AuditCounts` rows of the replay's wide output, with the `TIMING_FIELDS`."""
     names = ("group_id", *COUNT_FIELDS, *TIMING_FIELDS)
-    return wide.where(F.col("_table") == COUNTS_TABLE).select(
-        *[F.col(_column(COUNTS_TABLE, name)).alias(name) for name in names]
-    )
+    return wide.where(f"_table = '{COUNTS_TABLE}'").selectExpr(
+        *[f"`{_column(COUNTS_TABLE, name)}` AS `{name}`" for name in names])
 
 
 def replay_input(records: DataFrame, stretches: DataFrame | None = None, states: DataFrame | None = None, *,

@@ -32,7 +32,6 @@ import types
 import typing
 from typing import Any, Union
 
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -260,7 +259,7 @@ def with_time_columns(df: Any, table: str) -> Any:
     pairs = TIME_COMPANIONS.get(table, ())
     if not pairs:
         return df
-    return df.select("*", *[F.timestamp_millis(F.col(ms)).alias(ts) for ms, ts in pairs])
+    return df.selectExpr("*", *[f"timestamp_millis(`{ms}`) AS `{ts}`" for ms, ts in pairs])
 
 
 RUN_COLUMNS = StructType([
