@@ -224,7 +224,6 @@ for _name, _cls in AUDIT_TABLES.items():
 _COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS, *TIMING_FIELDS), _identity)
 _STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
 _OFFSET_FIELDS = tuple(f.name for f in dataclasses.fields(OffsetCommitRow))
-_OFFSET_VALUES = _ROW_TABLES[OffsetCommitRow].values
 _CARRIED_POSITION = _ARROW_SCHEMA.get_field_index("_carried")
 _COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
 
@@ -245,14 +244,19 @@ def _columns(out: _TableOut, rows: list[Any]) -> list[list[Any]]:
     return columns
 
 
-def _wide_batch(out: _TableOut, rows: list[Any], *, carried: bool = False) -> pa.RecordBatch:
-    """The wide RecordBatch of one table's rows: its own columns built from the rows, the rest null."""
+def _wide_batch(out: _TableOut, rows: list[Any], *, carried: bool = False,
+                built: Mapping[int, pa.Array] | None = None) -> pa.RecordBatch:
+    """The wide RecordBatch of one table's rows: its own columns built from the rows (those at the
+    positions of `built`: given already), the rest null."""
     n = len(rows)
     arrays = [pa.nulls(n, f.type) for f in _ARROW_SCHEMA]
     arrays[0] = pa.repeat(pa.scalar(out.name, pa.string()), n)
     if carried:
         arrays[_CARRIED_POSITION] = pa.repeat(pa.scalar(True, pa.bool_()), n)
     for position, values in zip(out.positions, _columns(out, rows), strict=True):
+        if built is not None and position in built:
+            arrays[position] = built[position]
+            continue
         field = _ARROW_SCHEMA.field(position)
         try:
             arrays[position] = pa.array(values, type=field.type)
@@ -261,12 +265,28 @@ def _wide_batch(out: _TableOut, rows: list[Any], *, carried: bool = False) -> pa
     return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
 
 
-def _open_window(row: OffsetCommitRow, s: OffsetSummary) -> dict[str, Any]:
-    """One `OFFSET_WINDOW_STRUCT` value: an open `offset_commits` row (as `GroupAuditor.finish`
-    gives it) and its summary's last commit's log offset."""
-    out = dict(zip(_OFFSET_FIELDS, _OFFSET_VALUES(row), strict=True))
-    out["last_commit_source_offset"] = s.last_commit_source_offset
-    return out
+_WINDOWS_POSITION = _ARROW_SCHEMA.get_field_index(_column(STATE_TABLE, "offset_windows"))
+_WINDOWS_TYPE = _ARROW_SCHEMA.field(_WINDOWS_POSITION).type
+
+
+_OpenWindows = tuple[list[OffsetCommitRow], list[int | None]]
+"""A group's open offset windows: its open `offset_commits` rows and each one's last commit's log offset."""
+
+
+def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
+    """The `offset_windows` column of some groups' `_state` rows (`OFFSET_WINDOW_STRUCT` lists: each
+    open `offset_commits` row's fields, then its last commit's log offset), built column by column
+    from the rows rather than from a dict per window."""
+    rows = [r for group_rows, _ in groups for r in group_rows]
+    ends = [0]
+    for group_rows, _ in groups:
+        ends.append(ends[-1] + len(group_rows))
+    struct_type = _WINDOWS_TYPE.value_type
+    columns = _columns(_ROW_TABLES[OffsetCommitRow], rows) if rows else [[] for _ in _OFFSET_FIELDS]
+    columns.append([o for _, offsets in groups for o in offsets])
+    fields = [pa.array(col, type=struct_type.field(k).type) for k, col in enumerate(columns)]
+    values = pa.StructArray.from_arrays(fields, fields=list(struct_type))
+    return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), values, type=_WINDOWS_TYPE)
 
 
 class _Output:
@@ -291,7 +311,8 @@ class _Output:
         `GroupAuditor.finish` gave at the group's end."""
         gen, state, partition, start = auditor.window()
         summaries = auditor.open_summaries()
-        windows = [_open_window(r, summaries[(r.topic, r.partition)]) for r in open_rows]
+        windows: _OpenWindows = (open_rows, [summaries[(r.topic, r.partition)].last_commit_source_offset
+                                             for r in open_rows])
         self.states.append((auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
                             gen, state, partition, start, auditor.window_record_value(), changed, windows))
 
@@ -309,7 +330,8 @@ class _Output:
         if self.counts:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts))
         if self.states:
-            batches.append(_wide_batch(_STATE_OUT, self.states))
+            windows = _open_windows([state[-1] for state in self.states])
+            batches.append(_wide_batch(_STATE_OUT, self.states, built={_WINDOWS_POSITION: windows}))
         self.rows = []
         self.carried = []
         self.counts = []

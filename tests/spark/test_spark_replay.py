@@ -233,10 +233,11 @@ def test_a_group_saved_without_auditor_state_resumes_with_its_open_offset_summar
 
 
 def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
-    """`group_state.offset_windows` values: the fields of the open `OffsetSummary.row` and its last
-    commit's log offset, in `OFFSET_WINDOW_STRUCT`'s order."""
+    """`group_state.offset_windows` values, as the state rows' column is built (column by column, for
+    several groups at once): the fields of each open `OffsetSummary.row` and its last commit's log
+    offset, in `OFFSET_WINDOW_STRUCT`'s order; a group without open windows has an empty list."""
     from coordinator_core.audit import OffsetSummary
-    from udfs.replay import _open_window
+    from udfs.replay import _open_windows
     from udfs.schemas import OFFSET_WINDOW_STRUCT
 
     s = OffsetSummary.of_commit(10, 1000, 3, 40)
@@ -244,9 +245,10 @@ def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
     s.tombstone(42)
     only_tombstones = OffsetSummary(3, 50)
     only_tombstones.tombstone(50)
-    for summary in (s, only_tombstones):
-        row = summary.row("g", "t", 1, generation_id=5, window_state="Stable", window_start_offset=7,
-                          window_end_offset=None)
-        got = _open_window(row, summary)
-        assert got == {**dataclasses.asdict(row), "last_commit_source_offset": summary.last_commit_source_offset}
-        assert list(got) == [f.name for f in OFFSET_WINDOW_STRUCT.fields]
+    rows = [summary.row("g", "t", p, generation_id=5, window_state="Stable", window_start_offset=7,
+                        window_end_offset=None) for p, summary in enumerate((s, only_tombstones))]
+    last = [s.last_commit_source_offset, only_tombstones.last_commit_source_offset]
+    got = _open_windows([(rows, last), ([], []), (rows[:1], last[:1])]).to_pylist()
+    want = [{**dataclasses.asdict(r), "last_commit_source_offset": o} for r, o in zip(rows, last, strict=True)]
+    assert got == [want, [], want[:1]]
+    assert last == [41, None] and list(got[0][0]) == [f.name for f in OFFSET_WINDOW_STRUCT.fields]
