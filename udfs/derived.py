@@ -22,7 +22,7 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from udfs import schemas
 from udfs.history import DERIVED_KEYS, astuple_fast, derive_group
-from udfs.replay import group_runs, wide_column
+from udfs.replay import group_runs, row_columns, wide_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -118,7 +118,7 @@ def _arrow_batch(produced: Mapping[str, list[Any]]) -> pa.RecordBatch:
     for name in DERIVED_TABLES:
         rows = produced[name]
         struct_type = schema.field(name).type
-        values = list(zip(*(astuple_fast(r) for r in rows), strict=True)) if rows else [() for _ in struct_type]
+        values = row_columns(rows, astuple_fast, len(struct_type))
         fields = [pa.array([list(v) for v in col] if col and isinstance(col[0], tuple) else col,
                            type=struct_type.field(k).type) for k, col in enumerate(values)]
         struct = pa.StructArray.from_arrays(fields, fields=list(struct_type))

@@ -408,7 +408,8 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                 s.to_evidence if closed else None, (s.to_evidence in EXACT_EVIDENCE) if closed else None,
                 s.from_offset, s.to_offset if closed else None))
         merged: list[_Gap] = []
-        for gp in sorted(gaps.get(key, ()), key=lambda x: (x.start, x.end is None, x.end or 0)):
+        key_gaps = gaps.get(key, ())
+        for gp in sorted(key_gaps, key=lambda x: (x.start, x.end is None, x.end or 0)) if len(key_gaps) > 1 else key_gaps:
             last = merged[-1] if merged else None
             if last is not None and last.reason == gp.reason and last.end == gp.start:
                 last.end, last.to_evidence, last.to_offset = gp.end, gp.to_evidence, gp.to_offset
@@ -423,7 +424,8 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                 gp.from_evidence in EXACT_EVIDENCE, gp.to_evidence,
                 None if gp.to_evidence is None else gp.to_evidence in EXACT_EVIDENCE,
                 gp.from_offset, gp.to_offset))
-        items.sort(key=lambda r: (r.valid_from, r.owned, r.member_id or ""))
+        if len(items) > 1:
+            items.sort(key=lambda r: (r.valid_from, r.owned, r.member_id or ""))
         rows.extend(items)
     return rows
 

@@ -88,6 +88,7 @@ __all__ = [
     "make_replay_fn",
     "replay_frame",
     "replay_input",
+    "row_columns",
     "split_counts",
     "split_state",
     "split_table",
@@ -233,15 +234,19 @@ _TRANSPOSE_ROWS = 128
 step, column by column, and is several times slower per row than over short slices."""
 
 
-def _columns(out: _TableOut, rows: list[Any]) -> list[list[Any]]:
-    """The rows' values, one list per column of the table."""
-    columns: list[list[Any]] = [[] for _ in out.positions]
-    values = out.values
+def row_columns(rows: list[Any], values: Callable[[Any], tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """The rows' values (`values(row)`: a tuple of `width`), one list per column."""
+    columns: list[list[Any]] = [[] for _ in range(width)]
     for start in range(0, len(rows), _TRANSPOSE_ROWS):
         chunk = zip(*map(values, rows[start:start + _TRANSPOSE_ROWS]), strict=True)
         for column, part in zip(columns, chunk, strict=True):
             column.extend(part)
     return columns
+
+
+def _columns(out: _TableOut, rows: list[Any]) -> list[list[Any]]:
+    """The rows' values, one list per column of the table."""
+    return row_columns(rows, out.values, len(out.positions))
 
 
 def _wide_batch(out: _TableOut, rows: list[Any], *, carried: bool = False,
