@@ -47,6 +47,8 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
+from coordinator_core.records_fast import fast_constructor
+
 __all__ = [
     "DAY_MS",
     "DERIVED_KEYS",
@@ -104,6 +106,11 @@ class OwnershipRow:
     to_exact: bool | None
     from_source_offset: int | None  # the record proving the bound, when one does
     to_source_offset: int | None
+
+
+_ownership_row = fast_constructor(OwnershipRow)
+"""OwnershipRow(*values) without a frozen dataclass's per-field object.__setattr__ (one row per
+ownership interval: the derivation's most numerous row)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +408,7 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         items: list[OwnershipRow] = []
         for s in segments[key]:
             r, closed = s.row, s.end is not None
-            items.append(OwnershipRow(
+            items.append(_ownership_row(
                 group_id, topic, partition, s.start, s.end, True, r["member_id"], r.get("group_instance_id"),
                 r.get("client_id"), r.get("client_host"), r["generation_id"], None,
                 s.end - s.start if s.end is not None else None, s.from_evidence, True,
@@ -418,7 +425,7 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         for gp in merged:
             if gp.end is not None and gp.end <= gp.start:
                 continue  # nothing unowned (e.g. a join completed and synced in the same millisecond)
-            items.append(OwnershipRow(
+            items.append(_ownership_row(
                 group_id, topic, partition, gp.start, gp.end, False, None, None, None, None, gp.generation_id,
                 gp.reason, None if gp.end is None else gp.end - gp.start, gp.from_evidence,
                 gp.from_evidence in EXACT_EVIDENCE, gp.to_evidence,

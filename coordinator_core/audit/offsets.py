@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from coordinator_core.audit.rows import OffsetCommitRow
+from coordinator_core.audit.rows import OffsetCommitRow, make_offset_commit_row
 from coordinator_core.audit.snapshot import TopicPartition
 
 __all__ = ["NO_OFFSET", "OffsetSummary", "Regression", "TopicPartition"]
@@ -193,15 +193,12 @@ class OffsetSummary:
             window_start_offset: int | None, window_end_offset: int | None) -> OffsetCommitRow:
         """The `offset_commits` row of this summary."""
         has_commits = self.commits > 0
-        return OffsetCommitRow(
-            group_id=group_id, topic=topic, partition=partition, generation_id=generation_id,
-            window_state=window_state, window_start_offset=window_start_offset, window_end_offset=window_end_offset,
-            commits=self.commits, tombstones=self.tombstones,
-            first_offset=self.first_offset if has_commits else None,
-            last_offset=self.last_offset if has_commits else None,
-            first_commit_timestamp=self.first_commit_timestamp, last_commit_timestamp=self.last_commit_timestamp,
-            regressions=self.regressions, source_partition=self.source_partition,
-            first_source_offset=self.first_source_offset, last_source_offset=self.last_source_offset)
+        # positional, in OffsetCommitRow's field order (an open window's rows are rebuilt at every run's end)
+        return make_offset_commit_row(
+            group_id, topic, partition, generation_id, window_state, window_start_offset, window_end_offset,
+            self.commits, self.tombstones, self.first_offset if has_commits else None,
+            self.last_offset if has_commits else None, self.first_commit_timestamp, self.last_commit_timestamp,
+            self.regressions, self.source_partition, self.first_source_offset, self.last_source_offset)
 
     def to_list(self) -> list[Any]:
         """The slots in order: the saved state's layout (`GroupAuditor.to_dict`, format 1)."""

@@ -231,3 +231,4 @@ def table_of(row: AuditRow) -> str:
 make_assignment_row = fast_constructor(AssignmentRow)
 make_cause_row = fast_constructor(RebalanceCauseRow)
 make_generation_row = fast_constructor(GenerationRow)
+make_offset_commit_row = fast_constructor(OffsetCommitRow)
