@@ -587,8 +587,12 @@ def _kafka_input(args: argparse.Namespace, config: ScaleConfig, path: Path, mani
             fastest = min((r for r in runs if r and r.get("seconds")), key=lambda r: r["seconds"], default=None)
             keep = ("records",) if kind == "bare_scan" else ("counts", "table_rows", "writer", "stages")
             point[kind].update({key: fastest.get(key) for key in keep} if fastest else {})
+            if kind == "bare_scan":  # its floor, measured in the same runs (`measure_kafka_bare_scan`)
+                reads = [(r or {}).get("python_read") for r in runs]
+                point["python_read"] = {**_best(reads), "records": next((x["records"] for x in reads if x), None)}
         out_points.append(point)
-    return {"points": out_points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(out_points, ("bare_scan", "audit")),
+    return {"points": out_points, "runs_per_point": RUNS_PER_POINT,
+            "fits": _fits(out_points, ("bare_scan", "python_read", "audit")),
             "spark_session_restarts": env.get("spark_session_restarts")}
 
 

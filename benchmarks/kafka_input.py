@@ -19,7 +19,10 @@ cluster.
   log holds the input's records, offsets and timestamps. The broker's group coordinator ignores
   them: it replays a partition when it loads it, and it loaded these while they were empty.
 * `measure_kafka_bare_scan`: the floor of this input, the bare scan's aggregate over the rows that
-  `jobs.kafka_source.read_kafka` returns (Spark's Kafka source, in the JVM only).
+  `jobs.kafka_source.read_kafka` returns (Spark's Kafka source, in the JVM only); then, timed
+  apart, `python_read`: the same rows' columns that the single pass reads handed to the Python
+  workers as Arrow batches (`mapInArrow`) and counted there, nothing else done: what any pass in
+  Python over this input pays, the job's included (its kernel runs in the workers).
 
 The audit itself is `benchmarks.measures.measure_audit` with `kafka_bootstrap`.
 """
@@ -212,4 +215,20 @@ def measure_kafka_bare_scan(spark: SparkSession, bootstrap: str) -> dict[str, An
     `read_kafka` (the job's reader: its offsets asked first, then Spark's Kafka source), timed."""
     t0 = time.perf_counter()
     totals = bare_scan_totals(read_kafka(spark, bootstrap).df)
-    return {"seconds": time.perf_counter() - t0, **totals, "format": "kafka"}
+    t1 = time.perf_counter()
+    rows = (read_kafka(spark, bootstrap).df.select("key", "value", "partition", "offset", "timestamp")
+            .mapInArrow(_count_batches, "rows long").agg(F.sum("rows").alias("rows")).first())
+    t2 = time.perf_counter()
+    assert rows is not None
+    return {"seconds": t1 - t0, **totals, "format": "kafka",
+            "python_read": {"seconds": t2 - t1, "records": int(rows["rows"] or 0)}}
+
+
+def _count_batches(batches: Any) -> Any:
+    """mapInArrow body of the Kafka input's `python_read`: the batches' rows counted, nothing else."""
+    import pyarrow as pa
+
+    n = 0
+    for b in batches:
+        n += b.num_rows
+    yield pa.RecordBatch.from_pydict({"rows": [n]})

@@ -65,7 +65,7 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
     bare, offsets, audit, floor = (_fit(m, "scaling", k) for k in ("bare_scan", "offset_path", "audit", "output_write"))
     py_read, jvm_summary = (_fit(m, "scaling", k) for k in ("python_read", "jvm_commit_summary"))
     d_bare, d_audit = (_fit(m, "delta_input", k) for k in ("bare_scan", "audit"))
-    k_bare, k_audit = (_fit(m, "kafka_input", k) for k in ("bare_scan", "audit"))
+    k_bare, k_audit, k_read = (_fit(m, "kafka_input", k) for k in ("bare_scan", "audit", "python_read"))
     slope = "slope_s_per_million_records"
     peaks = [(p["records"], (p.get("audit") or {}).get("python_worker_peak_hwm_mib"))
              for p in (m.get("scaling") or {}).get("points", [])]
@@ -99,6 +99,7 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
         "kafka_input_audit_marginal_over_bare_scan_marginal": _ratio(k_audit.get(slope), k_bare.get(slope)),
         "kafka_input_audit_marginal_over_parquet_bare_scan_marginal": _ratio(k_audit.get(slope), bare.get(slope)),
         "kafka_input_bare_scan_marginal_over_parquet_bare_scan_marginal": _ratio(k_bare.get(slope), bare.get(slope)),
+        "kafka_input_python_read_marginal_over_bare_scan_marginal": _ratio(k_read.get(slope), k_bare.get(slope)),
         "kafka_input_audit_fixed_seconds": k_audit.get("intercept_s"),
     }
 
@@ -134,6 +135,10 @@ def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
                   f"floor: Spark's Kafka source alone reads at "
                   f"{f['kafka_input_bare_scan_marginal_over_parquet_bare_scan_marginal']:.1f}x the Parquet bare scan's "
                   f"marginal")
+    k_floor = f.get("kafka_input_python_read_marginal_over_bare_scan_marginal")
+    if k_floor is not None:
+        kafka_note = "; ".join(x for x in (f"floor: handing its records to the Python workers, nothing else "
+                                           f"done, costs {k_floor:.1f}x its bare scan's marginal", kafka_note) if x)
     single_note = "" if single.get("commits", 5_000_000) >= 5_000_000 else "fewer than 5M commits: not the target's run"
     return {
         "audit_marginal_over_bare_scan_marginal": check(
@@ -283,7 +288,10 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
         print(f"\nKafka input: not measured ({m['kafka_input']['error']})", file=out)
     elif m.get("kafka_input"):
         k = m["kafka_input"]
-        _print_fits("Kafka input (--kafka-bootstrap, Spark's Kafka source)", k, ("bare_scan", "audit"), out)
+        _print_fits("Kafka input (--kafka-bootstrap, Spark's Kafka source)", k, ("bare_scan", "python_read", "audit"),
+                    out)
+        print("  python_read: the records through Spark's Kafka source to the Python workers, counted there: "
+              "the floor of a pass in Python over this input", file=out)
         for p in k["points"]:
             load = p.get("load") or {}
             print(f"  {p['records']:,} records loaded into a Kafka {p.get('broker')} broker in "

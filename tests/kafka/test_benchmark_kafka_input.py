@@ -34,6 +34,8 @@ def test_benchmark_kafka_input_tiny(spark, tmp_path: Path, capsys: pytest.Captur
         assert point["load"]["records"] == point["records"] and point["load"]["partitions"] == 50
         assert len(point["bare_scan"]["runs"]) == len(point["audit"]["runs"]) == 2
         assert point["bare_scan"]["seconds"] > 0 and point["audit"]["seconds"] > 0
+        # its floor: every record handed to the Python workers and counted there
+        assert point["python_read"]["records"] == point["records"] and point["python_read"]["seconds"] > 0
     # the audit through Kafka read every record once and wrote what the Parquet audit wrote
     assert main["audit"]["counts"]["records_in"] == main["records"]
     assert main["audit"]["counts"]["quarantined"] == 0
@@ -42,5 +44,8 @@ def test_benchmark_kafka_input_tiny(spark, tmp_path: Path, capsys: pytest.Captur
     assert section["fits"]["audit"]["slope_s_per_million_records"] is not None
     assert rep["figures"]["kafka_input_audit_fixed_seconds"] == section["fits"]["audit"]["intercept_s"]
     assert rep["targets"]["kafka_input_audit_marginal_over_bare_scan_marginal"]["met"] is not None
+    assert rep["figures"]["kafka_input_python_read_marginal_over_bare_scan_marginal"] is not None
+    assert "handing its records to the Python workers" in rep["targets"][
+        "kafka_input_audit_marginal_over_bare_scan_marginal"]["note"]
     # every broker is stopped and its log removed with the work directory
     assert not list(tmp_path.glob("coordinator-audit-bench-kafka-*"))
