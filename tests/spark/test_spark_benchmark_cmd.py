@@ -93,7 +93,7 @@ def test_benchmark_flags() -> None:
     args = harness.parse_args(["--records", "8000", "--skip", "peer,replay", "--skip", "scaling"])
     assert args.skip == {"peer", "replay", "scaling"}
     assert args.scaling_base == 2000  # a quarter of --records: the 4x point is the main input
-    assert args.scaling_factors == (1, 2, 4, 8) and args.delta_factors == (1, 4)
+    assert args.scaling_factors == (1, 2, 4, 8) and args.delta_factors == (1, 2, 4)
     assert harness.parse_args(["--scaling-factors", "4,1,2"]).scaling_factors == (1, 2, 4)
     for bad in (["--skip", "nonsense"], ["--scaling-factors", "0,1"], ["--delta-factors", "x"]):
         with pytest.raises(SystemExit):
