@@ -415,8 +415,7 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                 s.to_evidence if closed else None, (s.to_evidence in EXACT_EVIDENCE) if closed else None,
                 s.from_offset, s.to_offset if closed else None))
         merged: list[_Gap] = []
-        key_gaps = gaps.get(key, ())
-        for gp in sorted(key_gaps, key=lambda x: (x.start, x.end is None, x.end or 0)) if len(key_gaps) > 1 else key_gaps:
+        for gp in sorted(gaps.get(key, ()), key=lambda x: (x.start, x.end is None, x.end or 0)):
             last = merged[-1] if merged else None
             if last is not None and last.reason == gp.reason and last.end == gp.start:
                 last.end, last.to_evidence, last.to_offset = gp.end, gp.to_evidence, gp.to_offset

@@ -224,7 +224,6 @@ for _name, _cls in AUDIT_TABLES.items():
     _ROW_TABLES[_cls] = _table_out(_name, _names, attrgetter(*_names))
 _COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS, *TIMING_FIELDS), _identity)
 _STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
-_OFFSET_FIELDS = tuple(f.name for f in dataclasses.fields(OffsetCommitRow))
 _CARRIED_POSITION = _ARROW_SCHEMA.get_field_index("_carried")
 _COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
 
@@ -287,7 +286,7 @@ def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
     for group_rows, _ in groups:
         ends.append(ends[-1] + len(group_rows))
     struct_type = _WINDOWS_TYPE.value_type
-    columns = _columns(_ROW_TABLES[OffsetCommitRow], rows) if rows else [[] for _ in _OFFSET_FIELDS]
+    columns = _columns(_ROW_TABLES[OffsetCommitRow], rows)
     columns.append([o for _, offsets in groups for o in offsets])
     fields = [pa.array(col, type=struct_type.field(k).type) for k, col in enumerate(columns)]
     values = pa.StructArray.from_arrays(fields, fields=list(struct_type))
