@@ -4,7 +4,7 @@
     python -m jobs.query --tables out/delta timeline --group G [--since TIME] [--until TIME]
     python -m jobs.query --tables out/delta worst [--day YYYY-MM-DD] [--limit N]
 
-The tables are read with `deltalake` (filtered by group where one is given) and reduced to one row
+The tables are read with `jobs.delta_read` (filtered by group where one is given) and reduced to one row
 per natural key across runs (`udfs.history.latest`: an interval one run left open and a later run
 closed is read closed). Times print as UTC ISO-8601 with milliseconds, durations in seconds.
 """
@@ -12,6 +12,7 @@ closed is read closed). Times print as UTC ISO-8601 with milliseconds, durations
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from coordinator_core.errors import CoordinatorAuditError
 from jobs.config import parse_timestamp
+from jobs.delta_read import read_arrow
 from udfs.history import latest
 
 __all__ = ["WORST_LIMIT", "QueryError", "human_duration", "human_time", "load_rows", "main", "owner_at", "timeline",
@@ -61,8 +63,8 @@ def load_rows(tables: str, table: str, *, group: str | None = None) -> list[dict
         dt = DeltaTable(uri)
     except TableNotFoundError:
         raise QueryError(f"no Delta table {table!r} at {uri} (run jobs.audit with --output {tables} first)") from None
-    filters = [("group_id", "=", group)] if group is not None else None
-    rows: list[dict[str, Any]] = dt.to_pyarrow_table(filters=filters).to_pylist()  # pyarrow: untyped
+    rows: list[dict[str, Any]] = read_arrow(uri, dt=dt, equals=None if group is None else ("group_id", group)
+                                            ).to_pylist()  # pyarrow: untyped
     return rows
 
 
@@ -236,6 +238,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CoordinatorAuditError as exc:
         print(f"jobs.query: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader left early (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
 
 
 if __name__ == "__main__":

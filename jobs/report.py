@@ -7,7 +7,7 @@ every violation of every group with its evidence, then per group (the worst `--m
 those matching `--group`): a timeline of its generations and of the ownership of each partition
 (one colour per member, unowned stretches coloured by reason, violations marked), a breakdown of
 the primary causes of its generations, its rebalances, and its violations. Plots are Plotly figures; plotly.js is inlined once, so the file opens offline.
-The tables are read with `deltalake` and reduced across runs like `jobs.query` does.
+The tables are read with `jobs.delta_read` and reduced across runs like `jobs.query` does.
 """
 
 from __future__ import annotations

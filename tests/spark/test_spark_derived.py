@@ -4,15 +4,20 @@ answered by `jobs.query`."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
 from jobs import query
 from jobs.audit import run_audit
 from jobs.config import load_config
+from jobs.delta_read import _outside, plain_type, read_arrow
 from udfs.history import derive_group, latest
 from udfs.schemas import TIME_COMPANIONS, stored_schema
 
@@ -20,6 +25,7 @@ pytestmark = pytest.mark.spark
 
 DERIVED = ("partition_ownership", "rebalances", "group_health")
 RUN_COLUMNS = ("run_id", "run_window")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rows(out: Path, table: str) -> list[dict]:
@@ -83,24 +89,72 @@ def test_real_broker_steady_group(derived_run: Path) -> None:
                      (False, "group_empty", 3)]
 
 
-def test_two_nightly_windows_give_the_same_ownership_as_one_run(spark, derived_input: Path, derived_run: Path,
-                                                                 tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def two_windows(spark, derived_input: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The log audited as two windows into one output (replace_window), the second reading the
-    first's rows back as history: reduced with `latest`, the same intervals as one run over all."""
+    first's rows back as history and merging the rows it carried."""
+    out = tmp_path_factory.mktemp("two-windows")
     cut = "2026-11-21T23:43:40Z"  # inside the real broker's log: grp-s02, s05 and s07 span it
     for since, until in (("2000-01-01", cut), (cut, "2100-01-01")):
         run_audit(spark, load_config(None, {"input.path": str(derived_input), "input.format": "parquet",
-                                            "output.path": str(tmp_path), "job.shards": 2,
+                                            "output.path": str(out), "job.shards": 2,
                                             "window.since": since, "window.until": until}))
-    assert len({r["run_window"] for r in _rows(tmp_path, "partition_ownership")}) == 2
-    two = latest(_rows(tmp_path, "partition_ownership"), "partition_ownership")
+    return out
+
+
+def test_two_nightly_windows_give_the_same_ownership_as_one_run(two_windows: Path, derived_run: Path) -> None:
+    """Reduced with `latest`, the two windows' intervals are those of one run over all."""
+    assert len({r["run_window"] for r in _rows(two_windows, "partition_ownership")}) == 2
+    two = latest(_rows(two_windows, "partition_ownership"), "partition_ownership")
     one = _rows(derived_run, "partition_ownership")
     assert _content(two) == _content(one)
     columns = ("group_id", "generation_id", "outcome", "started_at", "start_evidence", "ended_at", "members_before",
                "members_after", "partitions_moved", "partitions_unowned", "unowned_ms_sum")
     def pick(rows: list[dict]) -> list[tuple]:
         return sorted((tuple(r[c] for c in columns) for r in rows), key=repr)
-    assert pick(latest(_rows(tmp_path, "rebalances"), "rebalances")) == pick(_rows(derived_run, "rebalances"))
+    assert pick(latest(_rows(two_windows, "rebalances"), "rebalances")) == pick(_rows(derived_run, "rebalances"))
+
+
+def _view_typed_files(table: Path) -> list[str]:
+    dt = DeltaTable(str(table))
+    return [u for u in dt.file_uris()
+            if any(pa.types.is_string_view(f.type) for f in pq.read_schema(u))]
+
+
+def test_tables_a_merge_rewrote_are_read_and_filtered(two_windows: Path) -> None:
+    """delta-rs MERGE writes string_view files, which deltalake's filtered read cannot compare;
+    `read_arrow` reads them in the table's plain types, skipping nothing it should keep."""
+    merged = two_windows / "generations"
+    assert _view_typed_files(merged), "precondition: the second window's merge rewrote a generations file"
+    everything = read_arrow(str(merged))
+    assert everything.schema == pa.schema(DeltaTable(str(merged)).to_pyarrow_table().schema)
+    for group in sorted(set(everything["group_id"].to_pylist())):
+        got = read_arrow(str(merged), equals=("group_id", group)).to_pylist()
+        assert sorted(map(repr, got)) == sorted(repr(r) for r in everything.to_pylist() if r["group_id"] == group)
+    assert read_arrow(str(merged), equals=("group_id", "no-such-group")).num_rows == 0
+
+
+def test_statistics_skip_only_what_they_exclude() -> None:
+    """Min/max prune a file or row group only when they prove the value absent; a string max may be
+    a truncated prefix, so a value above it that starts with it is kept."""
+    assert _outside("grp-a", "grp-b", "grp-z") and _outside("grp-zz", "grp-b", "grp-y")
+    assert not _outside("grp-c", "grp-b", "grp-z") and not _outside("grp-c", None, None)
+    assert not _outside("grp-s02-long-name", "grp-a", "grp-s02")  # max cut to "grp-s02"
+    assert _outside("grp-s03", "grp-a", "grp-s02") and _outside(7, 1, 5) and not _outside(5, 1, 5)
+    nested = pa.struct([pa.field("a", pa.list_view(pa.string_view())), pa.field("b", pa.binary_view())])
+    assert plain_type(nested) == pa.struct([pa.field("a", pa.list_(pa.string())), pa.field("b", pa.binary())])
+    assert plain_type(pa.map_(pa.string_view(), pa.int32())) == pa.map_(pa.string(), pa.int32())
+
+
+def test_query_exits_cleanly_in_a_fresh_interpreter(two_windows: Path) -> None:
+    """`python -m jobs.query` as an operator runs it, on tables a nightly merge rewrote: the answer
+    and exit code 0, every time (deltalake's Python filesystem once aborted the exit, code 134)."""
+    t = str(two_windows)
+    for args in (["timeline", "--group", "grp-s02"], ["worst", "--day", "2023-11-14"]) * 2:
+        done = subprocess.run([sys.executable, "-m", "jobs.query", "--tables", t, *args], capture_output=True,
+                              text=True, cwd=ROOT, timeout=120, check=False)
+        assert done.returncode == 0, (args, done.returncode, done.stderr[-2000:])
+        assert ("grp-s02" in done.stdout) if args[0] == "timeline" else done.stdout.startswith("least healthy")
 
 
 def test_query_commands(derived_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
