@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_APP_NAME
 
 __all__ = ["ALWAYS", "LOCAL_DEFAULTS", "ROOT", "Stage", "build_session", "cache_dir", "is_local_master",
-           "load_spark_conf", "stage"]
+           "load_spark_conf", "release", "stage"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,6 +156,22 @@ class Stage:
         """Counts `df` (a Spark action, named after the stage) and records it."""
         self.rows = int(df.count())
         return self.rows
+
+
+def release(df: DataFrame) -> int:
+    """Frees the executor memory `df` holds: its cache (`unpersist`), and the blocks of every local
+    checkpoint it reads (`Dataset#localCheckpoint` keeps them until the driver's garbage collector
+    drops the RDD, which `unpersist` does not touch). Returns how many checkpoints it released.
+    Call it once nothing reads `df` or another frame over the same checkpoint any more."""
+    df.unpersist()
+    leaves = df._jdf.queryExecution().logical().collectLeaves().iterator()
+    released = 0
+    while leaves.hasNext():
+        leaf = leaves.next()
+        if leaf.getClass().getSimpleName() == "LogicalRDD":
+            leaf.rdd().unpersist(False)
+            released += 1
+    return released
 
 
 @contextmanager

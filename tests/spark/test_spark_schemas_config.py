@@ -19,7 +19,7 @@ from pyspark.sql.types import (
 
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS, SPEC, load_config, parse_timestamp
-from jobs.spark_session import ALWAYS, LOCAL_DEFAULTS, is_local_master, load_spark_conf
+from jobs.spark_session import ALWAYS, LOCAL_DEFAULTS, is_local_master, load_spark_conf, release
 from udfs.schemas import (
     MILLIS_COLUMNS,
     TABLE_SCHEMAS,
@@ -186,3 +186,18 @@ def test_with_time_columns_converts_milliseconds(spark) -> None:
         F.date_format("valid_from_time", "yyyy-MM-dd HH:mm:ss.SSS").alias("text"),
         F.unix_millis("valid_from_time").alias("ms"), "valid_to_time").first()
     assert (row["text"], row["ms"], row["valid_to_time"]) == ("2026-11-21 00:00:00.123", 1795219200123, None)
+
+
+def test_release_frees_the_blocks_of_a_local_checkpoint_under_a_projection(spark) -> None:
+    """`unpersist` leaves a local checkpoint's blocks to the driver's garbage collector; `release`,
+    given any frame over it, frees them (the audit checkpoints the replay's wide output)."""
+    def stored() -> int:
+        return sum(1 for info in spark.sparkContext._jsc.sc().getRDDStorageInfo() if info.numCachedPartitions() > 0)
+
+    before = stored()
+    wide = spark.range(1000, numPartitions=2).selectExpr("id", "id % 7 AS k").localCheckpoint(eager=False)
+    table = wide.where("k = 3").select("id")
+    assert table.count() == 143 and stored() == before + 1
+    table.unpersist()
+    assert stored() == before + 1
+    assert release(table) == 1 and stored() == before
