@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -22,7 +23,7 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from udfs import schemas
 from udfs.history import DERIVED_KEYS, astuple_fast, derive_group
-from udfs.replay import group_runs, row_columns, wide_column
+from udfs.replay import row_columns, wide_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -129,6 +130,17 @@ def _arrow_batch(produced: Mapping[str, list[Any]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([names, *columns], schema=schema)
 
 
+def sorted_runs(values: pa.Array) -> list[tuple[Any, int, int]]:
+    """(value, start, end) of each run of equal consecutive values of `values` (no nulls), found
+    by comparing the array with itself shifted by one (no Python step per element)."""
+    n = len(values)
+    if n == 0:
+        return []
+    changes = pc.indices_nonzero(pc.not_equal(values.slice(1), values.slice(0, n - 1))).to_pylist()
+    starts = [0, *(i + 1 for i in changes)]
+    return list(zip(values.take(starts).to_pylist(), starts, [*starts[1:], n], strict=True))
+
+
 def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192) -> Iterator[pa.RecordBatch]:
     """mapInArrow body over one Spark partition of packed base rows, sorted by group: each group's
     rows (one run, possibly across batches) go to `derive_group`; the derived rows leave in
@@ -148,20 +160,26 @@ def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192
             pending.clear()
 
     for batch in batches:
-        d = batch.to_pydict()
-        kinds = d[_TAG]
-        wanted = {name: [c for c in (*cols, *OPTIONAL_INPUTS.get(name, ())) if c in d]
-                  for name, cols in BASE_INPUTS.items()}
-        for group, start, end in group_runs(d["group_id"]):
+        # each table's rows of the batch as dicts (pyarrow builds them), then handed out group by
+        # group: a group is one run of the sorted batch, and so of each table's part of it
+        tags = batch.column(_TAG)
+        parts: list[tuple[str, list[dict[str, Any]], dict[str, tuple[int, int]]]] = []
+        for kind in pc.unique(tags).to_pylist():
+            part = batch.filter(pc.equal(tags, kind))
+            names = [c for c in (*BASE_INPUTS[kind], *OPTIONAL_INPUTS.get(kind, ())) if c in part.schema.names]
+            parts.append((kind, part.select(names).to_pylist(),
+                          {g: (start, end) for g, start, end in sorted_runs(part.column("group_id"))}))
+        for group, _, _ in sorted_runs(batch.column("group_id")):
             if group != current:
                 close()
                 current = group
                 if sum(len(rows) for rows in out.values()) >= flush_rows:
                     yield _arrow_batch(out)
                     out = {name: [] for name in DERIVED_TABLES}
-            for k in range(start, end):
-                kind = kinds[k]
-                inputs[kind].append({c: d[c][k] for c in wanted[kind]})
+            for kind, rows, runs in parts:
+                span = runs.get(group)
+                if span is not None:
+                    inputs[kind].extend(rows[span[0]:span[1]])
     close()
     if any(out.values()):
         yield _arrow_batch(out)
