@@ -19,7 +19,8 @@ pyarrow 26 on a table the nightly run had merged into:
   ("terminate called without an active exception", exit code 134) after it printed its answer.
 
 Tables written with deletion vectors or column mapping (Delta Spark may enable both, Databricks by
-default) cannot be read file by file: those are read whole by deltalake and filtered afterwards.
+default) cannot be read file by file, nor can tables on a storage pyarrow has no filesystem for:
+those are read whole by deltalake and filtered afterwards.
 """
 
 from __future__ import annotations
@@ -129,14 +130,17 @@ def read_arrow(path: str, *, equals: tuple[str, Any] | None = None, dt: DeltaTab
     schema = plain_schema(dt)
     if equals is not None and equals[0] not in schema.names:
         raise KeyError(f"{path}: no column {equals[0]!r} to filter on (columns: {', '.join(schema.names)})")
-    if not_file_readable(dt) is not None:
+    try:  # local paths, s3://, gs://, hdfs://, abfs://: pyarrow's own filesystems
+        fs, root = pafs.FileSystem.from_uri(dt.table_uri)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        fs = None
+    if fs is None or not_file_readable(dt) is not None:  # deltalake reads it whole
         return _where(dt.to_pyarrow_table().cast(schema), equals)
     partition_cols = list(dt.metadata().partition_columns)
     actions = pa.table(dt.get_add_actions(flatten=True))
     wanted = ["path", *(f"partition.{c}" for c in partition_cols)]
     if equals is not None:
         wanted += [name for name in (f"min.{equals[0]}", f"max.{equals[0]}") if name in actions.column_names]
-    fs, root = pafs.FileSystem.from_uri(dt.table_uri)
     parts = []
     for a in actions.select(wanted).to_pylist():
         partition = {c: a[f"partition.{c}"] for c in partition_cols}
