@@ -91,6 +91,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from coordinator_core.errors import CoordinatorAuditError
+from jobs.delta_read import not_file_readable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -775,20 +776,14 @@ def plain_parquet_snapshot(path: str) -> str | None:
     """None when the current version of the local Delta table at `path` is exactly the rows of its
     data files (no partition columns, no deletion vectors, no column mapping): then a reader may read
     those Parquet files itself. Else why not."""
-    from deltalake import DeltaTable
-
     if "://" in path and not path.startswith("file:"):
         return f"{path}: not a local table"
     dt = DeltaTable(path)
-    protocol, meta = dt.protocol(), dt.metadata()
-    if meta.partition_columns:
-        return f"{path}: partitioned by {', '.join(meta.partition_columns)}"
-    if "deletionVectors" in (protocol.reader_features or []):
-        return f"{path}: deletion vectors enabled"
-    mapping = (meta.configuration or {}).get("delta.columnMapping.mode", "none")
-    if mapping != "none":
-        return f"{path}: column mapping mode {mapping}"
-    return None
+    partition_columns = dt.metadata().partition_columns
+    if partition_columns:
+        return f"{path}: partitioned by {', '.join(partition_columns)}"
+    why = not_file_readable(dt)
+    return None if why is None else f"{path}: {why}"
 
 
 def read_table(spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:

@@ -28,9 +28,29 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import functions as F
 
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
+from jobs.inputs import window_condition
+from jobs.spark_session import release
+from udfs.replay import STRETCH_COLUMNS, replay_frame, replay_input, split_table
+from udfs.scan import (
+    FILE_UNIT_SCHEMA,
+    KIND_COUNTS,
+    KIND_PARTIAL,
+    KIND_RANGE,
+    KIND_REGRESSION,
+    KIND_SIDE,
+    SCAN_SCHEMA,
+    make_file_scan_fn,
+    make_scan_fn,
+    parquet_input_problem,
+    parquet_units,
+    read_footer,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -105,10 +125,6 @@ class Scan:
         replay: partition, offset, timestamp_ms, key, value, gm_generation, gm_member_count (a
         GroupMetadata value's header, decoded in the pass), record_type, group_id; with `missing`
         (`missing_counts()[0]`) also `missing_before`, the running count of offsets never read."""
-        from pyspark.sql import functions as F
-
-        from udfs.scan import KIND_SIDE
-
         rows = self.df.where(F.col("_kind") == KIND_SIDE)
         cols = ["partition", "offset", "timestamp_ms", "key", "value", "gm_generation", "gm_member_count",
                 "record_type", "group_id"]
@@ -127,17 +143,11 @@ class Scan:
         """The summarised offset commits for the replay (`udfs.replay.STRETCH_COLUMNS`): one row per
         stretch (kind `partial`, at its first record) and per backwards step inside one (kind
         `regression`, at its commit), with group_id, partition, offset and timestamp_ms."""
-        from pyspark.sql import functions as F
-
-        from udfs.replay import STRETCH_COLUMNS
-        from udfs.scan import KIND_PARTIAL, KIND_REGRESSION
-
         return self.df.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).selectExpr(
             *[f"`{c}`" for c in ("group_id", "partition", "offset", "timestamp_ms", *STRETCH_COLUMNS)])
 
     def unpersist(self) -> None:
         """Frees the pass's kept output (`jobs.spark_session.release`)."""
-        from jobs.spark_session import release
 
         release(self.df)
 
@@ -150,10 +160,6 @@ def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[
                chunk_rows: int = DEFAULT_SCAN_CHUNK_ROWS) -> DataFrame:
     """The kernel over Kafka-source rows (lazy): `udfs.scan.make_scan_fn` in `mapInArrow`.
     `window` is the run's time-window condition (default: every record is inside)."""
-    from pyspark.sql import functions as F
-
-    from udfs.scan import SCAN_SCHEMA, make_scan_fn
-
     inside = F.coalesce(window, F.lit(False)) if window is not None else F.lit(True)
     rows = df.select("key", "value", F.col("partition").cast("int").alias("partition"),
                      F.col("offset").cast("long").alias("offset"),
@@ -163,10 +169,6 @@ def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[
 
 def _chunk_ranges(scanned: DataFrame) -> tuple[list[Any], dict[str, int]]:
     """The scan's `range` rows in log order and its summed `counts`, in one Spark job."""
-    from pyspark.sql import functions as F
-
-    from udfs.scan import KIND_COUNTS, KIND_RANGE
-
     rows = (scanned.where(F.col("_kind").isin(KIND_RANGE, KIND_COUNTS))
             .select("_kind", "partition", "offset", "last_source_offset", "chunk", "previous_chunk",
                     *_COUNT_NAMES).collect())
@@ -204,10 +206,6 @@ def chunk_overlap(scanned: DataFrame) -> str | None:
 def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]:
     """The footers of the local Parquet files behind `df` (a plain Parquet read), in path order,
     when the kernel can read them itself, else ([], why not)."""
-    from urllib.parse import unquote, urlparse
-
-    from udfs.scan import parquet_input_problem, read_footer
-
     uris = df.inputFiles()
     if not uris:
         return [], "no input files"
@@ -248,14 +246,6 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     when that holds, else spark. When the chunks' offsets interleave (input not in log order),
     the pass runs again through Spark on `df` range-partitioned and sorted by (partition, offset).
     `start_after`: the previous run's last offset per partition (`jobs.inputs.window_condition`)."""
-    from jobs.inputs import window_condition
-    from jobs.spark_session import release
-    from udfs.scan import (
-        FILE_UNIT_SCHEMA,
-        SCAN_SCHEMA,
-        make_file_scan_fn,
-        parquet_units,
-    )
 
     spark = df.sparkSession
     window = window_condition(since, until, start_after)
@@ -315,10 +305,6 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
     violations, the scan): the single pass, then the replay of its side records and stretches
     (`udfs.replay`, `shards` partitions, default the session's parallelism), computed once for both
     results (a lazy local checkpoint). For tests, notebooks and the benchmark."""
-    from pyspark.sql import functions as F
-
-    from udfs.replay import replay_frame, replay_input, split_table
-
     scan = scan_log(df, shards=shards, **scan_options)
     n = shards or df.sparkSession.sparkContext.defaultParallelism
     wide = replay_frame(replay_input(scan.side(), scan.stretches(), shards=n)).localCheckpoint(eager=False)
