@@ -240,9 +240,9 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     stretches of summarised commits (merged into the groups' windows) and, when `state` (the base
     run's `group_state` rows) is given, resumes every group from it; its wide output is kept once,
     a local checkpoint (every table and the counts are projections of it; it is the first of
-    `persisted`); the caller releases `persisted` after writing (`jobs.spark_session.release`). With `state`, `tables` also holds `carried:<table>` (rows
-    continuing open rows of the base run, to merge) and `group_state` (every group's state after
-    this pass)."""
+    `persisted`); the caller releases `persisted` after writing (`jobs.spark_session.release`).
+    With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the base run,
+    to merge) and `group_state` (every group's state after this pass)."""
     side = filter_groups(scan.side(missing), groups)
     stretches = filter_groups(scan.stretches(), groups)
     with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
@@ -259,9 +259,10 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         replay_in = replay_input(records, stretches, saved, shards=shards)
         mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
         # a local checkpoint, not a cache: building Spark's columnar cache of the 33-column wide
-        # output cost about 3 s of a 20M-record warm audit (18.5 s against 21.9 s, A/B in one
-        # session); its blocks are freed with `release` after the writes (an executor lost before
-        # then fails the run, which re-running the window heals, as with the derived tables)
+        # output cost about 3 s of a 20M-record warm audit (17.6-19.6 s against 20.7-24.9 s,
+        # alternating runs in one session); its blocks are freed with `release` after the writes
+        # (an executor lost before then fails the run, which re-running the window heals, as with
+        # the derived tables)
         wide = replay_frame(replay_in, mode=mode, gaps=gaps).localCheckpoint(eager=False)
         st.count(wide)
 
@@ -503,7 +504,10 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,
             catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer, merges=merges)
     for obj in main.persisted + (warm.persisted if warm is not None else []):
-        release(obj) if isinstance(obj, DataFrame) else obj.unpersist()
+        if isinstance(obj, DataFrame):
+            release(obj)
+        else:
+            obj.unpersist()
     for df in (*tables.values(), *carried.values()):
         release(df)
     if state is not None:

@@ -78,8 +78,8 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Scan:
-    """The kernel's kept output (a local checkpoint) over the input (`udfs.scan.SCAN_SCHEMA`), its summed counts,
-    and whether the input had to be put in log order first. `unpersist()` when done."""
+    """The kernel's kept output (a local checkpoint) over the input (`udfs.scan.SCAN_SCHEMA`), its
+    summed counts, and whether the input had to be put in log order first. `unpersist()` when done."""
 
     df: DataFrame
     counts: dict[str, int]
@@ -287,7 +287,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         release(scanned)
         n = shards or spark.sparkContext.defaultParallelism
         ordered = df.repartitionByRange(n, "partition", "offset").sortWithinPartitions("partition", "offset")
-        scanned = scan_frame(ordered, window=window, groups=groups, chunk_rows=chunk_rows).localCheckpoint(eager=False)
+        scanned = scan_frame(ordered, window=window, groups=groups, chunk_rows=chunk_rows)
+        scanned = scanned.localCheckpoint(eager=False)
         ranges, counts = _chunk_ranges(scanned)
         again = _overlap(ranges)
         if again is not None:  # cannot happen: range partitioning keeps equal positions in one task, and a

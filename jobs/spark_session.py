@@ -164,7 +164,10 @@ def release(df: DataFrame) -> int:
     drops the RDD, which `unpersist` does not touch). Returns how many checkpoints it released.
     Call it once nothing reads `df` or another frame over the same checkpoint any more."""
     df.unpersist()
-    leaves = df._jdf.queryExecution().logical().collectLeaves().iterator()
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:  # Spark Connect: no JVM handle here; the server frees them with the session
+        return 0
+    leaves = jdf.queryExecution().logical().collectLeaves().iterator()
     released = 0
     while leaves.hasNext():
         leaf = leaves.next()

@@ -166,7 +166,8 @@ def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192
         parts: list[tuple[str, list[dict[str, Any]], dict[str, tuple[int, int]]]] = []
         for kind in pc.unique(tags).to_pylist():
             part = batch.filter(pc.equal(tags, kind))
-            names = [c for c in (*BASE_INPUTS[kind], *OPTIONAL_INPUTS.get(kind, ())) if c in part.schema.names]
+            present = part.schema.names
+            names = [c for c in (*BASE_INPUTS[kind], *OPTIONAL_INPUTS.get(kind, ())) if c in present]
             parts.append((kind, part.select(names).to_pylist(),
                           {g: (start, end) for g, start, end in sorted_runs(part.column("group_id"))}))
         for group, _, _ in sorted_runs(batch.column("group_id")):

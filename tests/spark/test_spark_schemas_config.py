@@ -192,7 +192,8 @@ def test_release_frees_the_blocks_of_a_local_checkpoint_under_a_projection(spark
     """`unpersist` leaves a local checkpoint's blocks to the driver's garbage collector; `release`,
     given any frame over it, frees them (the audit checkpoints the replay's wide output)."""
     def stored() -> int:
-        return sum(1 for info in spark.sparkContext._jsc.sc().getRDDStorageInfo() if info.numCachedPartitions() > 0)
+        infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+        return sum(1 for info in infos if info.numCachedPartitions() > 0)
 
     before = stored()
     wide = spark.range(1000, numPartitions=2).selectExpr("id", "id % 7 AS k").localCheckpoint(eager=False)
