@@ -107,7 +107,7 @@ def _conform(table: pa.Table, schema: pa.Schema, partition: dict[str, Any]) -> p
         if f.name in partition:
             raw = partition[f.name]
             scalar = pa.scalar(raw, pa.string()).cast(f.type) if raw is not None else pa.scalar(None, f.type)
-            columns.append(pa.array([scalar.as_py()] * table.num_rows, f.type))
+            columns.append(pa.repeat(scalar, table.num_rows))
         elif f.name in table.column_names:
             columns.append(table[f.name].cast(f.type))
         else:

@@ -23,7 +23,7 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from udfs import schemas
 from udfs.history import DERIVED_KEYS, astuple_fast, derive_group
-from udfs.replay import row_columns, wide_column
+from udfs.replay import row_columns, sorted_runs, wide_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -128,17 +128,6 @@ def _arrow_batch(produced: Mapping[str, list[Any]]) -> pa.RecordBatch:
         before += len(rows)
     names = pa.array([name for name in DERIVED_TABLES for _ in produced[name]], type=pa.string())
     return pa.RecordBatch.from_arrays([names, *columns], schema=schema)
-
-
-def sorted_runs(values: pa.Array) -> list[tuple[Any, int, int]]:
-    """(value, start, end) of each run of equal consecutive values of `values` (no nulls), found
-    by comparing the array with itself shifted by one (no Python step per element)."""
-    n = len(values)
-    if n == 0:
-        return []
-    changes = pc.indices_nonzero(pc.not_equal(values.slice(1), values.slice(0, n - 1))).to_pylist()
-    starts = [0, *(i + 1 for i in changes)]
-    return list(zip(values.take(starts).to_pylist(), starts, [*starts[1:], n], strict=True))
 
 
 def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192) -> Iterator[pa.RecordBatch]:

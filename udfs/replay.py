@@ -42,6 +42,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -89,6 +90,7 @@ __all__ = [
     "replay_frame",
     "replay_input",
     "row_columns",
+    "sorted_runs",
     "split_counts",
     "split_state",
     "split_table",
@@ -352,7 +354,8 @@ the input has none) and the `STATE_WINDOWS_COLUMN` (None when absent)."""
 def group_runs(groups: list[Any]) -> Iterator[tuple[Any, int, int]]:
     """(group, start, end) of each run of equal consecutive values of `groups` (a batch of the
     replay's input, sorted by group: a group's records are one run, or continue the previous
-    batch's last run)."""
+    batch's last run). Keys may be None (the record's key did not parse); `sorted_runs` is the
+    vectorized twin for Arrow columns without nulls."""
     start, n = 0, len(groups)
     while start < n:
         group = groups[start]
@@ -361,6 +364,17 @@ def group_runs(groups: list[Any]) -> Iterator[tuple[Any, int, int]]:
             end += 1
         yield group, start, end
         start = end
+
+
+def sorted_runs(values: pa.Array) -> list[tuple[Any, int, int]]:
+    """`group_runs` over an Arrow column without nulls: the runs are found by comparing the array
+    with itself shifted by one (no Python step per element)."""
+    n = len(values)
+    if n == 0:
+        return []
+    changes = pc.indices_nonzero(pc.not_equal(values.slice(1), values.slice(0, n - 1))).to_pylist()
+    starts = [0, *(i + 1 for i in changes)]
+    return list(zip(values.take(starts).to_pylist(), starts, [*starts[1:], n], strict=True))
 
 
 def _identity_key(row: Any) -> tuple[Any, ...] | None:

@@ -22,8 +22,10 @@ from udfs.replay import (
     INPUT_COLUMNS,
     REPLAY_SCHEMA,
     STATE_TABLE,
+    group_runs,
     make_replay_fn,
     replay_frame,
+    sorted_runs,
     split_counts,
     split_table,
     wide_column,
@@ -252,3 +254,9 @@ def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
     want = [{**dataclasses.asdict(r), "last_commit_source_offset": o} for r, o in zip(rows, last, strict=True)]
     assert got == [want, [], want[:1]]
     assert last == [41, None] and list(got[0][0]) == [f.name for f in OFFSET_WINDOW_STRUCT.fields]
+
+
+@pytest.mark.parametrize("groups", [[], ["a"], ["a", "a", "b", "c", "c", "c"], ["g1", "g2", "g2", "g3", "g3"]])
+def test_sorted_runs_are_the_runs_group_runs_finds(groups: list[str]) -> None:
+    """The vectorized run finder of the derivation's batches gives `group_runs`' runs."""
+    assert sorted_runs(pa.array(groups, pa.string())) == list(group_runs(groups))
