@@ -611,7 +611,7 @@ class GroupConsumer:
             sub = cp.decode_subscription(m.metadata)
             ms = MemberSubscription(
                 topics=tuple(sub.topics), user_data=sub.user_data,
-                owned_partitions=tuple((tp.topic, p) for tp in sub.owned_partitions for p in tp.partitions),
+                owned_partitions=tuple(TopicPartition(tp.topic, p) for tp in sub.owned_partitions for p in tp.partitions),
                 generation_id=sub.generation_id, group_instance_id=m.group_instance_id, rack_id=sub.rack_id)
             subscriptions[m.member_id] = ms
             owned[m.member_id] = set(ms.owned_partitions)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from coordinator_core.client.consumer import ConsumerConfig, GroupConsumer, Request
@@ -104,12 +105,18 @@ class Runner:
             if proc is not None:
                 # Kafka abandoned the parked request: the client's request timeout fires instead
                 wait = proc.consumer.config.max_poll_interval_ms + 5000
-                self.q.after(wait, lambda t, p=proc, c=cid: self._send(p, p.consumer.request_timed_out(c, t), t),
+                self.q.after(wait, partial(self._time_out, proc, cid),
                              "request timeout")
         for resp in result.responses:
             proc = self.by_cid.pop(resp.correlation_id, None)
             if proc is not None:
-                self.q.after(self.s.network_ms, lambda t, p=proc, r=resp: self._deliver(p, r, t), "response")
+                self.q.after(self.s.network_ms, partial(self._deliver, proc, resp), "response")
+
+    def _time_out(self, proc: _Process, correlation_id: int, now: int) -> None:
+        self._send(proc, proc.consumer.request_timed_out(correlation_id, now), now)
+
+    def _metadata_update(self, proc: _Process, now: int) -> None:
+        self._send(proc, proc.consumer.on_metadata_update(now), now)
 
     def _deliver(self, proc: _Process, response: Any, now: int) -> None:
         if (self.armed.leader_crash_mid_sync and isinstance(response, JoinGroupResponse)
@@ -187,7 +194,7 @@ class Runner:
             return
         self.q.cancel(proc.wake)
         proc.wake_at = at
-        proc.wake = self.q.schedule(at, lambda t, p=proc: self._tick(p, t), f"wake {proc.name}")
+        proc.wake = self.q.schedule(at, partial(self._tick, proc), f"wake {proc.name}")
 
     def _tick(self, proc: _Process, now: int) -> None:
         proc.wake, proc.wake_at = None, None
@@ -259,7 +266,7 @@ class Runner:
 
     def run(self) -> RunResult:
         for step in self.s.timeline:
-            self.q.schedule(self.s.start_ms + step.at, lambda t, st=step: self._do(st, t), f"step {step.index}")
+            self.q.schedule(self.s.start_ms + step.at, partial(self._do, step), f"step {step.index}")
         self.q.run_until(self.s.start_ms + self.s.end_ms)
         self.truth.records = len(self.log)
         full = list(self.log.records)
@@ -295,7 +302,7 @@ class Runner:
         changes = dict(step.get("set", ()))
         if changes:
             self.specs[name] = _with(self.specs[name], changes)
-        self.q.after(step.get("downtime_ms", 0), lambda t, n=name: self._start(n, t), f"restart {name}")
+        self.q.after(step.get("downtime_ms", 0), partial(self._start, name), f"restart {name}")
 
     def _do_restart(self, step: Step, now: int) -> None:
         for name in step.consumers():
@@ -305,7 +312,7 @@ class Runner:
         names = step.consumers() or tuple(n for n, p in self.procs.items() if p.consumer.alive)
         interval = step.get("interval_ms", 10000)
         for i, name in enumerate(names):
-            self.q.after(i * interval, lambda t, n=name: self._restart_one(n, t, step), f"bounce {name}")
+            self.q.after(i * interval, partial(self._restart_one, name, step=step), f"bounce {name}")
 
     def _do_pause(self, step: Step, now: int) -> None:
         proc = self.procs.get(step.get("consumer"))
@@ -330,7 +337,7 @@ class Runner:
         for proc in list(self.procs.values()):
             if proc.consumer.alive:
                 self.q.after(step.get("refresh_ms", 1000),
-                             lambda t, p=proc: self._send(p, p.consumer.on_metadata_update(t), t), "metadata")
+                             partial(self._metadata_update, proc), "metadata")
 
     def _do_rejoin(self, step: Step, now: int) -> None:
         proc = self.procs.get(step.get("consumer"))
@@ -390,7 +397,8 @@ class Runner:
 def _with(spec: ConsumerSpec, changes: dict[str, Any]) -> ConsumerSpec:
     from dataclasses import replace
 
-    return replace(spec, **{k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()})
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()}
+    return replace(spec, **fields)
 
 
 def _apply_partial_history(truth: Truth, first_offset: int, dropped: int) -> None:

@@ -151,9 +151,9 @@ def _group_stream(plan: GroupPlan, config: ScaleConfig, rounds: int
     step = max(1, remaining // max(1, rounds))
     rate = config.records_per_sec * step // 1000 or 1
     pack = _VALUE_V3.pack
-    for r in range(rounds):
-        ts = phase_end + r * step
-        off = r * rate
+    for k in range(rounds):
+        ts = phase_end + k * step
+        off = k * rate
         yield ts, [(k, pack(3, off + i, 0, 0, ts)) for i, k in enumerate(keys)]
 
 

@@ -514,7 +514,8 @@ class ScenarioBuilder:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(self._data))
+        copied: dict[str, Any] = json.loads(json.dumps(self._data))
+        return copied
 
     def build(self) -> Scenario:
         return Scenario.from_dict(self.to_dict(), source=f"builder {self._data['name']!r}")

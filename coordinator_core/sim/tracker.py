@@ -138,6 +138,7 @@ class TruthTracker:
                 in_place = (before is not None and after is not None and before.state == "Stable"
                             and after.state == "Stable" and before.generation_id == after.generation_id)
                 if in_place:
+                    assert after is not None
                     self.truth.causes.append(CauseRow(after.generation_id, after.generation_id,
                                                       "static_member_replaced", m, inst,
                                                       f"replaces {b_instances[inst]}"))
@@ -283,12 +284,12 @@ class TruthTracker:
                     logged: LogRecord) -> None:
         owners: dict[tuple[str, int], list[str]] = {}
         for m, f in members.items():
-            for tp in f["assigned"]:
-                owners.setdefault(tuple(tp), []).append(m)
+            for topic, partition in f["assigned"]:
+                owners.setdefault((topic, partition), []).append(m)
         confirmed: list[dict[str, Any]] = []
         for planted in list(self.planted):
             kind = planted["kind"]
-            tp = (planted.get("topic"), planted.get("partition"))
+            tp: tuple[str, int] = (planted.get("topic", ""), planted.get("partition", -1))
             rows: list[ViolationRow] = []
             if kind == "duplicate_assignment" and len(owners.get(tp, [])) > 1:
                 rows.append(ViolationRow(gen, kind, tp[0], tp[1], tuple(sorted(owners[tp])),
