@@ -786,15 +786,25 @@ def plain_parquet_snapshot(path: str) -> str | None:
     return None if why is None else f"{path}: {why}"
 
 
-def read_table(spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:
+def read_table(spark: SparkSession, path: str, *, version: int | None = None,
+               files: Callable[[Mapping[str, Any]], bool] | None = None, partitions: bool = True) -> DataFrame:
     """A Delta table as a Spark DataFrame: through Delta Spark when present, otherwise the Parquet
     files of the requested version (listed by delta-rs) with the partition columns added from the
-    Delta log. For tests and notebooks; the job itself never reads its outputs."""
+    Delta log. For tests, notebooks and the derivation's reading of earlier runs' rows.
+
+    `files`: a test on each data file's add action (`DeltaTable.get_add_actions(flatten=False)`
+    rows: `partition`, `num_records`, `null_count`, `min`, `max`); the files it rejects are not
+    read. It only skips: callers still filter the rows, and Delta Spark skips files by those
+    filters itself, so it is not applied there. `partitions=False` leaves the partition columns
+    out, and the files are then read as one relation (not one per partition value)."""
     if delta_spark_available(spark):
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
-        return reader.load(path)
+        df = reader.load(path)
+        if not partitions:
+            df = df.drop(*DeltaTable(path).metadata().partition_columns)
+        return df
 
     dt = DeltaTable(path, version=version)
     arrow = pa.schema(dt.schema().to_arrow())
@@ -802,14 +812,20 @@ def read_table(spark: SparkSession, path: str, *, version: int | None = None) ->
     partition_cols = list(dt.metadata().partition_columns)
     data_schema = type(spark_schema)([f for f in spark_schema.fields if f.name not in partition_cols])
     actions = pa.table(dt.get_add_actions(flatten=False)).to_pylist()
-    by_partition: dict[tuple[tuple[str, Any], ...], list[str]] = {}
+    if files is not None:
+        actions = [a for a in actions if files(a)]
     root = dt.table_uri.rstrip("/")
+    if not partitions:
+        if not actions:
+            return spark.createDataFrame([], data_schema)
+        return spark.read.schema(data_schema).parquet(*[f"{root}/{a['path']}" for a in actions])
+    by_partition: dict[tuple[tuple[str, Any], ...], list[str]] = {}
     for a in actions:
         key = tuple(sorted((a.get("partition") or {}).items()))
         by_partition.setdefault(key, []).append(f"{root}/{a['path']}")
     frames = []
-    for key, files in sorted(by_partition.items()):
-        df = spark.read.schema(data_schema).parquet(*files)
+    for key, paths in sorted(by_partition.items()):
+        df = spark.read.schema(data_schema).parquet(*paths)
         for col, value in key:
             df = df.withColumn(col, F.lit(value).cast(spark_schema[col].dataType))
         frames.append(df.select(*[f.name for f in spark_schema.fields]))

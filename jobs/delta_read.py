@@ -25,6 +25,7 @@ those are read whole by deltalake and filtered afterwards.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -34,7 +35,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-__all__ = ["not_file_readable", "plain_schema", "plain_type", "read_arrow"]
+__all__ = ["may_reach", "not_file_readable", "plain_schema", "plain_type", "read_arrow"]
 
 
 def plain_type(t: pa.DataType) -> pa.DataType:
@@ -84,6 +85,20 @@ def _outside(value: Any, low: Any, high: Any) -> bool:
     if high is None or not value > high:
         return False
     return not (isinstance(value, str) and isinstance(high, str) and value.startswith(high))
+
+
+def may_reach(action: Mapping[str, Any], column: str, floor: int, *, or_null: bool) -> bool:
+    """Whether a data file may hold a row whose `column` is at least `floor` (with `or_null`: or
+    null), judged by its add action's statistics (`DeltaTable.get_add_actions(flatten=False)` rows:
+    `num_records`, `null_count`, `max`). A file without statistics may; an empty file may not."""
+    if action.get("num_records") == 0:
+        return False
+    if or_null:
+        nulls = (action.get("null_count") or {}).get(column)
+        if nulls is None or nulls > 0:
+            return True
+    high = (action.get("max") or {}).get(column)
+    return high is None or high >= floor
 
 
 def _row_groups(pf: pq.ParquetFile, column: str, value: Any) -> list[int]:

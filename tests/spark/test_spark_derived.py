@@ -17,7 +17,10 @@ from deltalake import DeltaTable
 from jobs import query
 from jobs.audit import run_audit
 from jobs.config import load_config
-from jobs.delta_read import _outside, plain_type, read_arrow
+from jobs.delta_io import read_table
+from jobs.delta_read import _outside, may_reach, plain_type, read_arrow
+from jobs.derived_step import _ALIVE, HISTORY_LOOKBACK_MS, stored_history
+from udfs.derived import NATURAL_KEYS
 from udfs.history import derive_group, latest
 from udfs.schemas import TIME_COMPANIONS, stored_schema
 
@@ -25,6 +28,8 @@ pytestmark = pytest.mark.spark
 
 DERIVED = ("partition_ownership", "rebalances", "group_health")
 RUN_COLUMNS = ("run_id", "run_window")
+CUT = "2026-11-21T23:43:40Z"
+"""Where `two_windows` cuts the real broker's log."""
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -94,7 +99,7 @@ def two_windows(spark, derived_input: Path, tmp_path_factory: pytest.TempPathFac
     """The log audited as two windows into one output (replace_window), the second reading the
     first's rows back as history and merging the rows it carried."""
     out = tmp_path_factory.mktemp("two-windows")
-    cut = "2026-11-21T23:43:40Z"  # inside the real broker's log: grp-s02, s05 and s07 span it
+    cut = CUT  # inside the real broker's log: grp-s02, s05 and s07 span it
     for since, until in (("2000-01-01", cut), (cut, "2100-01-01")):
         run_audit(spark, load_config(None, {"input.path": str(derived_input), "input.format": "parquet",
                                             "output.path": str(out), "job.shards": 2,
@@ -146,6 +151,46 @@ def test_statistics_skip_only_what_they_exclude() -> None:
     nested = pa.struct([pa.field("a", pa.list_view(pa.string_view())), pa.field("b", pa.binary_view())])
     assert plain_type(nested) == pa.struct([pa.field("a", pa.list_(pa.string())), pa.field("b", pa.binary())])
     assert plain_type(pa.map_(pa.string_view(), pa.int32())) == pa.map_(pa.string(), pa.int32())
+
+
+def test_history_skips_only_files_without_a_current_row() -> None:
+    """A file is read back as history unless its statistics prove every row closed before the floor
+    (or it is empty); a file without statistics is read."""
+    closed = {"num_records": 3, "null_count": {"ended_at": 0}, "max": {"ended_at": 99}}
+    assert not may_reach(closed, "ended_at", 100, or_null=True)
+    assert may_reach(closed, "ended_at", 99, or_null=True)
+    assert may_reach({**closed, "null_count": {"ended_at": 1}}, "ended_at", 100, or_null=True)
+    assert not may_reach({**closed, "null_count": {"ended_at": 1}}, "ended_at", 100, or_null=False)
+    assert may_reach({"num_records": 3, "null_count": None, "max": None}, "ended_at", 100, or_null=True)
+    assert not may_reach({"num_records": 0, "null_count": None, "max": None}, "ended_at", 100, or_null=True)
+
+
+def test_history_reads_every_row_a_full_scan_keeps(spark, two_windows: Path) -> None:
+    """`stored_history` (files skipped by their statistics, one relation per table) returns for the
+    second window exactly the rows a full read filtered in Python gives."""
+    windows = sorted({r["run_window"] for r in _rows(two_windows, "generations")})
+    assert len(windows) == 2
+    since = datetime.fromisoformat(CUT)
+    floor = int(since.timestamp() * 1000) - HISTORY_LOOKBACK_MS
+    groups = sorted({r["group_id"] for r in _rows(two_windows, "generations")})[::2]
+    history = stored_history(spark, str(two_windows), groups, run_window=windows[1], since=since)
+    assert history is not None
+    for table, df in history.items():
+        key = [*NATURAL_KEYS[table][0], "run_id"]
+        cols = _ALIVE[table]
+
+        def alive(r: dict, cols: tuple[str, ...] = cols) -> bool:
+            value = r[cols[0]]
+            return (value is None and len(cols) > 1) or (value is not None and value >= floor)
+
+        want = sorted(tuple(r[c] for c in key) for r in _rows(two_windows, table)
+                      if r["run_window"] != windows[1] and r["group_id"] in groups and alive(r))
+        got = sorted(tuple(r[c] for c in key) for r in df.select(*key).collect())
+        assert got == want, table
+        assert "run_window" not in df.columns
+    assert any(history[t].count() for t in history), "precondition: the first window left rows to read back"
+    nothing = read_table(spark, str(two_windows / "generations"), files=lambda action: False, partitions=False)
+    assert nothing.count() == 0 and "generation_id" in nothing.columns
 
 
 def test_query_exits_cleanly_in_a_fresh_interpreter(two_windows: Path) -> None:
