@@ -170,8 +170,9 @@ def plan_run(runs: Sequence[ChainRun], *, since: datetime | None, until: datetim
 
 
 def read_state(spark: SparkSession, location: str, base: ChainRun, *, is_table: bool) -> DataFrame:
-    """The base run's `group_state` rows."""
-    df = spark.table(location) if is_table else read_table(spark, location)
+    """The base run's `group_state` rows (a path-based table's other windows' files are not read)."""
+    df = spark.table(location) if is_table else read_table(
+        spark, location, files=lambda action: (action.get("partition") or {}).get("run_window") == base.run_window)
     return df.where((F.col("run_window") == base.run_window) & (F.col("run_id") == base.run_id))
 
 
