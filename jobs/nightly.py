@@ -26,13 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import functions as F
 
 from coordinator_core.audit import HistoryGap
 from coordinator_core.errors import CoordinatorAuditError
 from jobs.delta_io import _is_delta_table, read_table
+from jobs.delta_read import read_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,26 +98,38 @@ def _window_text(r: ChainRun) -> str:
     return f"[{_fmt(r.since)}, {'open' if r.until is None else _fmt(r.until)})"
 
 
+def _check_runs_columns(location: str, columns: Sequence[str]) -> None:
+    if "end_offsets" not in columns:
+        raise WindowConflict(f"{location}: written by an older version of the job (no end_offsets column); "
+                             f"write to a new output path, or re-run with --mode overwrite")
+
+
 def read_runs(spark: SparkSession, location: str, *, is_table: bool) -> list[ChainRun]:
     """The complete runs written to an output (every `runs` row is a complete run), oldest first."""
+    columns = ["run_id", "run_window", "since", "until", "group_filter", "end_offsets", "finished_at", "status",
+               "missing_offsets"]
+    rows: list[dict[str, Any]]
     if is_table:
         if not spark.catalog.tableExists(location):
             return []
         df = spark.table(location)
+        _check_runs_columns(location, df.columns)
+        rows = [r.asDict() for r in df.select(*columns).collect()]
     else:
         if not _is_delta_table(location):
             return []
-        df = read_table(spark, location)
-    cols = set(df.columns)
-    if "end_offsets" not in cols:
-        raise WindowConflict(f"{location}: written by an older version of the job (no end_offsets column); "
-                             f"write to a new output path, or re-run with --mode overwrite")
-    rows = df.select("run_id", "run_window", "since", "until", "group_filter", "end_offsets",
-                     "finished_at", "status", "missing_offsets").collect()
+        # read by delta-rs and pyarrow, not Spark: a few rows per night, in one file per night, which
+        # Spark would read as a relation per window and one task per file
+        arrow = read_arrow(location)
+        _check_runs_columns(location, arrow.column_names)
+        rows = arrow.select(columns).to_pylist()
+
+    def offsets(value: Any) -> dict[int, int]:  # a map: a dict from Spark, (key, value) pairs from pyarrow
+        return {int(k): int(v) for k, v in (dict(value) if value else {}).items()}
+
     runs = [ChainRun(r["run_id"], r["run_window"], _utc(r["since"]), _utc(r["until"]), r["group_filter"],
-                     {int(k): int(v) for k, v in (r["end_offsets"] or {}).items()}, _utc(r["finished_at"]) or
-                     datetime.min.replace(tzinfo=UTC),
-                     {int(k): int(v) for k, v in (r["missing_offsets"] or {}).items()})
+                     offsets(r["end_offsets"]), _utc(r["finished_at"]) or datetime.min.replace(tzinfo=UTC),
+                     offsets(r["missing_offsets"]))
             for r in rows if r["status"] == "succeeded"]
     runs.sort(key=lambda r: (r.finished_at, r.run_id))
     return runs

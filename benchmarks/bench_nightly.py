@@ -1,0 +1,118 @@
+"""Nightly chain benchmark: one input audited as many consecutive windows into one output, as a
+nightly job fills its tables over a year; prints each window's time and how it grows with the
+number of windows already stored (the figure that must stay near zero).
+
+    .venv/bin/python -m benchmarks.bench_nightly --windows 60
+
+The input is the main benchmark's scale-mode input (`benchmarks.harness.ensure_input`, cached in
+`.cache/bench/`; 5M records and 1,250 groups by default), cut into `--windows` windows holding
+equal numbers of records. Every window reads the whole input and keeps its own records (as a run
+over a day's export would), so the scan costs the same in every window; what may grow is what a
+run reads back from the earlier windows (the base run's state, the derivation's history, the runs
+table). `growth_s_per_window` is the slope of a window's seconds over its index (least squares,
+the first window left out: it warms the session and starts the chain), and `per_year_s` that slope
+times 365: how much slower the 365th night would be than the first for this reason alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ROOT, ensure_input, scale_config
+from benchmarks.measures import _StageTee
+from jobs.audit import run_audit
+from jobs.config import load_config
+from jobs.spark_session import build_session
+
+
+def window_bounds(input_dir: Path, windows: int) -> list[tuple[datetime, datetime]]:
+    """`windows` consecutive [since, until) bounds (whole seconds) that hold about equal numbers of
+    the input's records, the last one ending after its latest record."""
+    ts = ds.dataset(str(input_dir), format="parquet").to_table(columns=["timestamp"])["timestamp"]
+    ms = np.sort(pc.cast(pc.cast(ts, pa.timestamp("ms", "UTC"), safe=False), pa.int64()).to_numpy())
+    cuts = [int(ms[0]) // 1000] + [int(ms[len(ms) * k // windows]) // 1000 for k in range(1, windows)]
+    cuts = sorted(set([*cuts, int(ms[-1]) // 1000 + 1]))  # whole seconds, as the job's windows are
+    cuts = [c * 1000 for c in cuts]
+    return [(datetime.fromtimestamp(a / 1000, UTC), datetime.fromtimestamp(b / 1000, UTC))
+            for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
+def growth(seconds: list[float]) -> float:
+    """Least-squares slope of seconds over window index, the first window left out."""
+    if len(seconds) < 3:
+        return float("nan")
+    x = np.arange(1, len(seconds), dtype=float)
+    return float(np.polyfit(x, np.asarray(seconds[1:]), 1)[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_nightly", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=int, default=5_000_000, help="records of the input (default 5,000,000)")
+    p.add_argument("--groups", type=int, default=1250, help="consumer groups of the input (default 1,250)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--windows", type=int, default=60, help="consecutive windows (nightly runs; default 60)")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "bench")
+    p.add_argument("--work-dir", type=Path, help="parent of the output's temp dir (default: system temp)")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    args = p.parse_args(argv)
+    if args.windows < 3:
+        p.error("--windows must be at least 3")
+
+    input_dir, manifest = ensure_input(scale_config(args.records, args.groups, args.seed), args.cache_dir)
+    bounds = window_bounds(input_dir, args.windows)
+    spark = build_session(master=args.master, conf={"spark.driver.memory": DEFAULT_DRIVER_MEMORY})
+    spark.sparkContext.setLogLevel("ERROR")
+    work = Path(tempfile.mkdtemp(prefix="bench-nightly-", dir=args.work_dir))
+    out = work / "out"
+    rows: list[dict[str, Any]] = []
+    try:
+        for i, (since, until) in enumerate(bounds):
+            cfg = load_config(None, {"input.path": str(input_dir), "input.format": "parquet",
+                                     "output.path": str(out), "window.since": since.isoformat(),
+                                     "window.until": until.isoformat()})
+            tee = _StageTee(sys.stderr)
+            t0 = time.perf_counter()
+            with contextlib.redirect_stderr(tee):
+                summary = run_audit(spark, cfg, run_id=f"bench-nightly-{i:04d}")
+            seconds = time.perf_counter() - t0
+            in_window = summary.counts.get("records_in", 0) - summary.counts.get("filtered_by_window", 0)
+            rows.append({"window": i, "seconds": round(seconds, 3), "records": in_window,
+                         "resume": summary.resume, "stages": tee.lines})
+            print(f"window {i:3d}/{len(bounds)}: {seconds:6.2f} s, {in_window:,} records, {summary.resume}",
+                  flush=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    secs = [r["seconds"] for r in rows]
+    quarter = max(1, len(secs) // 4)
+    slope = growth(secs)
+    figures = {"windows": len(rows), "input_records": manifest["rows"],
+               "first_window_s": secs[0], "median_s": float(np.median(secs[1:])),
+               "second_quarter_mean_s": float(np.mean(secs[quarter:2 * quarter])),
+               "last_quarter_mean_s": float(np.mean(secs[-quarter:])),
+               "growth_s_per_window": round(slope, 4), "per_year_s": round(slope * 365, 1)}
+    print(json.dumps(figures, indent=1))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"figures": figures, "windows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
