@@ -48,7 +48,8 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
     `jobs.delta_read.may_reach`), as one relation per table, and the groups come as a local list
     (broadcast to the scan, no Spark job). Read as one relation per window, joined with the run's
     groups computed in Spark, the history cost one Spark job per window and table: the derived
-    stage took 6 s in the second window of a chain and 12 s in the twenty-first (2 s now)."""
+    stage took 6 s in the second window of a chain and 12 s in the twenty-first (2.0-2.4 s
+    after the change; `benchmarks.bench_nightly` measures the chain)."""
     uris = {name: f"{base_path.rstrip('/')}/{name}" for name in BASE_INPUTS}
     if not all(_is_delta_table(u) for u in uris.values()):
         return None
