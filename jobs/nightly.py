@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from coordinator_core.audit import HistoryGap
 from coordinator_core.errors import CoordinatorAuditError
-from jobs.delta_io import _is_delta_table, read_table
+from jobs.delta_io import _is_delta_table, delta_spark_available, read_table
 from jobs.delta_read import read_arrow
 
 if TYPE_CHECKING:
@@ -109,17 +109,17 @@ def read_runs(spark: SparkSession, location: str, *, is_table: bool) -> list[Cha
     columns = ["run_id", "run_window", "since", "until", "group_filter", "end_offsets", "finished_at", "status",
                "missing_offsets"]
     rows: list[dict[str, Any]]
-    if is_table:
-        if not spark.catalog.tableExists(location):
+    if not is_table and not _is_delta_table(location):
+        return []
+    if is_table or delta_spark_available(spark):
+        if is_table and not spark.catalog.tableExists(location):
             return []
-        df = spark.table(location)
+        df = spark.table(location) if is_table else read_table(spark, location)
         _check_runs_columns(location, df.columns)
         rows = [r.asDict() for r in df.select(*columns).collect()]
     else:
-        if not _is_delta_table(location):
-            return []
         # read by delta-rs and pyarrow, not Spark: a few rows per night, in one file per night, which
-        # Spark would read as a relation per window and one task per file
+        # the embedded reader would read as a relation per window and one task per file
         arrow = read_arrow(location)
         _check_runs_columns(location, arrow.column_names)
         rows = arrow.select(columns).to_pylist()
