@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import shutil
 import sys
@@ -48,7 +49,7 @@ def window_bounds(input_dir: Path, windows: int) -> list[tuple[datetime, datetim
     cuts = sorted(set([*cuts, int(ms[-1]) // 1000 + 1]))  # whole seconds, as the job's windows are
     cuts = [c * 1000 for c in cuts]
     return [(datetime.fromtimestamp(a / 1000, UTC), datetime.fromtimestamp(b / 1000, UTC))
-            for a, b in zip(cuts, cuts[1:], strict=False)]
+            for a, b in itertools.pairwise(cuts)]
 
 
 def growth(seconds: list[float]) -> float:
