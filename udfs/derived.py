@@ -69,7 +69,7 @@ BASE_INPUTS: dict[str, tuple[str, ...]] = {
                     "source_partition", "source_offset"),
     "assignments": ("generation_id", "member_id", "group_instance_id", "client_id", "client_host", "topic",
                     "partition", "valid_from", "valid_to", "source_offset"),
-    "offset_commits": ("generation_id", "topic", "partition", "first_commit_timestamp", "last_commit_timestamp"),
+    "offset_commits": ("topic", "partition", "first_commit_timestamp", "last_commit_timestamp"),
     "rebalance_causes": ("generation_id", "cause", "member_id", "is_primary"),
     "violations": ("generation_id", "kind", "record_timestamp"),
 }

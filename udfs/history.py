@@ -214,7 +214,7 @@ def _is_cooperative(*gens: Mapping[str, Any] | None) -> bool:
 class _Segment:
     """An ownership interval under construction (bounds may move while gaps are cut)."""
 
-    row: dict[str, Any]
+    row: Mapping[str, Any]
     start: int
     end: int | None
     from_evidence: str = "record"
@@ -253,7 +253,7 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
     if not gens:
         return [], [], []
     # assignments -> the generation row they belong to (generation ids restart after a tombstone)
-    by_gen_index: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    by_gen_index: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     starts: dict[int, list[int]] = defaultdict(list)
     for i, g in enumerate(gens):
         starts[g["generation_id"]].append(i)
@@ -268,16 +268,17 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
                                  f"{a['member_id']!r} in generation {a['generation_id']} (valid from "
                                  f"{a['valid_from']}) has no generations row")
             index = owner_of[key] = candidates[-1]
-        by_gen_index[index].append(dict(a))
+        by_gen_index[index].append(a)  # copied below only if it is closed here
     # rows an earlier run left open are closed by the next record the tables know of
     for i, g in enumerate(gens[:-1]):
         if g.get("ended_at") is None:
             g["ended_at"], g["ended_by_offset"] = gens[i + 1]["record_timestamp"], gens[i + 1].get("source_offset")
     for i, rows in by_gen_index.items():
         if i + 1 < len(gens):
-            for a in rows:
+            closing = gens[i + 1]["record_timestamp"]
+            for j, a in enumerate(rows):
                 if a.get("valid_to") is None:
-                    a["valid_to"] = gens[i + 1]["record_timestamp"]
+                    rows[j] = {**a, "valid_to": closing}
     last_commit = _last_commits(gens, commits)
     cause_rows: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     for c in causes:
@@ -334,13 +335,12 @@ def _revocation(seg: _Segment, prev_i: int, nxt: Mapping[str, Any], owner_keys: 
     return max(seg.start, min(t, latest)), ev
 
 
-def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[dict[str, Any]]],
+def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[Mapping[str, Any]]],
                last_commit: Mapping[int, Mapping[tuple[str, int], int]],
                cause_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[OwnershipRow]:
     offset_at = {g["record_timestamp"]: g.get("source_offset") for g in gens}
     segments: dict[tuple[str, int], list[_Segment]] = defaultdict(list)
     ending_at: dict[int, list[_Segment]] = defaultdict(list)
-    first_seen: dict[tuple[str, int], int] = {}
     owned_in: list[set[tuple[str, int]]] = []
     owner_parts: list[dict[str, list[tuple[str, int]]]] = []
     for i in range(len(gens)):
@@ -349,12 +349,11 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         for a in by_gen.get(i, ()):
             key = (a["topic"], a["partition"])
             end = a.get("valid_to")
-            s = _Segment(a, a["valid_from"], end, from_offset=a.get("source_offset"),
-                         to_offset=None if end is None else offset_at.get(end))
+            s = _Segment(a, a["valid_from"], end, "record", a.get("source_offset"), "record",
+                         None if end is None else offset_at.get(end))
             segments[key].append(s)
             if end is not None:
                 ending_at[end].append(s)
-            first_seen.setdefault(key, i)
             owned.add(key)
             parts[a["member_id"]].append(key)
         owned_in.append(owned)
@@ -385,12 +384,15 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             gaps[key].append(_Gap(t, max(t, gap_end), reason, g["generation_id"], ev, to_ev, to_offset=to_off))
 
     # 2. generations in which a partition the group had owned has no owner
+    seen: set[tuple[str, int]] = set()
     for i, g in enumerate(gens):
+        seen |= owned_in[i]
+        missing = seen - owned_in[i]
+        if not missing:
+            continue
         end = gens[i + 1]["record_timestamp"] if i + 1 < len(gens) else g.get("ended_at")
         end_offset = gens[i + 1].get("source_offset") if i + 1 < len(gens) else g.get("ended_by_offset")
-        for key, first in first_seen.items():
-            if first > i or key in owned_in[i]:
-                continue
+        for key in missing:
             if g["state"] == "Empty":
                 st = g.get("state_timestamp")
                 start = st if st is not None and 0 <= st <= g["record_timestamp"] else g["record_timestamp"]
@@ -402,20 +404,28 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             gaps[key].append(_Gap(start, end, reason, g["generation_id"], ev, None if end is None else "record",
                                   from_offset=off, to_offset=None if end is None else end_offset))
 
+    def owned_row(topic: str, partition: int, s: _Segment) -> OwnershipRow:
+        r, end = s.row, s.end
+        if end is None:
+            return _ownership_row(group_id, topic, partition, s.start, None, True, r["member_id"],
+                                  r.get("group_instance_id"), r.get("client_id"), r.get("client_host"),
+                                  r["generation_id"], None, None, s.from_evidence, True, None, None, s.from_offset,
+                                  None)
+        return _ownership_row(group_id, topic, partition, s.start, end, True, r["member_id"],
+                              r.get("group_instance_id"), r.get("client_id"), r.get("client_host"),
+                              r["generation_id"], None, end - s.start, s.from_evidence, True, s.to_evidence,
+                              s.to_evidence in EXACT_EVIDENCE, s.from_offset, s.to_offset)
+
     rows: list[OwnershipRow] = []
     for key in sorted(segments):
         topic, partition = key
-        items: list[OwnershipRow] = []
-        for s in segments[key]:
-            r, closed = s.row, s.end is not None
-            items.append(_ownership_row(
-                group_id, topic, partition, s.start, s.end, True, r["member_id"], r.get("group_instance_id"),
-                r.get("client_id"), r.get("client_host"), r["generation_id"], None,
-                s.end - s.start if s.end is not None else None, s.from_evidence, True,
-                s.to_evidence if closed else None, (s.to_evidence in EXACT_EVIDENCE) if closed else None,
-                s.from_offset, s.to_offset if closed else None))
+        segs, key_gaps = segments[key], gaps.get(key)
+        if key_gaps is None and len(segs) == 1:  # the common case: one owner, never unowned
+            rows.append(owned_row(topic, partition, segs[0]))
+            continue
+        items = [owned_row(topic, partition, s) for s in segs]
         merged: list[_Gap] = []
-        for gp in sorted(gaps.get(key, ()), key=lambda x: (x.start, x.end is None, x.end or 0)):
+        for gp in sorted(key_gaps or (), key=lambda x: (x.start, x.end is None, x.end or 0)):
             last = merged[-1] if merged else None
             if last is not None and last.reason == gp.reason and last.end == gp.start:
                 last.end, last.to_evidence, last.to_offset = gp.end, gp.to_evidence, gp.to_offset
@@ -436,7 +446,7 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
     return rows
 
 
-def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[dict[str, Any]]],
+def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[Mapping[str, Any]]],
                 last_commit: Mapping[int, Mapping[tuple[str, int], int]],
                 cause_rows: Mapping[int, Sequence[Mapping[str, Any]]],
                 ownership: Sequence[OwnershipRow]) -> list[RebalanceRow]:
@@ -561,24 +571,30 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             _spread(r.started_at, r.ended_at, lambda d, ms: acc[d].__setitem__("rebalancing", acc[d]["rebalancing"] + ms)
                     if d in acc else None)
     for o in ownership:
-        end = min(o.valid_to if o.valid_to is not None else horizon, horizon)
-        first_day = _day_start(o.valid_from)
-        days_of = (first_day,) if end <= first_day + DAY_MS else range(first_day, max(end, o.valid_from + 1), DAY_MS)
-        for d in days_of:
-            b = acc.get(d)
-            if b is None:
-                continue
+        start, valid_to = o.valid_from, o.valid_to
+        end = horizon if valid_to is None or valid_to > horizon else valid_to
+        first_day = start - start % DAY_MS
+        if end <= first_day + DAY_MS:  # most intervals lie within one day
+            b = acc.get(first_day)
+            spans = () if b is None else ((first_day, b),)
+        else:
+            spans = tuple((d, acc[d]) for d in range(first_day, max(end, start + 1), DAY_MS) if d in acc)
+        for d, b in spans:
             b["parts"].add((o.topic, o.partition))
             if o.owned:
-                (b["static"] if o.group_instance_id else b["dynamic"]).add(o.group_instance_id or o.member_id)
+                if o.group_instance_id:
+                    b["static"].add(o.group_instance_id)
+                else:
+                    b["dynamic"].add(o.member_id)
             elif o.unowned_reason == "group_empty":
-                b["empty"] += _clip(o.valid_from, end, d, d + DAY_MS)
+                b["empty"] += _clip(start, end, d, d + DAY_MS)
             elif o.unowned_reason in JOIN_PHASE_GAPS:
-                b["unowned"] += _clip(o.valid_from, end, d, d + DAY_MS)
+                b["unowned"] += _clip(start, end, d, d + DAY_MS)
     for c in commits:
         t = c.get("last_commit_timestamp")
-        if t is not None and (b := bucket(t)) is not None:
-            b["last_commit"] = t if b["last_commit"] is None else max(t, b["last_commit"])
+        if t is not None and (b := acc.get(t - t % DAY_MS)) is not None:
+            last = b["last_commit"]
+            b["last_commit"] = t if last is None or t > last else last
     for v in violations:
         if (b := bucket(v["record_timestamp"])) is not None:
             b["violations"] += 1
