@@ -123,6 +123,12 @@ PARTITION_COLUMN = "run_window"
 RUN_ID_COLUMN = "run_id"
 RUNS_TABLE = "runs"
 METADATA_KEY = "coordinator_audit"
+CHECKPOINT_INTERVAL = 10
+"""`delta.checkpointInterval` of the tables the embedded writer creates: delta-rs then writes a
+checkpoint every 10th commit, as Delta Spark does by default (delta-rs's own default is 100). A
+nightly output gains one or two commits per table per night; opening a table replays the JSON
+commits since its last checkpoint (measured on a tiny table: 39 ms at 98 commits past none, 5 ms
+just after a checkpoint)."""
 
 
 class DeltaWriteError(CoordinatorAuditError):
@@ -514,7 +520,8 @@ def _commit_embedded(st: _Staged, run_id: str, run_window: str) -> tuple[CommitR
     props = CommitProperties(custom_metadata={"userMetadata": meta})
     if created:
         create_table_with_add_actions(st.uri, Schema.from_arrow(wanted), st.adds, mode="error",
-                                      partition_by=[PARTITION_COLUMN], commit_properties=props)
+                                      partition_by=[PARTITION_COLUMN], commit_properties=props,
+                                      configuration={"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)})
     else:
         schema = _check_schema(st.uri, wanted)
         removes = _removes_for(st.uri, st.mode, run_window)

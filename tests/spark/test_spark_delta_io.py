@@ -59,6 +59,19 @@ def test_round_trip_read_by_deltalake_and_spark(spark, tmp_path: Path) -> None:
     assert sum(stats.column("num_records").to_pylist()) == 2
 
 
+def test_the_log_is_checkpointed_every_tenth_commit(spark, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    for i in range(delta_io.CHECKPOINT_INTERVAL + 1):
+        write_tables(spark, {"generations": _gens(spark, [("g", i, T0)]), "runs": _runs(spark, f"r{i}")},
+                     run_id=f"r{i}", run_window=f"w{i}", base_path=base, writer="embedded")
+    log = tmp_path / "generations" / "_delta_log"
+    assert DeltaTable(f"{base}/generations").metadata().configuration["delta.checkpointInterval"] == "10"
+    assert sorted(p.name for p in log.glob("*.checkpoint.parquet")) == ["00000000000000000009.checkpoint.parquet"]
+    # read from the checkpoint and the commit after it: every window's row
+    assert [r[1] for r in _rows(f"{base}/generations")] == list(range(delta_io.CHECKPOINT_INTERVAL + 1))
+    assert read_table(spark, f"{base}/generations").count() == delta_io.CHECKPOINT_INTERVAL + 1
+
+
 def test_rerun_replaces_only_its_window_and_runs_are_appended(spark, tmp_path: Path) -> None:
     base = str(tmp_path)
     write_tables(spark, {"generations": _gens(spark, [("a", 1, None), ("a", 2, None)]), "runs": _runs(spark, "r1")},
