@@ -31,6 +31,7 @@ Pipeline (one Spark application, one pass over the input's bytes):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -52,6 +53,7 @@ from coordinator_core.errors import ConfigError, CoordinatorAuditError
 from jobs import delta_io, nightly
 from jobs.config import AuditConfig, load_config
 from jobs.delta_io import read_table
+from jobs.delta_read import may_hold
 from jobs.derived_step import derived_highlights, derived_tables_for_run
 from jobs.inputs import filter_groups, read_input
 from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafka
@@ -530,7 +532,9 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
         return ", ".join(f"{r[column]} {r['count']}" for r in rows) or "none"
 
     run = F.col("run_id") == summary.run_id
-    t = {name: read_table(spark, loc).where(run) for name, loc in summary.locations.items() if name != "runs"}
+    mine = functools.partial(may_hold, column="run_id", value=summary.run_id)  # not every window's files
+    t = {name: read_table(spark, loc, files=mine).where(run) for name, loc in summary.locations.items()
+         if name != "runs"}
     g = t["generations"].agg(F.countDistinct("group_id").alias("groups"), F.count("*").alias("n"),
                              F.sum("missing_generations").alias("missing")).collect()[0]
     a = t["assignments"].agg(F.countDistinct("group_id", "member_id").alias("members"),

@@ -80,6 +80,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -89,6 +90,7 @@ from deltalake import DeltaTable, Schema
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StringType, StructField
 
 from coordinator_core.errors import CoordinatorAuditError
 from jobs.delta_read import not_file_readable
@@ -803,7 +805,8 @@ def read_table(spark: SparkSession, path: str, *, version: int | None = None,
     rows: `partition`, `num_records`, `null_count`, `min`, `max`); the files it rejects are not
     read. It only skips: callers still filter the rows, and Delta Spark skips files by those
     filters itself, so it is not applied there. `partitions=False` leaves the partition columns
-    out, and the files are then read as one relation (not one per partition value)."""
+    out. The files are read as one relation (with partition columns: joined by file name to their
+values in the log), so a table of a year of nightly windows plans and reads like one of a few."""
     if delta_spark_available(spark):
         reader = spark.read.format("delta")
         if version is not None:
@@ -822,10 +825,34 @@ def read_table(spark: SparkSession, path: str, *, version: int | None = None,
     if files is not None:
         actions = [a for a in actions if files(a)]
     root = dt.table_uri.rstrip("/")
-    if not partitions:
-        if not actions:
-            return spark.createDataFrame([], data_schema)
-        return spark.read.schema(data_schema).parquet(*[f"{root}/{a['path']}" for a in actions])
+    if not actions:
+        return spark.createDataFrame([], data_schema if not partitions else spark_schema)
+    df = spark.read.schema(data_schema).parquet(*[f"{root}/{a['path']}" for a in actions])
+    if not partitions or not partition_cols:
+        return df
+    # the partition values come from the log (a file's path need not spell them), attached by file
+    # name: one relation whatever the number of partitions (a union of one relation per value grew
+    # with every nightly window: 2.7-3.9 s to plan and 4.8-7.3 s to count 150 one-row windows)
+    names = [unquote(a["path"].rsplit("/", 1)[-1]) for a in actions]
+    if len(set(names)) < len(names):  # not this project's writers: a relation per partition value
+        return _union_by_partition(spark, root, actions, data_schema, spark_schema)
+    values_schema = type(spark_schema)([StructField(_FILE_COLUMN, StringType(), False),
+                                        *[StructField(c, spark_schema[c].dataType, True) for c in partition_cols]])
+    values = spark.createDataFrame(
+        [(name, *[(a.get("partition") or {}).get(c) for c in partition_cols]) for name, a in zip(names, actions,
+                                                                                               strict=True)],
+        values_schema)
+    return (df.withColumn(_FILE_COLUMN, F.col("_metadata.file_name"))
+            .join(F.broadcast(values), _FILE_COLUMN).select(*[f.name for f in spark_schema.fields]))
+
+
+_FILE_COLUMN = "_delta_file_name"
+"""`read_table`'s join column: a data file's name, the key of its partition values."""
+
+
+def _union_by_partition(spark: SparkSession, root: str, actions: Sequence[Mapping[str, Any]], data_schema: Any,
+                        spark_schema: Any) -> DataFrame:
+    """`read_table`'s files as a union of one relation per partition value (the value a literal)."""
     by_partition: dict[tuple[tuple[str, Any], ...], list[str]] = {}
     for a in actions:
         key = tuple(sorted((a.get("partition") or {}).items()))
@@ -836,12 +863,7 @@ def read_table(spark: SparkSession, path: str, *, version: int | None = None,
         for col, value in key:
             df = df.withColumn(col, F.lit(value).cast(spark_schema[col].dataType))
         frames.append(df.select(*[f.name for f in spark_schema.fields]))
-    if not frames:
-        return spark.createDataFrame([], spark_schema)
-    out = frames[0]
-    for df in frames[1:]:
-        out = out.unionByName(df)
-    return out
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def _run_ids_of(path: str) -> list[tuple[int, dict[str, Any]]]:

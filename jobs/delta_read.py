@@ -35,7 +35,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-__all__ = ["may_reach", "not_file_readable", "plain_schema", "plain_type", "read_arrow"]
+__all__ = ["may_hold", "may_reach", "not_file_readable", "plain_schema", "plain_type", "read_arrow"]
 
 
 def plain_type(t: pa.DataType) -> pa.DataType:
@@ -99,6 +99,15 @@ def may_reach(action: Mapping[str, Any], column: str, floor: int, *, or_null: bo
             return True
     high = (action.get("max") or {}).get(column)
     return high is None or high >= floor
+
+
+def may_hold(action: Mapping[str, Any], column: str, value: Any) -> bool:
+    """Whether a data file may hold a row whose `column` equals `value`, judged by its add action's
+    statistics (`min`, `max`; truncated strings allowed for). A file without them may; an empty
+    file may not."""
+    if action.get("num_records") == 0:
+        return False
+    return not _outside(value, (action.get("min") or {}).get(column), (action.get("max") or {}).get(column))
 
 
 def _row_groups(pf: pq.ParquetFile, column: str, value: Any) -> list[int]:

@@ -576,7 +576,7 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
         first_day = start - start % DAY_MS
         if end <= first_day + DAY_MS:  # most intervals lie within one day
             b = acc.get(first_day)
-            spans = () if b is None else ((first_day, b),)
+            spans: tuple[tuple[int, dict[str, Any]], ...] = () if b is None else ((first_day, b),)
         else:
             spans = tuple((d, acc[d]) for d in range(first_day, max(end, start + 1), DAY_MS) if d in acc)
         for d, b in spans:

@@ -72,6 +72,38 @@ def test_the_log_is_checkpointed_every_tenth_commit(spark, tmp_path: Path) -> No
     assert read_table(spark, f"{base}/generations").count() == delta_io.CHECKPOINT_INTERVAL + 1
 
 
+def _table_of_files(root: Path, files: list[tuple[str, str, int]]) -> str:
+    """A Delta table (delta-rs transaction) of one-row files: (path, run_window, generation_id)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    adds = []
+    for rel, window, gen in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"group_id": ["g"], "generation_id": pa.array([gen], pa.int32())}), root / rel)
+        adds.append(AddAction(rel, (root / rel).stat().st_size, {"run_window": window}, 0, True, '{"numRecords": 1}'))
+    schema = pa.schema([("group_id", pa.string()), ("generation_id", pa.int32()), ("run_window", pa.string())])
+    create_table_with_add_actions(str(root), Schema.from_arrow(schema), adds, mode="error", partition_by=["run_window"])
+    return str(root)
+
+
+def test_partition_values_come_from_the_log_not_the_paths(spark, tmp_path: Path) -> None:
+    # one relation joined to the log's values by file name; paths that spell other values or none
+    table = _table_of_files(tmp_path / "t", [("run_window=w9/a.parquet", "w1", 1), ("flat/b.parquet", "w2", 2),
+                                             ("c.parquet", "w3", 3)])
+    df = read_table(spark, table)
+    assert df.columns == ["group_id", "generation_id", "run_window"]
+    assert df._jdf.queryExecution().optimizedPlan().toString().count("Relation [") == 1  # not one per window
+    assert sorted(tuple(r) for r in df.collect()) == [("g", 1, "w1"), ("g", 2, "w2"), ("g", 3, "w3")]
+    assert sorted(tuple(r) for r in read_table(spark, table, files=lambda a: a["partition"]["run_window"] != "w2")
+                  .collect()) == [("g", 1, "w1"), ("g", 3, "w3")]
+    # two files of one name (not written by this project): still each with its own value
+    same = _table_of_files(tmp_path / "u", [("x/part-0.parquet", "w1", 1), ("y/part-0.parquet", "w2", 2)])
+    assert sorted(tuple(r) for r in read_table(spark, same).collect()) == [("g", 1, "w1"), ("g", 2, "w2")]
+
+
 def test_rerun_replaces_only_its_window_and_runs_are_appended(spark, tmp_path: Path) -> None:
     base = str(tmp_path)
     write_tables(spark, {"generations": _gens(spark, [("a", 1, None), ("a", 2, None)]), "runs": _runs(spark, "r1")},

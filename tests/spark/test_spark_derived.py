@@ -18,7 +18,7 @@ from jobs import query
 from jobs.audit import run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table
-from jobs.delta_read import _outside, may_reach, plain_type, read_arrow
+from jobs.delta_read import _outside, may_hold, may_reach, plain_type, read_arrow
 from jobs.derived_step import _ALIVE, HISTORY_LOOKBACK_MS, stored_history
 from udfs.derived import NATURAL_KEYS
 from udfs.history import derive_group, latest
@@ -163,6 +163,22 @@ def test_history_skips_only_files_without_a_current_row() -> None:
     assert not may_reach({**closed, "null_count": {"ended_at": 1}}, "ended_at", 100, or_null=False)
     assert may_reach({"num_records": 3, "null_count": None, "max": None}, "ended_at", 100, or_null=True)
     assert not may_reach({"num_records": 0, "null_count": None, "max": None}, "ended_at", 100, or_null=True)
+
+
+def test_a_runs_files_are_found_by_their_run_id_statistics(two_windows: Path) -> None:
+    """`may_hold` on the run id (what the job's summary reads back) admits every file holding a row
+    of the second run, the first window's files a merge rewrote among them, and skips the rest."""
+    second = max(r["run_id"] for r in _rows(two_windows, "runs"))
+    skipped = 0
+    for table in ("generations", "assignments", "offset_commits", "partition_ownership"):
+        dt = DeltaTable(str(two_windows / table))
+        for action in pa.table(dt.get_add_actions(flatten=False)).to_pylist():
+            ids = set(pq.read_table(two_windows / table / action["path"], columns=["run_id"]).column(0).to_pylist())
+            assert may_hold(action, "run_id", second) or second not in ids, (table, action["path"])
+            skipped += not may_hold(action, "run_id", second)
+    assert skipped > 0
+    assert not may_hold({"num_records": 0, "min": None, "max": None}, "run_id", second)
+    assert may_hold({"num_records": 2, "min": None, "max": None}, "run_id", second)
 
 
 def test_history_reads_every_row_a_full_scan_keeps(spark, two_windows: Path) -> None:
