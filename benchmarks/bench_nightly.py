@@ -11,7 +11,9 @@ over a day's export would), so the scan costs the same in every window; what may
 run reads back from the earlier windows (the base run's state, the derivation's history, the runs
 table). `growth_s_per_window` is the slope of a window's seconds over its index (least squares,
 the first window left out: it warms the session and starts the chain), and `per_year_s` that slope
-times 365: how much slower the 365th night would be than the first for this reason alone.
+times 365: how much slower the 365th night would be than the first for this reason alone. After
+each run it also times the summary the command prints (`jobs.audit.table_highlights`, which reads
+the run's rows back from Delta): `summary_s` per window, its median and its growth.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ROOT, ensure_input, scale_config
-from benchmarks.measures import _StageTee
-from jobs.audit import run_audit
+from benchmarks.measures import StageTee
+from jobs.audit import run_audit, table_highlights
 from jobs.config import load_config
 from jobs.spark_session import build_session
 
@@ -71,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "bench")
     p.add_argument("--work-dir", type=Path, help="parent of the output's temp dir (default: system temp)")
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--keep", type=Path, help="move the output here at the end (replacing it) instead of deleting it")
     args = p.parse_args(argv)
     if args.windows < 3:
         p.error("--windows must be at least 3")
@@ -87,18 +90,24 @@ def main(argv: list[str] | None = None) -> int:
             cfg = load_config(None, {"input.path": str(input_dir), "input.format": "parquet",
                                      "output.path": str(out), "window.since": since.isoformat(),
                                      "window.until": until.isoformat()})
-            tee = _StageTee(sys.stderr)
+            tee = StageTee(sys.stderr)
             t0 = time.perf_counter()
             with contextlib.redirect_stderr(tee):
                 summary = run_audit(spark, cfg, run_id=f"bench-nightly-{i:04d}")
             seconds = time.perf_counter() - t0
+            table_highlights(spark, summary)  # what the command prints after a run (read back from Delta)
+            summary_s = time.perf_counter() - t0 - seconds
             in_window = summary.counts.get("records_in", 0) - summary.counts.get("filtered_by_window", 0)
-            rows.append({"window": i, "seconds": round(seconds, 3), "records": in_window,
-                         "resume": summary.resume, "stages": tee.lines})
-            print(f"window {i:3d}/{len(bounds)}: {seconds:6.2f} s, {in_window:,} records, {summary.resume}",
-                  flush=True)
+            rows.append({"window": i, "seconds": round(seconds, 3), "summary_s": round(summary_s, 3),
+                         "records": in_window, "resume": summary.resume, "stages": tee.lines})
+            print(f"window {i:3d}/{len(bounds)}: {seconds:6.2f} s + summary {summary_s:5.2f} s, {in_window:,} "
+                  f"records, {summary.resume}", flush=True)
     finally:
         spark.stop()
+        if args.keep is not None:
+            shutil.rmtree(args.keep, ignore_errors=True)
+            shutil.move(str(out), str(args.keep))
+            print(f"output kept at {args.keep}", flush=True)
         shutil.rmtree(work, ignore_errors=True)
 
     secs = [r["seconds"] for r in rows]
@@ -108,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                "first_window_s": secs[0], "median_s": float(np.median(secs[1:])),
                "second_quarter_mean_s": float(np.mean(secs[quarter:2 * quarter])),
                "last_quarter_mean_s": float(np.mean(secs[-quarter:])),
-               "growth_s_per_window": round(slope, 4), "per_year_s": round(slope * 365, 1)}
+               "growth_s_per_window": round(slope, 4), "per_year_s": round(slope * 365, 1),
+               "summary_median_s": float(np.median([r["summary_s"] for r in rows[1:]])),
+               "summary_growth_s_per_window": round(growth([r["summary_s"] for r in rows]), 4)}
     print(json.dumps(figures, indent=1))
     if args.json is not None:
         args.json.write_text(json.dumps({"figures": figures, "windows": rows}, indent=1))

@@ -145,7 +145,7 @@ def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
             "offset_regression_rows": int(viol_obs.get["rows"])}
 
 
-class _StageTee(io.TextIOBase):
+class StageTee(io.TextIOBase):
     """stderr that also keeps the job's `stage ...` lines and its replay-time line (`REPLAY_TIMES`)."""
 
     def __init__(self, target: Any) -> None:
@@ -201,7 +201,7 @@ def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str,
     if sampler is not None:
         sampler.reset_peaks()
         sampler.start()
-    tee = _StageTee(sys.stderr)
+    tee = StageTee(sys.stderr)
     t0 = time.perf_counter()
     try:
         with contextlib.redirect_stderr(tee):
