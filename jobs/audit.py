@@ -223,7 +223,8 @@ class AuditPass:
     ranges: dict[int, tuple[int, int, int]]
     missing: dict[int, int]
     """Per partition read: the running count of offsets never read, at the pass's end."""
-    persisted: list[Any]
+    persisted: list[DataFrame]
+    """Local checkpoints to release once the tables are written (the replay's output, the scan's)."""
     wide: DataFrame
     """The replay's checkpointed wide output (every table above is a projection of it)."""
 
@@ -335,7 +336,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
-    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan],
+    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan.df],
                      persisted[0])
 
 
@@ -505,11 +506,8 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         results = delta_io.write_tables(
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,
             catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer, merges=merges)
-    for obj in main.persisted + (warm.persisted if warm is not None else []):
-        if isinstance(obj, DataFrame):
-            release(obj)
-        else:
-            obj.unpersist()
+    for df in main.persisted + (warm.persisted if warm is not None else []):
+        release(df)
     for df in (*tables.values(), *carried.values()):
         release(df)
     if state is not None:
