@@ -29,13 +29,16 @@ __all__ = ["HISTORY_LOOKBACK_MS", "derived_highlights", "derived_tables_for_run"
 HISTORY_LOOKBACK_MS = 86_400_000
 """Stored rows still current this long before the run's window are read back as history."""
 
-_ALIVE: dict[str, tuple[str, ...]] = {
-    "generations": ("ended_at", "record_timestamp"),
-    "assignments": ("valid_to", "valid_from"),
-    "offset_commits": ("last_commit_timestamp",),
-    "rebalance_causes": ("record_timestamp",),
-    "violations": ("record_timestamp",),
+_ALIVE: dict[str, tuple[str, bool]] = {
+    "generations": ("ended_at", True),
+    "assignments": ("valid_to", True),
+    "offset_commits": ("last_commit_timestamp", False),
+    "rebalance_causes": ("record_timestamp", False),
+    "violations": ("record_timestamp", False),
 }
+"""Base table -> (the column that says until when a row is current, whether null means it still is
+(an open generation or assignment)): a stored row is history while that column is at or after the
+floor, or null where null means open."""
 
 
 def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str], *, run_window: str,
@@ -58,12 +61,12 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
     ids = F.broadcast(spark.createDataFrame([(g,) for g in sorted(group_ids)], "group_id string"))
     out = {}
     for name, uri in uris.items():
-        cols = _ALIVE[name]
+        column, open_when_null = _ALIVE[name]
 
-        def wanted(action: Mapping[str, Any], cols: tuple[str, ...] = cols) -> bool:
+        def wanted(action: Mapping[str, Any], column: str = column, open_when_null: bool = open_when_null) -> bool:
             if (action.get("partition") or {}).get(PARTITION_COLUMN) == run_window:
                 return False
-            return floor is None or may_reach(action, cols[0], floor, or_null=len(cols) > 1)
+            return floor is None or may_reach(action, column, floor, or_null=open_when_null)
 
         if native:  # Delta Spark prunes the window and skips files by the filters below itself
             df = read_table(spark, uri).where(F.col(PARTITION_COLUMN) != run_window).drop(PARTITION_COLUMN)
@@ -71,9 +74,8 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
             df = read_table(spark, uri, files=wanted, partitions=False)
         df = df.join(ids, "group_id", "left_semi")
         if floor is not None:
-            bound = F.lit(floor)
-            alive = F.col(cols[0]).isNull() | (F.col(cols[0]) >= bound) if len(cols) > 1 else F.col(cols[0]) >= bound
-            df = df.where(alive)
+            alive = F.col(column) >= F.lit(floor)
+            df = df.where(F.col(column).isNull() | alive if open_when_null else alive)
         out[name] = df
     return out
 

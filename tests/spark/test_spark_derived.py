@@ -193,11 +193,11 @@ def test_history_reads_every_row_a_full_scan_keeps(spark, two_windows: Path) -> 
     assert history is not None
     for table, df in history.items():
         key = [*NATURAL_KEYS[table][0], "run_id"]
-        cols = _ALIVE[table]
+        column, open_when_null = _ALIVE[table]
 
-        def alive(r: dict, cols: tuple[str, ...] = cols) -> bool:
-            value = r[cols[0]]
-            return (value is None and len(cols) > 1) or (value is not None and value >= floor)
+        def alive(r: dict, column: str = column, open_when_null: bool = open_when_null) -> bool:
+            value = r[column]
+            return (value is None and open_when_null) or (value is not None and value >= floor)
 
         want = sorted(tuple(r[c] for c in key) for r in _rows(two_windows, table)
                       if r["run_window"] != windows[1] and r["group_id"] in groups and alive(r))
