@@ -22,7 +22,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from udfs import schemas
-from udfs.history import DERIVED_KEYS, astuple_fast, derive_group
+from udfs.history import DERIVED_KEYS, derive_group, values_getter
 from udfs.replay import row_columns, sorted_runs, wide_column
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def _arrow_batch(produced: Mapping[str, list[Any]]) -> pa.RecordBatch:
     for name in DERIVED_TABLES:
         rows = produced[name]
         struct_type = schema.field(name).type
-        values = row_columns(rows, astuple_fast, len(struct_type))
+        values = row_columns(rows, values_getter(type(rows[0])) if rows else tuple, len(struct_type))
         fields = [pa.array([list(v) for v in col] if col and isinstance(col[0], tuple) else col,
                            type=struct_type.field(k).type) for k, col in enumerate(values)]
         struct = pa.StructArray.from_arrays(fields, fields=list(struct_type))
