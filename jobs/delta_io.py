@@ -827,7 +827,7 @@ values in the log), so a table of a year of nightly windows plans and reads like
     root = dt.table_uri.rstrip("/")
     if not actions:
         return spark.createDataFrame([], data_schema if not partitions else spark_schema)
-    df = spark.read.schema(data_schema).parquet(*[f"{root}/{a['path']}" for a in actions])
+    df = spark.read.schema(data_schema).parquet(*[f"{root}/{unquote(a['path'])}" for a in actions])
     if not partitions or not partition_cols:
         return df
     # the partition values come from the log (a file's path need not spell them), attached by file
@@ -856,7 +856,7 @@ def _union_by_partition(spark: SparkSession, root: str, actions: Sequence[Mappin
     by_partition: dict[tuple[tuple[str, Any], ...], list[str]] = {}
     for a in actions:
         key = tuple(sorted((a.get("partition") or {}).items()))
-        by_partition.setdefault(key, []).append(f"{root}/{a['path']}")
+        by_partition.setdefault(key, []).append(f"{root}/{unquote(a['path'])}")
     frames = []
     for key, paths in sorted(by_partition.items()):
         df = spark.read.schema(data_schema).parquet(*paths)

@@ -91,14 +91,15 @@ def _table_of_files(root: Path, files: list[tuple[str, str, int]]) -> str:
 
 def test_partition_values_come_from_the_log_not_the_paths(spark, tmp_path: Path) -> None:
     # one relation joined to the log's values by file name; paths that spell other values or none
+    # (a path the log stores percent-encoded is read from its file: "a b/" is "a%20b/" in the log)
     table = _table_of_files(tmp_path / "t", [("run_window=w9/a.parquet", "w1", 1), ("flat/b.parquet", "w2", 2),
-                                             ("c.parquet", "w3", 3)])
+                                             ("c.parquet", "w3", 3), ("a b/d.parquet", "w 4", 4)])
     df = read_table(spark, table)
     assert df.columns == ["group_id", "generation_id", "run_window"]
     assert df._jdf.queryExecution().optimizedPlan().toString().count("Relation [") == 1  # not one per window
-    assert sorted(tuple(r) for r in df.collect()) == [("g", 1, "w1"), ("g", 2, "w2"), ("g", 3, "w3")]
+    assert sorted(tuple(r) for r in df.collect()) == [("g", 1, "w1"), ("g", 2, "w2"), ("g", 3, "w3"), ("g", 4, "w 4")]
     assert sorted(tuple(r) for r in read_table(spark, table, files=lambda a: a["partition"]["run_window"] != "w2")
-                  .collect()) == [("g", 1, "w1"), ("g", 3, "w3")]
+                  .collect()) == [("g", 1, "w1"), ("g", 3, "w3"), ("g", 4, "w 4")]
     # two files of one name (not written by this project): still each with its own value
     same = _table_of_files(tmp_path / "u", [("x/part-0.parquet", "w1", 1), ("y/part-0.parquet", "w2", 2)])
     assert sorted(tuple(r) for r in read_table(spark, same).collect()) == [("g", 1, "w1"), ("g", 2, "w2")]
