@@ -45,10 +45,16 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.driver.memory": "2g",
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "10000",
 }
 """Spark settings of a local master (a laptop or CI), built in so that they travel with the code;
 `conf/spark-local.toml` lists the same values (a test holds them equal) and is a template for a
-`spark.local_conf` file overriding them. The settings of every master (`ALWAYS`) are not repeated here."""
+`spark.local_conf` file overriding them. The settings of every master (`ALWAYS`) are not repeated here.
+
+The listing threshold: Spark lists more than 32 paths with a Spark job of its own, which on local
+disks costs far more than listing them in the driver. A nightly output's history is read as a list
+of data files (`jobs.delta_io.read_table`): reading five tables' files of 150 windows took 2.1-2.6 s
+with the job and 0.33-0.38 s without (one session, alternating)."""
 
 ALWAYS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
