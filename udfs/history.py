@@ -406,16 +406,13 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                                   from_offset=off, to_offset=None if end is None else end_offset))
 
     def owned_row(topic: str, partition: int, s: _Segment) -> OwnershipRow:
-        r, end = s.row, s.end
-        if end is None:
-            return _ownership_row(group_id, topic, partition, s.start, None, True, r["member_id"],
-                                  r.get("group_instance_id"), r.get("client_id"), r.get("client_host"),
-                                  r["generation_id"], None, None, s.from_evidence, True, None, None, s.from_offset,
-                                  None)
-        return _ownership_row(group_id, topic, partition, s.start, end, True, r["member_id"],
-                              r.get("group_instance_id"), r.get("client_id"), r.get("client_host"),
-                              r["generation_id"], None, end - s.start, s.from_evidence, True, s.to_evidence,
-                              s.to_evidence in EXACT_EVIDENCE, s.from_offset, s.to_offset)
+        r, closed = s.row, s.end is not None
+        return _ownership_row(
+            group_id, topic, partition, s.start, s.end, True, r["member_id"], r.get("group_instance_id"),
+            r.get("client_id"), r.get("client_host"), r["generation_id"], None,
+            s.end - s.start if s.end is not None else None, s.from_evidence, True,
+            s.to_evidence if closed else None, (s.to_evidence in EXACT_EVIDENCE) if closed else None,
+            s.from_offset, s.to_offset if closed else None)
 
     rows: list[OwnershipRow] = []
     for key in sorted(segments):
@@ -572,30 +569,24 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             _spread(r.started_at, r.ended_at, lambda d, ms: acc[d].__setitem__("rebalancing", acc[d]["rebalancing"] + ms)
                     if d in acc else None)
     for o in ownership:
-        start, valid_to = o.valid_from, o.valid_to
-        end = horizon if valid_to is None or valid_to > horizon else valid_to
-        first_day = start - start % DAY_MS
-        if end <= first_day + DAY_MS:  # most intervals lie within one day
-            b = acc.get(first_day)
-            spans: tuple[tuple[int, dict[str, Any]], ...] = () if b is None else ((first_day, b),)
-        else:
-            spans = tuple((d, acc[d]) for d in range(first_day, max(end, start + 1), DAY_MS) if d in acc)
-        for d, b in spans:
+        end = min(o.valid_to if o.valid_to is not None else horizon, horizon)
+        first_day = _day_start(o.valid_from)
+        days_of = (first_day,) if end <= first_day + DAY_MS else range(first_day, max(end, o.valid_from + 1), DAY_MS)
+        for d in days_of:
+            b = acc.get(d)
+            if b is None:
+                continue
             b["parts"].add((o.topic, o.partition))
             if o.owned:
-                if o.group_instance_id:
-                    b["static"].add(o.group_instance_id)
-                else:
-                    b["dynamic"].add(o.member_id)
+                (b["static"] if o.group_instance_id else b["dynamic"]).add(o.group_instance_id or o.member_id)
             elif o.unowned_reason == "group_empty":
-                b["empty"] += _clip(start, end, d, d + DAY_MS)
+                b["empty"] += _clip(o.valid_from, end, d, d + DAY_MS)
             elif o.unowned_reason in JOIN_PHASE_GAPS:
-                b["unowned"] += _clip(start, end, d, d + DAY_MS)
+                b["unowned"] += _clip(o.valid_from, end, d, d + DAY_MS)
     for c in commits:
         t = c.get("last_commit_timestamp")
-        if t is not None and (b := acc.get(t - t % DAY_MS)) is not None:
-            last = b["last_commit"]
-            b["last_commit"] = t if last is None or t > last else last
+        if t is not None and (b := bucket(t)) is not None:
+            b["last_commit"] = t if b["last_commit"] is None else max(t, b["last_commit"])
     for v in violations:
         if (b := bucket(v["record_timestamp"])) is not None:
             b["violations"] += 1
