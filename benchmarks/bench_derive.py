@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import udfs.derived as derived
 from jobs.delta_io import read_table
@@ -64,8 +65,6 @@ def _timed(fn: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
 
 def _to_pylist_seconds(batches: list[pa.RecordBatch]) -> float:
     """What `_derive_batches` spends building each table's rows of each batch as dicts."""
-    import pyarrow.compute as pc
-
     t0 = time.process_time()
     for batch in batches:
         tags = batch.column(derived._TAG)

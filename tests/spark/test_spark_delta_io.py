@@ -6,9 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Schema
+from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from jobs import delta_io
 from jobs.delta_io import DeltaWriteError, find_incomplete_runs, read_table, window_label, write_tables
@@ -74,11 +77,6 @@ def test_the_log_is_checkpointed_every_tenth_commit(spark, tmp_path: Path) -> No
 
 def _table_of_files(root: Path, files: list[tuple[str, str, int]]) -> str:
     """A Delta table (delta-rs transaction) of one-row files: (path, run_window, generation_id)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from deltalake import Schema
-    from deltalake.transaction import AddAction, create_table_with_add_actions
-
     adds = []
     for rel, window, gen in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
