@@ -54,13 +54,13 @@ from jobs import delta_io, nightly
 from jobs.config import AuditConfig, load_config
 from jobs.delta_io import read_table
 from jobs.delta_read import may_hold
-from jobs.derived_step import derived_highlights, derived_tables_for_run
+from jobs.derived_step import derived_highlights, derived_tables_for_run, has_history
 from jobs.inputs import filter_groups, read_input
 from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafka
 from jobs.offsets_path import scan_log
 from jobs.spark_session import build_session, release, stage
 from udfs.broker_log import attach_broker_account, broker_account_frame
-from udfs.derived import packed_from_wide
+from udfs.derived import DERIVED_TABLES, overlapping_window
 from udfs.json_lines import DEFAULT_TOPIC
 from udfs.replay import (
     STATE_WINDOWS_COLUMN,
@@ -225,8 +225,6 @@ class AuditPass:
     """Per partition read: the running count of offsets never read, at the pass's end."""
     persisted: list[DataFrame]
     """Local checkpoints to release once the tables are written (the replay's output, the scan's)."""
-    wide: DataFrame
-    """The replay's checkpointed wide output (every table above is a projection of it)."""
 
 
 _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "warmup": "warmup"}
@@ -236,7 +234,7 @@ _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "w
 def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str] = (),
                  stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
-                 ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame]]:
+                 derive: bool = False) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame]]:
     """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted).
 
     The replay reads the pass's side rows (everything but the summarised offset commits) and its
@@ -245,7 +243,9 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     a local checkpoint (every table and the counts are projections of it; it is the first of
     `persisted`); the caller releases `persisted` after writing (`jobs.spark_session.release`).
     With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the base run,
-    to merge) and `group_state` (every group's state after this pass)."""
+    to merge) and `group_state` (every group's state after this pass). With `derive` the replay also
+    derives the groups' ownership, rebalance and health rows from its own (`replay_frame`), and
+    `tables` holds them (`DERIVED_TABLES`, not yet cut to the run's window)."""
     side = filter_groups(scan.side(missing), groups)
     stretches = filter_groups(scan.stretches(), groups)
     with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
@@ -266,21 +266,24 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         # alternating runs in one session); its blocks are freed with `release` after the writes
         # (an executor lost before then fails the run, which re-running the window heals, as with
         # the derived tables)
-        wide = replay_frame(replay_in, mode=mode, gaps=gaps).localCheckpoint(eager=False)
+        wide = replay_frame(replay_in, mode=mode, gaps=gaps, derive=derive).localCheckpoint(eager=False)
         st.count(wide)
 
     counts_row = split_counts(wide).agg(*[F.sum(c).alias(c) for c in
                                           ("records_in", "duplicates", "replayed", "quarantined",
                                            "skipped_other_type", "group_records", *TIMING_FIELDS)]).collect()[0]
     counts = {k: int(counts_row[k] or 0) for k in counts_row.asDict() if k not in TIMING_FIELDS}
+    derived = (f", {counts_row['derive_seconds'] or 0:,.3f} s deriving ownership, rebalances and health"
+               if derive else "")
     _log(f"replay: {counts_row['feed_seconds'] or 0:,.3f} s feeding {counts['records_in']:,} records through the "
          f"groups' audits (the GroupMetadata replay, causes, violations), {counts_row['merge_seconds'] or 0:,.3f} s "
-         f"merging the single pass's offset-commit stretches (Python time, all workers together)")
+         f"merging the single pass's offset-commit stretches{derived} (Python time, all workers together)")
 
     # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
     # the same row dataclasses)
     tables: dict[str, DataFrame] = {name: split_table(wide, name) for name in (
-        "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine")}
+        "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine",
+        *(DERIVED_TABLES if derive else ()))}
     persisted = [wide]
     if state is None:
         return tables, counts, persisted
@@ -307,8 +310,9 @@ def _scan_reader(cfg: AuditConfig, data: Any) -> str:
 
 def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: datetime | None,
                 until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
-                base_missing: Mapping[int, int], resume: str, gap_time: datetime | None) -> AuditPass:
-    """Scan and replay one window (module docstring, steps 2-3)."""
+                base_missing: Mapping[int, int], resume: str, gap_time: datetime | None,
+                derive: bool = False) -> AuditPass:
+    """Scan and replay one window (module docstring, steps 2-3); `derive`: see `build_tables`."""
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
                         reader=_scan_reader(cfg, data), shards=cfg.shards,
@@ -325,7 +329,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         state = spark.createDataFrame([], GROUP_STATE_SCHEMA)
     consts, missing_end = scan.missing_counts(start_after, base_missing)
     tables, counts, persisted = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage,
-                                        state=state, resume=resume, gaps=found_gaps, missing=consts)
+                                        state=state, resume=resume, gaps=found_gaps, missing=consts, derive=derive)
     carried = {name.split(":", 1)[1]: tables.pop(name) for name in list(tables) if name.startswith("carried:")}
     run_counts = {
         "records_in": sc["records_in"],
@@ -336,8 +340,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
-    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan.df],
-                     persisted[0])
+    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan.df])
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,8 +424,11 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         else:
             _log("warm-up: no records before the window in the input")
 
+    # the replay derives the ownership, rebalance and health rows itself when the run's own rows are
+    # all the derivation reads: no earlier run's rows in the output, no broker account to attach
+    derive_in_replay = cfg.derived_tables and not cfg.server_log and not has_history(cfg.output_path)
     main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
-                       base_missing=base_missing, resume=resume, gap_time=cfg.since)
+                       base_missing=base_missing, resume=resume, gap_time=cfg.since, derive=derive_in_replay)
     tables = main.tables
     rejected = data.rejected()
     if rejected:
@@ -441,13 +447,14 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     # persisted output: building a cache of each costs more than filtering the cached frame again
     # (measured: about 2 s of a 20M-record warm audit).
     carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
-    if cfg.derived_tables:  # from the persisted base tables, with the rows this run closes or changes
+    if derive_in_replay:
+        tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=cfg.since,
+                                         until=cfg.until))
+        _log("derived tables: derived in the replay (the run's own rows are all they need)")
+    elif cfg.derived_tables:  # from the persisted base tables, with the rows this run closes or changes
         base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in tables.items()}
-        # the base tables are the replay's rows as they are unless a broker account was attached:
-        # then the derivation packs them from the replay's output in one projection
-        packed = packed_from_wide(main.wide) if account is None else None
         tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
-                                             until=cfg.until, base_path=cfg.output_path, stage=stage, packed=packed))
+                                             until=cfg.until, base_path=cfg.output_path, stage=stage))
     if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
         with stage(spark, "count the earlier windows' rows this run closes"):
             merged_rows = {name: int(df.count()) for name, df in carried.items()}

@@ -19,12 +19,12 @@ from pyspark.sql import functions as F
 
 from jobs.delta_io import PARTITION_COLUMN, _is_delta_table, delta_spark_available, read_table
 from jobs.delta_read import may_reach
-from udfs.derived import BASE_INPUTS, derive_packed, derive_wide, overlapping_window, split_wide
+from udfs.derived import BASE_INPUTS, derive_wide, overlapping_window, split_wide
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["HISTORY_LOOKBACK_MS", "derived_highlights", "derived_tables_for_run", "stored_history"]
+__all__ = ["HISTORY_LOOKBACK_MS", "derived_highlights", "derived_tables_for_run", "has_history", "stored_history"]
 
 HISTORY_LOOKBACK_MS = 86_400_000
 """Stored rows still current this long before the run's window are read back as history."""
@@ -41,6 +41,19 @@ _ALIVE: dict[str, tuple[str, bool]] = {
 floor, or null where null means open."""
 
 
+def _base_uris(base_path: str) -> dict[str, str]:
+    return {name: f"{base_path.rstrip('/')}/{name}" for name in BASE_INPUTS}
+
+
+def has_history(base_path: str | None) -> bool:
+    """Whether earlier runs stored base tables at `base_path` (all five), whose rows the derivation
+    must then read (`stored_history`); without them a run's own rows are all it needs, and the
+    replay derives the tables itself (`udfs.replay.replay_frame(derive=True)`)."""
+    if not base_path:
+        return False
+    return all(_is_delta_table(u) for u in _base_uris(base_path).values())
+
+
 def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str], *, run_window: str,
                    since: datetime | None) -> dict[str, DataFrame] | None:
     """The base rows earlier runs stored for `group_ids` in other windows, or None when the output
@@ -53,9 +66,9 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
     groups computed in Spark, the history cost one Spark job per window and table: the derived
     stage took 6 s in the second window of a chain and 12 s in the twenty-first (2.0-2.4 s
     after the change; `benchmarks.bench_nightly` measures the chain)."""
-    uris = {name: f"{base_path.rstrip('/')}/{name}" for name in BASE_INPUTS}
-    if not all(_is_delta_table(u) for u in uris.values()):
+    if not has_history(base_path):
         return None
+    uris = _base_uris(base_path)
     floor = None if since is None else int(since.timestamp() * 1000) - HISTORY_LOOKBACK_MS
     native = delta_spark_available(spark)
     ids = F.broadcast(spark.createDataFrame([(g,) for g in sorted(group_ids)], "group_id string"))
@@ -82,10 +95,10 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
 
 def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id: str, run_window: str,
                            since: datetime | None, until: datetime | None, base_path: str | None,
-                           stage: Callable[..., Any], packed: DataFrame | None = None) -> dict[str, DataFrame]:
-    """{derived table: DataFrame} for the run (module docstring), computed once (checkpointed).
-    `packed`: the run's base rows already packed (`udfs.derived.packed_from_wide`) and still in the
-    replay's partitions (a group's rows in one), used when no earlier run's rows are added to them."""
+                           stage: Callable[..., Any]) -> dict[str, DataFrame]:
+    """{derived table: DataFrame} for the run (module docstring), computed once (checkpointed), in a
+    stage of its own: for a run whose derivation reads more than its own rows (earlier runs' rows,
+    a broker account); otherwise the replay derives the tables (`udfs.replay.replay_frame`)."""
     base = {name: tables[name] for name in BASE_INPUTS}
     history = None
     if base_path:
@@ -96,8 +109,7 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
                 for name, df in base.items()}
     with stage(spark, "derived tables (ownership, rebalances, health; mapInArrow by group)"):
         # computed once for the three tables (localCheckpoint: the blocks go with the frames)
-        wide = (derive_packed(packed, grouped=True) if packed is not None and history is None
-                else derive_wide(base)).localCheckpoint(eager=True)
+        wide = derive_wide(base).localCheckpoint(eager=True)
         derived = overlapping_window(split_wide(wide), since=since, until=until)
     return derived
 

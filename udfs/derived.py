@@ -22,8 +22,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from udfs import schemas
-from udfs.history import DERIVED_KEYS, derive_group, values_getter
-from udfs.replay import row_columns, sorted_runs, wide_column
+from udfs.gc_batches import collected_in_bulk
+from udfs.history import BASE_INPUTS, DERIVED_KEYS, derive_group, values_getter
+from udfs.replay import row_columns, sorted_runs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -35,12 +36,12 @@ __all__ = [
     "DERIVED_TABLES",
     "NATURAL_KEYS",
     "derive_packed",
+    "derive_partition",
     "derive_tables",
     "derive_wide",
     "latest_rows",
     "overlapping_window",
     "pack_base",
-    "packed_from_wide",
     "split_wide",
 ]
 
@@ -62,18 +63,6 @@ NATURAL_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
 }
 """Base table -> (natural key, closing column): the identity of a row across runs, and the column an
 earlier run leaves null that a later run fills."""
-
-BASE_INPUTS: dict[str, tuple[str, ...]] = {
-    "generations": ("generation_id", "state", "state_timestamp", "record_timestamp", "ended_at", "ended_by_offset",
-                    "member_count", "missing_generations", "rebalance_protocol", "protocol_name",
-                    "source_partition", "source_offset"),
-    "assignments": ("generation_id", "member_id", "group_instance_id", "client_id", "client_host", "topic",
-                    "partition", "valid_from", "valid_to", "source_offset"),
-    "offset_commits": ("topic", "partition", "first_commit_timestamp", "last_commit_timestamp"),
-    "rebalance_causes": ("generation_id", "cause", "member_id", "is_primary"),
-    "violations": ("generation_id", "kind", "record_timestamp"),
-}
-"""The columns of each base table the derivation reads (besides group_id)."""
 
 OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {"generations": ("rebalance_started_at",)}
 """Columns read when the table has them: the broker's own join-phase start (given a broker log)."""
@@ -175,6 +164,12 @@ def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192
         yield _arrow_batch(out)
 
 
+def derive_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The `mapInArrow` function over one Spark partition of packed base rows (`_derive_batches`),
+    the cyclic garbage collector run between its output batches (`udfs.gc_batches`)."""
+    return collected_in_bulk(_derive_batches(batches))
+
+
 def derive_tables(base: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
     """{derived table: DataFrame} from {base table: DataFrame} (the five of BASE_INPUTS).
 
@@ -195,29 +190,10 @@ def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
     return derive_packed(pack_base(base))
 
 
-def derive_packed(packed: DataFrame, *, grouped: bool = False) -> DataFrame:
-    """`derive_wide` of the packed base rows (`pack_base`, or `packed_from_wide`). `grouped`: every
-    group's rows are in one partition of `packed` already (the replay's output is partitioned by
-    group), so they are only sorted within the partitions, not shuffled again."""
-    by_group = packed if grouped else packed.repartition("group_id")
-    return by_group.sortWithinPartitions("group_id").mapInArrow(_derive_batches, schema=_wide_schema())
-
-
-def packed_from_wide(wide: DataFrame) -> DataFrame:
-    """What `pack_base` gives for the five base tables of a replay's wide output (`udfs.replay`), new
-    and carried rows alike, in one projection of it: the derivation then reads the (cached) replay
-    output once instead of once per table. Only for base tables that are the replay's rows as they
-    are (no broker account attached, no rows of earlier runs added)."""
-    # SQL text: one expression string per column costs the driver far less than building Column objects
-    def pick(c: str, tables: list[str]) -> str:
-        whens = " ".join(f"WHEN '{t}' THEN `{wide_column(t, c)}`" for t in tables)
-        return f"CASE _table {whens} END AS `{c}`"
-
-    names = list(dict.fromkeys(c for cols in BASE_INPUTS.values() for c in cols))
-    exprs = [pick("group_id", list(BASE_INPUTS)), f"_table AS `{_TAG}`",
-             *[pick(c, [t for t, tcols in BASE_INPUTS.items() if c in tcols]) for c in names]]
-    tables = ", ".join(f"'{t}'" for t in BASE_INPUTS)
-    return wide.where(f"_table IN ({tables})").selectExpr(*exprs)
+def derive_packed(packed: DataFrame) -> DataFrame:
+    """`derive_wide` of the packed base rows (`pack_base`)."""
+    return packed.repartition("group_id").sortWithinPartitions("group_id").mapInArrow(
+        derive_partition, schema=_wide_schema())
 
 
 def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:

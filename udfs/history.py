@@ -50,6 +50,7 @@ from typing import Any
 from coordinator_core.records_fast import fast_constructor
 
 __all__ = [
+    "BASE_INPUTS",
     "DAY_MS",
     "DERIVED_KEYS",
     "FLAPPING_THRESHOLDS",
@@ -605,6 +606,18 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             b["last_commit"], score, health_status(score)))
     return out
 
+
+BASE_INPUTS: dict[str, tuple[str, ...]] = {
+    "generations": ("generation_id", "state", "state_timestamp", "record_timestamp", "ended_at", "ended_by_offset",
+                    "member_count", "missing_generations", "rebalance_protocol", "protocol_name",
+                    "source_partition", "source_offset"),
+    "assignments": ("generation_id", "member_id", "group_instance_id", "client_id", "client_host", "topic",
+                    "partition", "valid_from", "valid_to", "source_offset"),
+    "offset_commits": ("topic", "partition", "first_commit_timestamp", "last_commit_timestamp"),
+    "rebalance_causes": ("generation_id", "cause", "member_id", "is_primary"),
+    "violations": ("generation_id", "kind", "record_timestamp"),
+}
+"""The columns of each base table the derivation reads (besides group_id)."""
 
 DERIVED_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "partition_ownership": (("group_id", "topic", "partition", "valid_from", "owned", "member_id"), "valid_to"),

@@ -26,6 +26,12 @@ that run's first attempt touched are all rewritten), `warmup` (the state was reb
 from records before the window: no earlier rows exist, every row is new). One more row per group,
 `_table == "_state"`, carries its state after this run (`STATE_FIELDS`), so the next run can resume.
 
+Derived tables (`replay_frame(derive=True)`). When a run's own rows are all the derivation needs
+(a fresh output: no earlier run's rows to add; no broker account to attach), each group's
+`partition_ownership`, `rebalances` and `group_health` rows are derived at the group's end from the
+rows it output (`udfs.history.derive_group`) and come out in the same wide output: the rows are
+already in this worker, grouped, so no second shuffle, sort and Arrow trip is needed for them.
+
 Cost: the audit yields row objects; they are kept per table and turned into Arrow columns only at
 a flush (one `pa.array` per column of that table, `pa.nulls` for the other wide columns), so no
 per-row work touches the columns a row does not use. Within a flush the rows come table by table (each
@@ -69,8 +75,16 @@ from coordinator_core.audit import (
     OffsetSummary,
     Regression,
 )
+from udfs.gc_batches import collected_in_bulk
+from udfs.history import BASE_INPUTS, derive_group
 from udfs.scan import KIND_REGRESSION
-from udfs.schemas import AUDIT_TABLES, OFFSET_WINDOW_STRUCT, struct_type_from_dataclass
+from udfs.schemas import (
+    AUDIT_TABLES,
+    DERIVED_TABLES,
+    OFFSET_WINDOW_STRUCT,
+    TABLE_SCHEMAS,
+    struct_type_from_dataclass,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -79,6 +93,7 @@ __all__ = [
     "COUNTS_TABLE",
     "COUNT_FIELDS",
     "INPUT_COLUMNS",
+    "REPLAY_DERIVED_SCHEMA",
     "REPLAY_SCHEMA",
     "STATE_FIELDS",
     "STATE_TABLE",
@@ -125,10 +140,11 @@ ResumeMode = Literal["resume", "rerun", "warmup"]
 
 COUNTS_TABLE = "_counts"
 COUNT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(AuditCounts))
-TIMING_FIELDS: tuple[str, ...] = ("feed_seconds", "merge_seconds")
+TIMING_FIELDS: tuple[str, ...] = ("feed_seconds", "merge_seconds", "derive_seconds")
 """Besides a group's counts: the Python time its audit took feeding records (the GroupMetadata
-replay through the coordinator's load path, the observer, quarantine) and merging the single pass's
-stretches of offset commits, in seconds (`time.perf_counter` around each run of rows)."""
+replay through the coordinator's load path, the observer, quarantine), merging the single pass's
+stretches of offset commits, and deriving its ownership, rebalance and health rows (0 unless the
+replay derives them), in seconds (`time.perf_counter` around each run of rows)."""
 STATE_TABLE = "_state"
 STATE_FIELDS: tuple[tuple[str, Any], ...] = (
     ("group_id", StringType()),
@@ -147,29 +163,32 @@ the open window's offset summaries (`OFFSET_WINDOW_STRUCT`: the open `offset_com
 last commit's log offset), which the next run restores."""
 
 
-def _wide_fields() -> list[tuple[str, str, DataType]]:
+def _wide_fields(*, derived: bool) -> list[tuple[str, str, DataType]]:
     """(table, field, type) of every field the wide output carries, tables in `AUDIT_TABLES` order,
-    then the counts and the state rows."""
+    then the counts and the state rows, then (`derived`) the derived tables in `DERIVED_TABLES` order."""
     out = [(table, f.name, f.dataType) for table, cls in AUDIT_TABLES.items()
            for f in struct_type_from_dataclass(cls).fields]
     out.append((COUNTS_TABLE, "group_id", StringType()))
     out.extend((COUNTS_TABLE, name, LongType()) for name in COUNT_FIELDS)
     out.extend((COUNTS_TABLE, name, DoubleType()) for name in TIMING_FIELDS)
     out.extend((STATE_TABLE, name, t) for name, t in STATE_FIELDS)
+    if derived:
+        out.extend((table, f.name, f.dataType) for table in DERIVED_TABLES for f in TABLE_SCHEMAS[table].fields)
     return out
 
 
-def _wide_layout() -> tuple[dict[tuple[str, str], str], list[StructField]]:
+def _wide_layout(*, derived: bool) -> tuple[dict[tuple[str, str], str], list[StructField]]:
     """Which wide column holds each table's field, and the wide columns. A row sets only its own
     table's fields, so tables share columns: the k-th field of an atomic type in a table goes to
     column `<type>_<k>` (a table's third long field to `long_2`); a field of a nested type keeps a
     column of its own, `<table>__<field>`. A wide row is then about as wide as the widest table, not
     all tables together (33 columns instead of 110 when written): less for Spark to convert and
-    cache per row."""
+    cache per row. The derived tables come last, so the layout with them (`REPLAY_DERIVED_SCHEMA`)
+    is the layout without them plus a few columns at the end."""
     columns: dict[tuple[str, str], str] = {}
     fields: dict[str, StructField] = {}
     used: dict[tuple[str, str], int] = {}
-    for table, name, t in _wide_fields():
+    for table, name, t in _wide_fields(derived=derived):
         if isinstance(t, (ArrayType, StructType, MapType)):
             column = f"{table}__{name}"
         else:
@@ -182,7 +201,9 @@ def _wide_layout() -> tuple[dict[tuple[str, str], str], list[StructField]]:
                      *fields.values()]
 
 
-_WIDE_COLUMNS, _WIDE_FIELDS = _wide_layout()
+_WIDE_COLUMNS, _WIDE_FIELDS = _wide_layout(derived=True)
+_BASE_FIELDS = _wide_layout(derived=False)[1]
+assert _WIDE_FIELDS[:len(_BASE_FIELDS)] == _BASE_FIELDS  # a base table's columns are where they were
 
 
 def wide_column(table: str, name: str) -> str:
@@ -193,12 +214,17 @@ def wide_column(table: str, name: str) -> str:
 _column = wide_column
 
 
-REPLAY_SCHEMA: StructType = StructType(_WIDE_FIELDS)
+REPLAY_SCHEMA: StructType = StructType(_BASE_FIELDS)
 """The wide output schema of the replay (see the module docstring)."""
 
-_ARROW_SCHEMA: pa.Schema = to_arrow_schema(REPLAY_SCHEMA, timezone="UTC")
-"""REPLAY_SCHEMA as Arrow (Spark's own mapping; strings and binaries as the 32-bit-offset types the
-JVM reads by default)."""
+REPLAY_DERIVED_SCHEMA: StructType = StructType(_WIDE_FIELDS)
+"""The wide output schema of a replay that also derives the groups' ownership, rebalance and health
+rows (`REPLAY_SCHEMA` and the columns only those tables use)."""
+
+_ARROW_SCHEMA: pa.Schema = to_arrow_schema(REPLAY_DERIVED_SCHEMA, timezone="UTC")
+"""REPLAY_DERIVED_SCHEMA as Arrow (Spark's own mapping; strings and binaries as the 32-bit-offset
+types the JVM reads by default); a replay that does not derive writes its first columns only."""
+_BASE_WIDTH = len(_BASE_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,13 +246,29 @@ def _identity(values: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 _ROW_TABLES: dict[type, _TableOut] = {}
-for _name, _cls in AUDIT_TABLES.items():
+for _name, _cls in (*AUDIT_TABLES.items(), *DERIVED_TABLES.items()):
     _names = tuple(f.name for f in dataclasses.fields(_cls))
     # attrgetter of one name returns the value itself, not a 1-tuple; every row class has several fields
     _ROW_TABLES[_cls] = _table_out(_name, _names, attrgetter(*_names))
 _COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS, *TIMING_FIELDS), _identity)
 _STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
 _CARRIED_POSITION = _ARROW_SCHEMA.get_field_index("_carried")
+_BASE_ARROW_SCHEMA = pa.schema(list(_ARROW_SCHEMA)[:_BASE_WIDTH])
+
+
+def _dict_of(columns: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
+    """A function giving a row's `columns` as a dict, compiled once (`{"a": row.a, ...}`: half the
+    time of `dict(zip(columns, attrgetter(*columns)(row)))`)."""
+    if not all(c.isidentifier() for c in columns):
+        raise ValueError(f"not attribute names: {columns}")
+    namespace: dict[str, Any] = {}
+    exec("def as_dict(row):\n    return {" + ", ".join(f"{c!r}: row.{c}" for c in columns) + "}\n", namespace)
+    return namespace["as_dict"]  # type: ignore[no-any-return]
+
+
+_BASE_ROWS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
+    AUDIT_TABLES[name]: (name, _dict_of(columns)) for name, columns in BASE_INPUTS.items()}
+"""Base row class -> (its table, the row as the dict of the columns the derivation reads)."""
 _COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
 
 
@@ -250,12 +292,13 @@ def _columns(out: _TableOut, rows: list[Any]) -> list[list[Any]]:
     return row_columns(rows, out.values, len(out.positions))
 
 
-def _wide_batch(out: _TableOut, rows: list[Any], *, carried: bool = False,
+def _wide_batch(out: _TableOut, rows: list[Any], *, width: int, carried: bool = False,
                 built: Mapping[int, pa.Array] | None = None) -> pa.RecordBatch:
-    """The wide RecordBatch of one table's rows: its own columns built from the rows (those at the
-    positions of `built`: given already), the rest null."""
+    """The wide RecordBatch of one table's rows, the first `width` columns of the wide layout: its
+    own columns built from the rows (those at the positions of `built`: given already), the rest null."""
     n = len(rows)
-    arrays = [pa.nulls(n, f.type) for f in _ARROW_SCHEMA]
+    schema = _ARROW_SCHEMA if width == len(_ARROW_SCHEMA) else _BASE_ARROW_SCHEMA
+    arrays = [pa.nulls(n, f.type) for f in schema]
     arrays[0] = pa.repeat(pa.scalar(out.name, pa.string()), n)
     if carried:
         arrays[_CARRIED_POSITION] = pa.repeat(pa.scalar(True, pa.bool_()), n)
@@ -268,7 +311,7 @@ def _wide_batch(out: _TableOut, rows: list[Any], *, carried: bool = False,
             arrays[position] = pa.array(values, type=field.type)
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
             raise ValueError(f"replay output column {field.name!r} ({field.type}): {e}") from e
-    return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 _WINDOWS_POSITION = _ARROW_SCHEMA.get_field_index(_column(STATE_TABLE, "offset_windows"))
@@ -298,9 +341,10 @@ def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
 class _Output:
     """Rows of the wide output since the last flush: audit row objects (any table) and counts tuples."""
 
-    __slots__ = ("carried", "counts", "rows", "states")
+    __slots__ = ("carried", "counts", "rows", "states", "width")
 
-    def __init__(self) -> None:
+    def __init__(self, width: int = _BASE_WIDTH) -> None:
+        self.width = width
         self.rows: list[Any] = []
         self.carried: list[Any] = []
         self.counts: list[tuple[Any, ...]] = []
@@ -309,8 +353,8 @@ class _Output:
     def __len__(self) -> int:
         return len(self.rows) + len(self.carried) + len(self.counts) + len(self.states)
 
-    def add_counts(self, group_id: str | None, counts: AuditCounts, feed_seconds: float, merge_seconds: float) -> None:
-        self.counts.append((group_id, *_COUNTS_VALUES(counts), feed_seconds, merge_seconds))
+    def add_counts(self, group_id: str | None, counts: AuditCounts, seconds: tuple[float, float, float]) -> None:
+        self.counts.append((group_id, *_COUNTS_VALUES(counts), *seconds))
 
     def add_state(self, auditor: GroupAuditor, changed: bool, open_rows: list[OffsetCommitRow]) -> None:
         """The group's `_state` row; `open_rows`: the open window's `offset_commits` rows, which
@@ -328,16 +372,17 @@ class _Output:
         by_type: dict[type, list[Any]] = {cls: [] for cls in _ROW_TABLES}
         for row in self.rows:
             by_type[type(row)].append(row)
-        batches = [_wide_batch(_ROW_TABLES[cls], rows) for cls, rows in by_type.items() if rows]
+        width = self.width
+        batches = [_wide_batch(_ROW_TABLES[cls], rows, width=width) for cls, rows in by_type.items() if rows]
         carried: dict[type, list[Any]] = {}
         for row in self.carried:
             carried.setdefault(type(row), []).append(row)
-        batches.extend(_wide_batch(_ROW_TABLES[cls], rows, carried=True) for cls, rows in carried.items())
+        batches.extend(_wide_batch(_ROW_TABLES[cls], rows, width=width, carried=True) for cls, rows in carried.items())
         if self.counts:
-            batches.append(_wide_batch(_COUNTS_OUT, self.counts))
+            batches.append(_wide_batch(_COUNTS_OUT, self.counts, width=width))
         if self.states:
             windows = _open_windows([state[-1] for state in self.states])
-            batches.append(_wide_batch(_STATE_OUT, self.states, built={_WINDOWS_POSITION: windows}))
+            batches.append(_wide_batch(_STATE_OUT, self.states, width=width, built={_WINDOWS_POSITION: windows}))
         self.rows = []
         self.carried = []
         self.counts = []
@@ -395,14 +440,16 @@ class _Group:
     """One group's audit in the replay, resumed from a saved state or new; sorts its rows into new
     rows and carried rows (rows the previous run left open, see the module docstring)."""
 
-    __slots__ = ("auditor", "before", "changed", "feed_seconds", "merge_seconds", "mode")
+    __slots__ = ("auditor", "before", "changed", "derive_seconds", "feed_seconds", "kept", "merge_seconds", "mode")
 
     def __init__(self, auditor: GroupAuditor, mode: ResumeMode | None,
-                 gaps: Mapping[int, HistoryGap]) -> None:
+                 gaps: Mapping[int, HistoryGap], *, keep: bool = False) -> None:
         self.auditor = auditor
         self.mode = mode
         self.changed = False
-        self.feed_seconds = self.merge_seconds = 0.0
+        self.feed_seconds = self.merge_seconds = self.derive_seconds = 0.0
+        self.kept: list[Any] | None = [] if keep else None
+        """The group's rows this run outputs (`keep`: the replay derives from them at the group's end)."""
         self.before: dict[tuple[Any, ...], Any] = {}
         if mode in ("resume", "rerun"):
             for row in auditor.finish():
@@ -423,8 +470,28 @@ class _Group:
                 if old is not None:
                     if self.mode == "rerun" or old != row:
                         out.carried.append(row)
+                        if self.kept is not None:
+                            self.kept.append(row)
                     return
         out.rows.append(row)
+        if self.kept is not None:
+            self.kept.append(row)
+
+    def derived_rows(self) -> list[Any]:
+        """The ownership, rebalance and health rows of the group's kept rows (`derive_group`)."""
+        assert self.kept is not None
+        inputs: dict[str, list[dict[str, Any]]] = {name: [] for name in BASE_INPUTS}
+        for row in self.kept:
+            spec = _BASE_ROWS.get(type(row))
+            if spec is not None:
+                inputs[spec[0]].append(spec[1](row))
+        self.kept = []
+        group_id = self.auditor.group_id
+        assert group_id is not None
+        ownership, rebalances, health = derive_group(
+            group_id, generations=inputs["generations"], assignments=inputs["assignments"],
+            commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
+        return [*ownership, *rebalances, *health]
 
 
 def _segments(group: _Group, partitions: list[Any], offsets: list[Any], timestamps: list[Any], missing: list[Any],
@@ -486,9 +553,10 @@ def _resumed(group_id: Any, state: Any, windows_json: Any, load_path: bool) -> G
 
 
 def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mode: ResumeMode = "resume",
-            gaps: Mapping[int, HistoryGap] | None = None) -> Iterator[pa.RecordBatch]:
-    """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches."""
-    out = _Output()
+            gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False) -> Iterator[pa.RecordBatch]:
+    """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches
+    (with the derived tables' rows and columns when `derive`)."""
+    out = _Output(len(_ARROW_SCHEMA) if derive else _BASE_WIDTH)
     gaps = gaps or {}
     group: _Group | None = None
     current: object = object()  # no group yet (None is a real key: records whose key did not parse)
@@ -499,9 +567,13 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             finished = auditor.finish()
             for row in (*auditor.gap_rows(), *finished):
                 group.route(row, out)
+            if group.kept is not None and auditor.group_id is not None:
+                t0 = perf_counter()
+                out.rows.extend(group.derived_rows())
+                group.derive_seconds += perf_counter() - t0
             key = current if isinstance(current, str) else None  # a group is open: current is its key
             out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
-                           group.feed_seconds, group.merge_seconds)
+                           (group.feed_seconds, group.merge_seconds, group.derive_seconds))
             if auditor.group_id is not None:
                 out.add_state(auditor, group.changed, [r for r in finished if type(r) is OffsetCommitRow])
 
@@ -515,12 +587,12 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             while start < end and states[start] is not None:  # a saved state: resume from it
                 if group is None:
                     saved = _resumed(gid, states[start], windows[start] if windows is not None else None, load_path)
-                    group = _Group(saved, mode, gaps)
+                    group = _Group(saved, mode, gaps, keep=derive)
                 start += 1
             if start == end:
                 continue
             if group is None:
-                group = _Group(GroupAuditor(gid, load_path=load_path), None, gaps)
+                group = _Group(GroupAuditor(gid, load_path=load_path), None, gaps, keep=derive)
             group.changed = True
             auditor = group.auditor
             i = start
@@ -575,30 +647,37 @@ def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
 
 
 def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
-                   gaps: Mapping[int, HistoryGap] | None = None,
+                   gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (see `replay_frame`); closes over
-    plain values only. A batch is flushed as soon as `batch_rows` rows are held (a group's closing
-    rows and counts row may add to it), and at the end of the partition. `mode` says how resumed
-    groups' rows are sorted (module docstring); `gaps` are the offsets never read per
-    `__consumer_offsets` partition between the previous run and this one."""
+    """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (`REPLAY_DERIVED_SCHEMA` when
+    `derive`; see `replay_frame`); closes over plain values only. A batch is flushed as soon as
+    `batch_rows` rows are held (a group's closing rows, derived rows and counts row may add to it),
+    and at the end of the partition. `mode` says how resumed groups' rows are sorted (module
+    docstring); `gaps` are the offsets never read per `__consumer_offsets` partition between the
+    previous run and this one."""
     if batch_rows < 1:
         raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
     gap_map = dict(gaps or {})
 
     def replay_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from _replay(map(_arrow_columns, batches), batch_rows=batch_rows, load_path=load_path, mode=mode,
-                           gaps=gap_map)
+        yield from collected_in_bulk(_replay(map(_arrow_columns, batches), batch_rows=batch_rows, load_path=load_path,
+                                             mode=mode, gaps=gap_map, derive=derive))
 
     return replay_partition
 
 
 def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode = "resume",
-                 gaps: Mapping[int, HistoryGap] | None = None) -> DataFrame:
+                 gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False) -> DataFrame:
     """The wide replay output (`REPLAY_SCHEMA`) of `records`, which must hold `INPUT_COLUMNS` (`state`
     may be absent: no saved states), may hold the single pass's stretches (`STRETCH_COLUMNS`, all of
     them when `_kind` is there) and saved states' summaries (`STATE_WINDOWS_COLUMN`), and must be
-    repartitioned by `group_id` and sorted within partitions by (`group_id`, `partition`, `offset`)."""
+    repartitioned by `group_id` and sorted within partitions by (`group_id`, `partition`, `offset`).
+
+    `derive`: each group's `partition_ownership`, `rebalances` and `group_health` rows are derived
+    from the rows the replay outputs for it (`udfs.history.derive_group`, at the group's end) and
+    come out too (`REPLAY_DERIVED_SCHEMA`; `split_table` takes them out): what `udfs.derived` derives
+    from those rows in a stage of its own, without moving them again. Only when those rows are all
+    the derivation needs (no earlier run's rows, no broker account)."""
     if "state" not in records.columns:
         records = records.withColumn("state", F.lit(None).cast("binary"))
     if "missing" not in records.columns:
@@ -612,13 +691,15 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     if absent:
         raise ValueError(f"replay_frame: input has `_kind` but lacks stretch column(s) {absent}")
     return records.selectExpr(*[f"`{c}`" for c in (*INPUT_COLUMNS, *optional)]).mapInArrow(
-        make_replay_fn(load_path=load_path, mode=mode, gaps=gaps), REPLAY_SCHEMA)
+        make_replay_fn(load_path=load_path, mode=mode, gaps=gaps, derive=derive),
+        REPLAY_DERIVED_SCHEMA if derive else REPLAY_SCHEMA)
 
 
 def split_table(wide: DataFrame, table: str, *, carried: bool | None = False) -> DataFrame:
     """One table's rows out of the replay's wide output, with the table's own column names and types:
-    the new rows (`carried` False), the rows the previous run left open that changed (True), or all."""
-    schema = struct_type_from_dataclass(AUDIT_TABLES[table])
+    the new rows (`carried` False), the rows the previous run left open that changed (True), or all.
+    A derived table (`replay_frame(derive=True)`) has new rows only."""
+    schema = struct_type_from_dataclass(AUDIT_TABLES[table]) if table in AUDIT_TABLES else TABLE_SCHEMAS[table]
     # SQL text: one expression string per column costs the driver far less than building Column objects
     condition = f"_table = '{table}'"
     if carried is not None:

@@ -16,10 +16,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from coordinator_core.audit import GroupAuditor, table_of
 from coordinator_core.sim.builders import LogBuilder, member, tps
+from udfs.derived import BASE_INPUTS, DERIVED_TABLES, derive_tables
 from udfs.replay import (
     COUNT_FIELDS,
     COUNTS_TABLE,
     INPUT_COLUMNS,
+    REPLAY_DERIVED_SCHEMA,
     REPLAY_SCHEMA,
     STATE_TABLE,
     group_runs,
@@ -194,17 +196,25 @@ def test_replay_frame_through_spark(spark) -> None:
         assert Counter(tuple(_freeze(v) for v in r) for r in got.collect()) == expected[table], table
     counts = split_counts(wide).collect()
     assert Counter(tuple(r)[:1 + len(COUNT_FIELDS)] for r in counts) == expected[COUNTS_TABLE]
-    # the derivation's input packed from the wide output in one projection is what packing the
-    # split tables gives (udfs.derived)
-    from udfs.derived import BASE_INPUTS, pack_base, packed_from_wide
+    # each group's Python time feeding its records and merging stretches (none here); nothing derived
+    assert all(r["feed_seconds"] > 0 and r["merge_seconds"] == 0 and r["derive_seconds"] == 0
+               for r in counts if r["records_in"])
 
-    by_name = pack_base({t: split_table(wide, t, carried=None) for t in BASE_INPUTS})
-    direct = packed_from_wide(wide)
-    assert sorted(direct.columns) == sorted(by_name.columns)
-    rows = Counter(map(repr, by_name.select(*sorted(by_name.columns)).collect()))
-    assert rows and Counter(map(repr, direct.select(*sorted(direct.columns)).collect())) == rows
-    # each group's Python time feeding its records and merging stretches (none here)
-    assert all(r["feed_seconds"] > 0 and r["merge_seconds"] == 0 for r in counts if r["records_in"])
+    # derived in the replay: the same base rows and counts, and the derived tables are what
+    # udfs.derived derives from those base rows in a stage of its own
+    fused = replay_frame(records, derive=True).localCheckpoint()
+    assert fused.schema == REPLAY_DERIVED_SCHEMA
+    for table in AUDIT_TABLES:
+        assert Counter(tuple(_freeze(v) for v in r) for r in split_table(fused, table).collect()) == expected[table]
+    fused_counts = split_counts(fused).collect()
+    assert Counter(tuple(r)[:1 + len(COUNT_FIELDS)] for r in fused_counts) == expected[COUNTS_TABLE]
+    assert any(r["derive_seconds"] > 0 for r in fused_counts)
+    separate = derive_tables({t: split_table(wide, t) for t in BASE_INPUTS})
+    for name in DERIVED_TABLES:
+        rows = Counter(map(repr, separate[name].collect()))
+        assert rows, name
+        assert split_table(fused, name).columns == separate[name].columns
+        assert Counter(map(repr, split_table(fused, name).collect())) == rows, name
 
 
 def test_replay_frame_names_missing_columns(spark) -> None:
