@@ -23,7 +23,10 @@ Pipeline (one Spark application, one pass over the input's bytes):
             rebalance causes (with the commits as evidence), violations (offset regressions
             included), offset_commits, quarantine rows and the groups' new state, and marks the
             rows that close or change rows an earlier run wrote
-4. derive   the derived tables (ownership, rebalances, health) from those, per group   `udfs.derived`
+4. derive   the derived tables (ownership, rebalances, health) from those, per group: in the
+            replay itself at each group's end when the run's own rows are all they need (a fresh
+            output, no broker log), else in a stage of their own with the rows earlier runs
+            stored                                                     `udfs.replay`, `udfs.derived`
 5. write    every table in one run (`jobs.delta_io`): staged files, then one Delta commit per
             table (and a MERGE of the carried rows) with `runs` last
 """
