@@ -23,7 +23,7 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from udfs import schemas
 from udfs.gc_batches import collected_in_bulk
-from udfs.history import BASE_INPUTS, DERIVED_KEYS, derive_group, values_getter
+from udfs.history import BASE_INPUTS, DERIVED_KEYS, derive_from_tables, values_getter
 from udfs.replay import row_columns, sorted_runs
 
 if TYPE_CHECKING:
@@ -129,9 +129,7 @@ def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192
 
     def close() -> None:
         if isinstance(current, str):
-            produced: tuple[list[Any], ...] = derive_group(
-                current, generations=inputs["generations"], assignments=inputs["assignments"],
-                commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
+            produced: tuple[list[Any], ...] = derive_from_tables(current, inputs)
             for name, rows in zip(DERIVED_TABLES, produced, strict=True):
                 out[name].extend(rows)
         for pending in inputs.values():

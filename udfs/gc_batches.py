@@ -4,9 +4,9 @@ function that builds many long-lived objects (the replay's audits and rows, the 
 With the default thresholds CPython runs a young collection every 700 net allocations of tracked
 objects and, every hundred of those, a full one over every live object: the rows held until the
 next flush, the group's audit, the worker's imported modules. Nearly all of those objects are freed
-by reference counting, so that work finds little: on the 20M-record benchmark's replay input it
-was 15-25% of the replay's Python time (`benchmarks.bench_derive`, `benchmarks.bench_replay_adapter`
-measure the bodies). `collected_in_bulk` instead leaves automatic collection only as a safety
+by reference counting, so that work finds little: on the 20M-record benchmark's replay input (the
+replay's function run in one process over its collected input, with the collector on and off) it
+was 15-25% of the replay's Python time. `collected_in_bulk` instead leaves automatic collection only as a safety
 valve (a million net allocations) and collects the young generations after each batch it passes on,
 everything every `full_every` batches, so reference cycles (an audit's objects refer to each other)
 are still freed and memory stays bounded by what one batch's work allocates.

@@ -59,6 +59,7 @@ __all__ = [
     "RebalanceRow",
     "as_dict",
     "astuple_fast",
+    "derive_from_tables",
     "derive_group",
     "flapping_score",
     "health_status",
@@ -290,6 +291,13 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
     rebalances = _rebalances(group_id, gens, by_gen_index, last_commit, cause_rows, ownership)
     health = _health(group_id, gens, ownership, rebalances, commits, violations)
     return ownership, rebalances, health
+
+
+def derive_from_tables(group_id: str, rows: Mapping[str, Sequence[Mapping[str, Any]]]
+                       ) -> tuple[list[OwnershipRow], list[RebalanceRow], list[HealthRow]]:
+    """`derive_group` of a group's rows given per base table name (`BASE_INPUTS`' keys)."""
+    return derive_group(group_id, generations=rows["generations"], assignments=rows["assignments"],
+                        commits=rows["offset_commits"], causes=rows["rebalance_causes"], violations=rows["violations"])
 
 
 def _last_commits(gens: list[dict[str, Any]], commits: Iterable[Mapping[str, Any]]

@@ -76,7 +76,7 @@ from coordinator_core.audit import (
     Regression,
 )
 from udfs.gc_batches import collected_in_bulk
-from udfs.history import BASE_INPUTS, derive_group
+from udfs.history import BASE_INPUTS, derive_from_tables
 from udfs.scan import KIND_REGRESSION
 from udfs.schemas import (
     AUDIT_TABLES,
@@ -224,7 +224,6 @@ rows (`REPLAY_SCHEMA` and the columns only those tables use)."""
 _ARROW_SCHEMA: pa.Schema = to_arrow_schema(REPLAY_DERIVED_SCHEMA, timezone="UTC")
 """REPLAY_DERIVED_SCHEMA as Arrow (Spark's own mapping; strings and binaries as the 32-bit-offset
 types the JVM reads by default); a replay that does not derive writes its first columns only."""
-_BASE_WIDTH = len(_BASE_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,7 +252,8 @@ for _name, _cls in (*AUDIT_TABLES.items(), *DERIVED_TABLES.items()):
 _COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS, *TIMING_FIELDS), _identity)
 _STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
 _CARRIED_POSITION = _ARROW_SCHEMA.get_field_index("_carried")
-_BASE_ARROW_SCHEMA = pa.schema(list(_ARROW_SCHEMA)[:_BASE_WIDTH])
+_BASE_ARROW_SCHEMA = to_arrow_schema(REPLAY_SCHEMA, timezone="UTC")
+"""REPLAY_SCHEMA as Arrow: the first columns of `_ARROW_SCHEMA`."""
 
 
 def _dict_of(columns: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
@@ -292,12 +292,12 @@ def _columns(out: _TableOut, rows: list[Any]) -> list[list[Any]]:
     return row_columns(rows, out.values, len(out.positions))
 
 
-def _wide_batch(out: _TableOut, rows: list[Any], *, width: int, carried: bool = False,
+def _wide_batch(out: _TableOut, rows: list[Any], *, schema: pa.Schema, carried: bool = False,
                 built: Mapping[int, pa.Array] | None = None) -> pa.RecordBatch:
-    """The wide RecordBatch of one table's rows, the first `width` columns of the wide layout: its
-    own columns built from the rows (those at the positions of `built`: given already), the rest null."""
+    """The wide RecordBatch of one table's rows in `schema` (`_ARROW_SCHEMA`, or its first columns
+    `_BASE_ARROW_SCHEMA`): its own columns built from the rows (those at the positions of `built`:
+    given already), the rest null."""
     n = len(rows)
-    schema = _ARROW_SCHEMA if width == len(_ARROW_SCHEMA) else _BASE_ARROW_SCHEMA
     arrays = [pa.nulls(n, f.type) for f in schema]
     arrays[0] = pa.repeat(pa.scalar(out.name, pa.string()), n)
     if carried:
@@ -341,10 +341,10 @@ def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
 class _Output:
     """Rows of the wide output since the last flush: audit row objects (any table) and counts tuples."""
 
-    __slots__ = ("carried", "counts", "rows", "states", "width")
+    __slots__ = ("carried", "counts", "rows", "schema", "states")
 
-    def __init__(self, width: int = _BASE_WIDTH) -> None:
-        self.width = width
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
         self.rows: list[Any] = []
         self.carried: list[Any] = []
         self.counts: list[tuple[Any, ...]] = []
@@ -372,17 +372,17 @@ class _Output:
         by_type: dict[type, list[Any]] = {cls: [] for cls in _ROW_TABLES}
         for row in self.rows:
             by_type[type(row)].append(row)
-        width = self.width
-        batches = [_wide_batch(_ROW_TABLES[cls], rows, width=width) for cls, rows in by_type.items() if rows]
+        schema = self.schema
+        batches = [_wide_batch(_ROW_TABLES[cls], rows, schema=schema) for cls, rows in by_type.items() if rows]
         carried: dict[type, list[Any]] = {}
         for row in self.carried:
             carried.setdefault(type(row), []).append(row)
-        batches.extend(_wide_batch(_ROW_TABLES[cls], rows, width=width, carried=True) for cls, rows in carried.items())
+        batches.extend(_wide_batch(_ROW_TABLES[cls], rows, schema=schema, carried=True) for cls, rows in carried.items())
         if self.counts:
-            batches.append(_wide_batch(_COUNTS_OUT, self.counts, width=width))
+            batches.append(_wide_batch(_COUNTS_OUT, self.counts, schema=schema))
         if self.states:
             windows = _open_windows([state[-1] for state in self.states])
-            batches.append(_wide_batch(_STATE_OUT, self.states, width=width, built={_WINDOWS_POSITION: windows}))
+            batches.append(_wide_batch(_STATE_OUT, self.states, schema=schema, built={_WINDOWS_POSITION: windows}))
         self.rows = []
         self.carried = []
         self.counts = []
@@ -488,10 +488,7 @@ class _Group:
         self.kept = []
         group_id = self.auditor.group_id
         assert group_id is not None
-        ownership, rebalances, health = derive_group(
-            group_id, generations=inputs["generations"], assignments=inputs["assignments"],
-            commits=inputs["offset_commits"], causes=inputs["rebalance_causes"], violations=inputs["violations"])
-        return [*ownership, *rebalances, *health]
+        return [row for rows in derive_from_tables(group_id, inputs) for row in rows]
 
 
 def _segments(group: _Group, partitions: list[Any], offsets: list[Any], timestamps: list[Any], missing: list[Any],
@@ -556,7 +553,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False) -> Iterator[pa.RecordBatch]:
     """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches
     (with the derived tables' rows and columns when `derive`)."""
-    out = _Output(len(_ARROW_SCHEMA) if derive else _BASE_WIDTH)
+    out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA)
     gaps = gaps or {}
     group: _Group | None = None
     current: object = object()  # no group yet (None is a real key: records whose key did not parse)
