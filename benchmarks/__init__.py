@@ -68,6 +68,15 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   fit per measurement gives its slope (seconds per million records: the marginal cost) and
   intercept (the fixed cost): `audit_marginal_over_bare_scan_marginal` (target <= 2),
   `offset_path_marginal_over_bare_scan_marginal` (<= 1.5), `audit_fixed_seconds` (<= 6).
+* `fixed_groups`: the same three at the same record counts, but with `--groups` groups at every point
+  (its own inputs, `input-r<records>-g<groups>-s<seed>`; the main input's point is shared with
+  `scaling`). Scale mode writes each group's metadata first and then whole commit rounds, so here
+  the generations, and with them every table the audit writes, are the same at every point: only
+  the offset commits grow. Its slopes are the cost per record alone
+  (`fixed_groups_audit_marginal_over_bare_scan_marginal`,
+  `fixed_groups_offset_path_marginal_over_bare_scan_marginal`), its intercept the cost of the
+  groups and their output. The `scaling` series, where the output grows with the input, stays the
+  one the targets are stated on; their notes quote these beside it.
 * `delta_input`: the bare scan and the warm audit with the input as a Delta table that Spark reads
   itself (the job's `input.format = "delta"`), at `--delta-factors` (1,4) x `--scaling-base`,
   best of two runs each: `delta_input_audit_marginal_over_bare_scan_marginal` (over the Delta

@@ -38,7 +38,7 @@ __all__ = ["MEASUREMENTS", "ensure_delta_input", "ensure_input", "main", "parse_
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASUREMENTS: tuple[str, ...] = ("bare_scan", "offset_path", "audit", "peer", "replay", "memory", "scaling",
-                                 "derived", "delta_input", "kafka_input")
+                                 "fixed_groups", "derived", "delta_input", "kafka_input")
 SCALING_FACTORS = (1, 2, 4, 8)
 """Multiples of `--scaling-base` (by default a quarter of `--records`): 5M, 10M, 20M and 40M records
 at the default size, the 4x point being the main input."""
@@ -280,10 +280,14 @@ def _in_fresh_process(fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: A
 
 
 def _points(config: ScaleConfig, path: Path, manifest: dict[str, Any], args: argparse.Namespace,
-            factors: tuple[int, ...]) -> list[Point]:
+            factors: tuple[int, ...], *, scale_groups: bool = True) -> list[Point]:
+    """The inputs of `factors` x `--scaling-base` records: groups scaled with the records
+    (`scale_groups`: the record mix, and so the output per record, stays the same), or `--groups`
+    groups at every point (the output stays the same, only the commit rounds grow)."""
     out: list[Point] = []
     for k in factors:
-        c = _scaled_config(config, args.scaling_base * k, base_records=args.records)
+        c = (_scaled_config(config, args.scaling_base * k, base_records=args.records) if scale_groups
+             else scale_config(args.scaling_base * k, args.groups, args.seed))
         if c == config:
             out.append((k, path, manifest["rows"]))
         else:
@@ -305,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale_points: list[Point] = []
     if args.scaling and "scaling" not in skip:
         scale_points = _points(config, path, manifest, args, args.scaling_factors)
+    fixed_points: list[Point] = []
+    if args.scaling and "fixed_groups" not in skip:
+        fixed_points = _points(config, path, manifest, args, args.scaling_factors, scale_groups=False)
     delta_points: list[Point] = []
     if "delta_input" not in skip and "audit" not in skip:
         for k, p, rows in _points(config, path, manifest, args, args.delta_factors):
@@ -321,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         m["memory"] = {"single_group": _in_fresh_process(memory.single_group_memory, args.single_group_commits)}
         _log(f"memory: peak RSS {m['memory']['single_group']['peak_rss_mib']:,.0f} MiB")
 
-    steps = _spark_steps(args, path, scale_points, delta_points)
+    steps = _spark_steps(args, path, scale_points, delta_points, fixed_points)
     if steps:
         work = Path(tempfile.mkdtemp(prefix="coordinator-audit-bench-", dir=args.work_dir))
         try:
@@ -332,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 shutil.rmtree(work, ignore_errors=True)
         rep["environment"].update(env)
-        _collect(rep, results, path, scale_points, delta_points, derived="derived" not in skip)
+        _collect(rep, results, path, scale_points, delta_points, fixed_points, derived="derived" not in skip)
     if "kafka_input" not in skip and "audit" not in skip:
         m["kafka_input"] = _kafka_input(args, config, path, manifest)
 
@@ -365,8 +372,11 @@ def _main_runs(kind: str, derived: bool) -> list[str]:
 
 
 def _point_runs(k: int, kind: str, *, main: bool, derived: bool, prefix: str = "scaling") -> list[str]:
-    """The step names of one scaling point's `RUNS_PER_POINT` runs of `kind`."""
+    """The step names of one scaling point's `RUNS_PER_POINT` runs of `kind`. The main input's point
+    reuses the main runs, and its further runs are the `scaling` series' whatever the series (the
+    `fixed_groups` series shares that point with it)."""
     reused = _main_runs(kind, derived) if main else []
+    prefix = "scaling" if main else prefix
     return reused + [f"{prefix}.{k}x.{kind}.{run}" for run in range(len(reused) + 1, RUNS_PER_POINT + 1)]
 
 
@@ -375,7 +385,7 @@ def _scaling_kinds(skip: set[str]) -> tuple[str, ...]:
 
 
 def _spark_steps(args: argparse.Namespace, path: Path, scale_points: Sequence[Point],
-                 delta_points: Sequence[Point] = ()) -> list[dict[str, Any]]:
+                 delta_points: Sequence[Point] = (), fixed_points: Sequence[Point] = ()) -> list[dict[str, Any]]:
     skip, src = args.skip, str(path)
     sample = "memory" not in skip
     steps: list[dict[str, Any]] = []
@@ -404,17 +414,20 @@ def _spark_steps(args: argparse.Namespace, path: Path, scale_points: Sequence[Po
         steps.append({"name": "bare_scan.last", "kind": "bare_scan", "path": src})
     # the scaling points, interleaved (every point's first runs, then every point's second runs) so
     # that a change of the machine's load does not fall on one point only
-    main_names = {s["name"] for s in steps}
+    planned = {s["name"] for s in steps}
     extra: list[list[dict[str, Any]]] = [[] for _ in range(RUNS_PER_POINT)]
-    for k, p, _ in scale_points:
-        for kind in _scaling_kinds(skip):
-            for i, name in enumerate(_point_runs(k, kind, main=p == path, derived=derived)):
-                if name in main_names:
-                    continue
-                step: dict[str, Any] = {"name": name, "kind": kind, "path": str(p)}
-                if kind == "audit":
-                    step.update(out="audit-" + name.replace(".", "-"), sample_memory=sample, output_write=True)
-                extra[i].append(step)
+    for prefix, points in (("scaling", scale_points), ("fixed", fixed_points)):
+        for k, p, _ in points:
+            for kind in _scaling_kinds(skip):
+                for i, name in enumerate(_point_runs(k, kind, main=p == path, derived=derived, prefix=prefix)):
+                    if name in planned:
+                        continue
+                    planned.add(name)
+                    step: dict[str, Any] = {"name": name, "kind": kind, "path": str(p)}
+                    if kind == "audit":  # the fixed series' output is the same at every point: no floor to fit
+                        step.update(out="audit-" + name.replace(".", "-"), sample_memory=sample and prefix == "scaling",
+                                    output_write=prefix == "scaling" or p == path)
+                    extra[i].append(step)
     for k, p, _ in delta_points:
         for i, batch in enumerate(_input_point_runs(k, "delta", {"path": str(p), "format": "delta"})):
             extra[i].extend(batch)
@@ -643,8 +656,37 @@ def _fits(points: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str, dic
     return out
 
 
+def _series(get: Callable[[str], dict[str, Any] | None], points: Sequence[Point], path: Path, kinds: tuple[str, ...],
+            *, derived: bool, prefix: str) -> dict[str, Any]:
+    """One series of scaling points (`scaling` or `fixed_groups`) from its step results: per point
+    and measurement the best of its runs, the read floors of its bare scans, the rows the audit
+    wrote, the `output_write` floor and the Python workers' peak where measured; the fits."""
+    out_points = []
+    for k, p, rows in points:
+        point: dict[str, Any] = {"factor": k, "records": rows, "input": str(p), "reused_main": p == path}
+        for kind in kinds:
+            rs = [get(n) for n in _point_runs(k, kind, main=p == path, derived=derived, prefix=prefix)]
+            point[kind] = _best(rs)
+            if kind == "audit":
+                hwm = [((r or {}).get("memory") or {}).get("python_worker_peak_hwm_mib") for r in rs]
+                hwm = [h for h in hwm if h]
+                point[kind]["python_worker_peak_hwm_mib"] = max(hwm, default=None)
+                written = [sum(r["table_rows"].values()) for r in rs if r and r.get("table_rows")]
+                point[kind]["output_rows"] = max(written, default=None)
+                floors = [(r or {}).get("output_write") for r in rs]
+                if any(floors):
+                    point["output_write"] = {**_best(floors), "rows": next((f["rows"] for f in floors if f), None)}
+            if kind == "bare_scan":  # the read floors, measured in the same runs (`measure_read_floors`)
+                for floor in READ_FLOORS:
+                    point[floor] = _best([(r or {}).get(floor) for r in rs])
+        out_points.append(point)
+    fit_kinds = (kinds + (("output_write",) if all("output_write" in p for p in out_points) and out_points else ())
+                 + (READ_FLOORS if "bare_scan" in kinds else ()))
+    return {"points": out_points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(out_points, fit_kinds)}
+
+
 def _collect(rep: dict[str, Any], results: dict[str, dict[str, Any]], path: Path, scale_points: Sequence[Point],
-             delta_points: Sequence[Point] = (), *, derived: bool = True) -> None:
+             delta_points: Sequence[Point] = (), fixed_points: Sequence[Point] = (), *, derived: bool = True) -> None:
     """Puts the step results where the report keeps them; failures are kept as {"error": ...}."""
     m = rep["measurements"]
 
@@ -683,28 +725,11 @@ def _collect(rep: dict[str, Any], results: dict[str, dict[str, Any]], path: Path
                       "`replay: ...` line, all workers) over the run's core-seconds (wall time x cores)"}
     elif m.get("audit"):
         m["replay_share"] = {"share": None, "note": "the job logged no replay time"}
+    kinds = _scaling_kinds(set(rep["parameters"].get("skip", ())))
     if scale_points:
-        kinds = _scaling_kinds(set(rep["parameters"].get("skip", ())))
-        points = []
-        for k, p, rows in scale_points:
-            point: dict[str, Any] = {"factor": k, "records": rows, "input": str(p), "reused_main": p == path}
-            for kind in kinds:
-                rs = [get(n) for n in _point_runs(k, kind, main=p == path, derived=derived)]
-                point[kind] = _best(rs)
-                if kind == "audit":
-                    hwm = [((r or {}).get("memory") or {}).get("python_worker_peak_hwm_mib") for r in rs]
-                    hwm = [h for h in hwm if h]
-                    point[kind]["python_worker_peak_hwm_mib"] = max(hwm, default=None)
-                    floors = [(r or {}).get("output_write") for r in rs]
-                    point["output_write"] = {**_best(floors),
-                                             "rows": next((f["rows"] for f in floors if f), None)}
-                if kind == "bare_scan":  # the read floors, measured in the same runs (`measure_read_floors`)
-                    for floor in READ_FLOORS:
-                        point[floor] = _best([(r or {}).get(floor) for r in rs])
-            points.append(point)
-        fit_kinds = (kinds + (("output_write",) if "audit" in kinds else ())
-                     + (READ_FLOORS if "bare_scan" in kinds else ()))
-        m["scaling"] = {"points": points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(points, fit_kinds)}
+        m["scaling"] = _series(get, scale_points, path, kinds, derived=derived, prefix="scaling")
+    if fixed_points:
+        m["fixed_groups"] = _series(get, fixed_points, path, kinds, derived=derived, prefix="fixed")
     if delta_points:
         points = []
         for k, p, rows in delta_points:

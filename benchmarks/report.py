@@ -60,12 +60,16 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
     """Issue 18's figures: marginal costs (least-squares slopes, seconds per million records) over
     the bare scan's on the same inputs, the audit's fixed cost (intercept), the Python workers'
     peak over the scaling inputs, the replay's share of the warm audit, and the same for the
-    Delta input and the Kafka input (over a bare scan of that input, and over the Parquet bare scan)."""
+    Delta input and the Kafka input (over a bare scan of that input, and over the Parquet bare scan);
+    the `fixed_groups` series' slopes (`fixed_groups_*`: the cost per record with the output held
+    fixed)."""
     m = report["measurements"]
     bare, offsets, audit, floor = (_fit(m, "scaling", k) for k in ("bare_scan", "offset_path", "audit", "output_write"))
     py_read, jvm_summary = (_fit(m, "scaling", k) for k in ("python_read", "jvm_commit_summary"))
     d_bare, d_audit = (_fit(m, "delta_input", k) for k in ("bare_scan", "audit"))
     k_bare, k_audit, k_read = (_fit(m, "kafka_input", k) for k in ("bare_scan", "audit", "python_read"))
+    g_bare, g_offsets, g_audit, g_read = (_fit(m, "fixed_groups", k)
+                                          for k in ("bare_scan", "offset_path", "audit", "python_read"))
     slope = "slope_s_per_million_records"
     peaks = [(p["records"], (p.get("audit") or {}).get("python_worker_peak_hwm_mib"))
              for p in (m.get("scaling") or {}).get("points", [])]
@@ -101,6 +105,12 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
         "kafka_input_bare_scan_marginal_over_parquet_bare_scan_marginal": _ratio(k_bare.get(slope), bare.get(slope)),
         "kafka_input_python_read_marginal_over_bare_scan_marginal": _ratio(k_read.get(slope), k_bare.get(slope)),
         "kafka_input_audit_fixed_seconds": k_audit.get("intercept_s"),
+        "fixed_groups_bare_scan_marginal_s_per_million": g_bare.get(slope),
+        "fixed_groups_audit_marginal_s_per_million": g_audit.get(slope),
+        "fixed_groups_audit_marginal_over_bare_scan_marginal": _ratio(g_audit.get(slope), g_bare.get(slope)),
+        "fixed_groups_offset_path_marginal_over_bare_scan_marginal": _ratio(g_offsets.get(slope), g_bare.get(slope)),
+        "fixed_groups_python_read_marginal_over_bare_scan_marginal": _ratio(g_read.get(slope), g_bare.get(slope)),
+        "fixed_groups_audit_fixed_seconds": g_audit.get("intercept_s"),
     }
 
 
@@ -130,6 +140,12 @@ def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
                           if v is not None)
     floor_note = "; ".join(x for x in (floor_note, read_note) if x)
     offset_note = "; ".join(x for x in (fit_note, read_note) if x)
+    per_record = [(name, f.get(f"fixed_groups_{name}_marginal_over_bare_scan_marginal")) for name in ("audit", "offset_path")]
+    per_record_notes = {name: "" if v is None else (
+        f"per record with the output held fixed (--groups groups at every point, `fixed_groups`): {v:.1f}x")
+        for name, v in per_record}
+    floor_note = "; ".join(x for x in (floor_note, per_record_notes["audit"]) if x)
+    offset_note = "; ".join(x for x in (offset_note, per_record_notes["offset_path"]) if x)
     peak_note = (f"peak {f['python_worker_peak_rss_mib']:,.0f} MiB" if f["python_worker_peak_rss_mib"] else "")
     kafka_note = ("" if f.get("kafka_input_bare_scan_marginal_over_parquet_bare_scan_marginal") is None else
                   f"floor: Spark's Kafka source alone reads at "
@@ -282,6 +298,13 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
         peaks = ", ".join(f"{p['records']:,}: {_fmt((p.get('audit') or {}).get('python_worker_peak_hwm_mib'), ',.0f')}"
                           for p in m["scaling"]["points"])
         print(f"  Python worker peak RSS (MiB) during the audit by input: {peaks}", file=out)
+    if m.get("fixed_groups"):
+        _print_fits(f"fixed groups (Parquet input, {report['parameters']['groups']:,} groups at every point: the same "
+                    "output, only the commit rounds grow, so a slope is the cost per record)", m["fixed_groups"],
+                    ("bare_scan", "offset_path", "audit", "python_read"), out)
+        rows_by_point = ", ".join(f"{p['records']:,}: {_fmt((p.get('audit') or {}).get('output_rows'), ',')}"
+                                  for p in m["fixed_groups"]["points"])
+        print(f"  rows the audit wrote by input: {rows_by_point}", file=out)
     if m.get("delta_input"):
         _print_fits("Delta input (input.format = delta)", m["delta_input"], ("bare_scan", "audit"), out)
     if (m.get("kafka_input") or {}).get("error"):

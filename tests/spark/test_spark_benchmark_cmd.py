@@ -194,9 +194,65 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     harness._collect(rep, results, main, points, [])
     sc = rep["measurements"]["scaling"]
     assert sc["points"][1]["audit"] == {"runs": [audit[2]], "seconds": None, "missing_runs": 1,
-                                        "python_worker_peak_hwm_mib": hwm[2] - 1}
+                                        "python_worker_peak_hwm_mib": hwm[2] - 1, "output_rows": None}
     assert sc["points"][0]["offset_path"]["errors"] == ["Py4JError: boom"]
     assert sc["fits"]["audit"] == {} and sc["fits"]["offset_path"] == {} and sc["fits"]["bare_scan"]
+
+
+def test_fixed_group_points_share_the_main_point_and_fit_the_cost_per_record() -> None:
+    """The `fixed_groups` series (--groups groups at every point) has steps of its own except at the
+    main input's point, which both series share; its figures are its own slopes' ratios, and the
+    targets' notes quote them beside the series that scales the groups."""
+    main, p1, p2, p8 = Path("main"), Path("p1"), Path("p2"), Path("p8")
+    scaled = [(1, p1, 1_000_000), (2, p2, 2_000_000), (4, main, 4_000_000), (8, p8, 8_000_000)]
+    fixed = [(1, Path("f1"), 1_000_000), (2, Path("f2"), 2_000_000), (4, main, 4_000_000), (8, Path("f8"), 8_000_000)]
+    steps = harness._spark_steps(harness.parse_args(["--records", "8000"]), main, scaled, [], fixed)
+    names = [st["name"] for st in steps]
+    assert len(names) == len(set(names))
+    assert "fixed.4x.offset_path.2" not in names and "scaling.4x.offset_path.2" in names
+    fixed_audits = [st for st in steps if st["name"].startswith("fixed.") and st["kind"] == "audit"]
+    assert len(fixed_audits) == 6 and not any(st["output_write"] or st["sample_memory"] for st in fixed_audits)
+    # only the fixed series asked for: the main point's extra run is still made, under the scaling name
+    alone = [st["name"] for st in harness._spark_steps(harness.parse_args(["--records", "8000"]), main, [], [], fixed)]
+    assert "scaling.4x.offset_path.2" in alone and "fixed.1x.audit.2" in alone
+
+    bare = {1: 0.6, 2: 0.7, 4: 0.9, 8: 1.3}  # 0.1 s per M records
+    offsets = {k: 6.0 + 0.2 * n / 1e6 for k, _, n in fixed}  # 2x
+    audit = {k: 15.0 + 0.18 * n / 1e6 for k, _, n in fixed}  # 1.8x
+    results: dict = {}
+    for k, p, n in fixed:
+        bare_run = _ok(bare[k], python_read={"seconds": 0.3 + 0.12 * n / 1e6}, jvm_commit_summary={"seconds": 1.0})
+        if p == main:
+            results.update({"bare_scan.first": bare_run, "bare_scan.last": bare_run, "offset_path": _ok(offsets[k]),
+                            "scaling.4x.offset_path.2": _ok(offsets[k] + 1),
+                            "audit": _ok(audit[k], table_rows={"generations": 30, "offset_commits": 70},
+                                         output_write={"seconds": 1.0, "rows": 100}),
+                            "audit.again": _ok(audit[k] + 1, table_rows={"generations": 30, "offset_commits": 70})})
+            continue
+        for run in (1, 2):
+            results[f"fixed.{k}x.bare_scan.{run}"] = bare_run
+            results[f"fixed.{k}x.offset_path.{run}"] = _ok(offsets[k] + run - 1)
+            results[f"fixed.{k}x.audit.{run}"] = _ok(audit[k] + run - 1, table_rows={"generations": 30,
+                                                                                    "offset_commits": 70})
+    rep: dict = {"measurements": {}, "parameters": {"skip": []}, "input": {"rows": 4_000_000}}
+    harness._collect(rep, results, main, [], [], fixed)
+    rep["ratios"] = report.ratios(rep)
+    rep["figures"] = f = report.figures(rep)
+    rep["targets"] = report.targets(rep)
+    fg = rep["measurements"]["fixed_groups"]
+    assert "scaling" not in rep["measurements"]
+    assert [p["audit"]["output_rows"] for p in fg["points"]] == [100] * 4
+    assert "output_write" not in fg["fits"]  # measured at the shared main point only: no floor to fit
+    assert f["fixed_groups_audit_marginal_over_bare_scan_marginal"] == pytest.approx(1.8)
+    assert f["fixed_groups_offset_path_marginal_over_bare_scan_marginal"] == pytest.approx(2.0)
+    assert f["fixed_groups_python_read_marginal_over_bare_scan_marginal"] == pytest.approx(1.2)
+    assert f["fixed_groups_audit_fixed_seconds"] == pytest.approx(15.0)
+    assert f["audit_marginal_over_bare_scan_marginal"] is None  # the target's own series did not run
+    t = rep["targets"]
+    assert "output held fixed (--groups groups at every point, `fixed_groups`): 1.8x" in (
+        t["audit_marginal_over_bare_scan_marginal"]["note"])
+    assert "`fixed_groups`): 2.0x" in t["offset_path_marginal_over_bare_scan_marginal"]["note"]
+    assert t["audit_marginal_over_bare_scan_marginal"]["met"] is None
 
 
 def test_steps_cover_every_point_twice() -> None:
