@@ -36,7 +36,7 @@ import numpy as np
 __all__ = ["KIND_COMMIT_KEY", "KIND_GROUP_METADATA_KEY", "KIND_OTHER", "STATUS_CHECK", "STATUS_COMMIT",
            "STATUS_FILTERED", "STATUS_SIDE", "STATUS_TOMBSTONE", "STRETCH_FIELDS", "S_COMMITS", "S_FC_CTS",
            "S_FC_OFF", "S_FC_RTS", "S_FC_SRC", "S_FIRST_SRC", "S_LAST_SRC", "S_LC_CTS", "S_LC_OFF", "S_LC_SRC",
-           "S_PART", "S_REGS", "S_STRETCH", "S_TOMBS", "KeyTable", "commit_status",
+           "S_PART", "S_REGS", "S_STRETCH", "S_TOMBS", "KeyTable", "commit_status", "open_partitions",
            "summarise"]
 
 KIND_OTHER, KIND_COMMIT_KEY, KIND_GROUP_METADATA_KEY = 0, 1, 2
@@ -479,3 +479,27 @@ def _summarise(keep: Any, status: Any, kind: Any, name: Any, gm_group: Any, name
 
 
 summarise = _jit(_summarise)
+
+
+def _open_partitions(open_: Any, n: int) -> Any:
+    """The distinct Kafka partitions (S_PART, in no particular order) of the rows of `open_[:n]`
+    holding an open stretch: one pass over the rows, in which interning left runs of one partition."""
+    seen = set()
+    last = np.int64(-1)
+    have = False
+    for i in range(n):
+        if open_[i, S_STRETCH] < 0:
+            continue
+        p = open_[i, S_PART]
+        if have and p == last:
+            continue
+        have = True
+        last = p
+        seen.add(p)
+    out = np.empty(len(seen), dtype=np.int64)
+    for k, p in enumerate(seen):
+        out[k] = p
+    return out
+
+
+open_partitions = _jit(_open_partitions)

@@ -221,3 +221,49 @@ def test_the_spark_reader_merges_many_splits_and_finds_the_same(spark) -> None:
         scan.unpersist()
     assert results["files"] == results["splits"]
     assert results["files"][0]["commits"] > 0
+
+
+def test_an_equal_dictionary_is_classified_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyarrow gives each batch of a row group the row group's whole key dictionary: `TaskKeys`
+    classifies an equal dictionary again only by comparing it, and a different one afresh; the
+    kinds and ids are those of the plain keys either way."""
+    import udfs.scan as scan
+
+    commit = [encode(CoordinatorRecord.of(OffsetCommitKey(f"g{i % 3}", "orders", i), OffsetCommitValue(1, 0, "", T)))[0]
+              for i in range(6)]
+    keys = [*commit, b"\x00\x02\x00\x02g0", b"\x01", None, commit[0]]
+    calls: list[int] = []
+    real = scan.classify_keys
+    monkeypatch.setattr(scan, "classify_keys", lambda *a: calls.append(1) or real(*a))
+
+    task = scan.TaskKeys()
+
+    def plain(values: list[bytes | None]) -> tuple[list[int], list[int]]:  # ids are the task's own
+        kind, ids = task.classify(pa.array(values, type=pa.binary()))
+        return kind.tolist(), ids.tolist()
+
+    first = pa.array(keys, type=pa.binary()).dictionary_encode()
+    again = pa.array(keys[::-1], type=pa.binary()).dictionary_encode()  # other indices, the same entries reordered
+    same = pa.DictionaryArray.from_arrays(pa.array([3, 0, None, 3]), first.dictionary.slice(0))  # an equal copy
+    for arr, values, classified in ((first, keys, 1), (same, [keys[3], keys[0], None, keys[3]], 0),
+                                    (again, keys[::-1], 1), (first, keys, 1)):
+        calls.clear()
+        kind, ids = task.classify(arr)
+        assert calls == [1] * classified  # `same`: equal to the dictionary before it, compared only
+        assert (kind.tolist(), ids.tolist()) == plain(values)
+
+
+def test_open_partitions_of_the_open_stretches() -> None:
+    import numpy as np
+
+    from udfs.scan_kernel import S_PART, S_STRETCH, STRETCH_FIELDS, open_partitions
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 5, 1000):
+        rows = np.full((n + 3, STRETCH_FIELDS), -1, dtype=np.int64)
+        rows[:, S_PART] = np.sort(rng.integers(0, 50, n + 3))
+        rows[:, S_STRETCH] = rng.integers(-1, 3, n + 3)
+        rows[n:, S_STRETCH] = 5  # beyond n: not looked at
+        want = set(rows[:n][rows[:n, S_STRETCH] >= 0, S_PART].tolist())
+        assert set(open_partitions(rows, n).tolist()) == want
+        assert len(open_partitions(rows, n)) == len(want)
