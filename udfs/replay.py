@@ -225,6 +225,9 @@ _ARROW_SCHEMA: pa.Schema = to_arrow_schema(REPLAY_DERIVED_SCHEMA, timezone="UTC"
 """REPLAY_DERIVED_SCHEMA as Arrow (Spark's own mapping; strings and binaries as the 32-bit-offset
 types the JVM reads by default); a replay that does not derive writes its first columns only."""
 
+_BASE_ARROW_SCHEMA: pa.Schema = pa.schema(list(_ARROW_SCHEMA)[:len(_BASE_FIELDS)])
+"""REPLAY_SCHEMA as Arrow: the first columns of `_ARROW_SCHEMA`."""
+
 
 @dataclasses.dataclass(frozen=True)
 class _TableOut:
@@ -252,8 +255,6 @@ for _name, _cls in (*AUDIT_TABLES.items(), *DERIVED_TABLES.items()):
 _COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS, *TIMING_FIELDS), _identity)
 _STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
 _CARRIED_POSITION = _ARROW_SCHEMA.get_field_index("_carried")
-_BASE_ARROW_SCHEMA = to_arrow_schema(REPLAY_SCHEMA, timezone="UTC")
-"""REPLAY_SCHEMA as Arrow: the first columns of `_ARROW_SCHEMA`."""
 
 
 def _dict_of(columns: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:

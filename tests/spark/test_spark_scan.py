@@ -8,6 +8,7 @@ re-scan), including a task that carried its stretches over another task's record
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
@@ -25,7 +26,8 @@ from coordinator_core.records import (
 from jobs import offsets_path as op
 from tests.spark.test_spark_offsets_path import EXPECTED_SUMMARY, LOG, SCHEMA, T, _frame
 from udfs.replay import replay_frame, replay_input, split_table
-from udfs.scan import INPUT_COLUMNS, KIND_COUNTS, KIND_PARTIAL, KIND_SIDE, scan_chunk
+from udfs.scan import INPUT_COLUMNS, KIND_COUNTS, KIND_PARTIAL, KIND_SIDE, TaskKeys, scan_chunk
+from udfs.scan_kernel import S_PART, S_STRETCH, STRETCH_FIELDS, classify_keys, open_partitions
 from udfs.schemas import TABLE_SCHEMAS
 
 _ARROW_INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
@@ -227,16 +229,13 @@ def test_an_equal_dictionary_is_classified_once(monkeypatch: pytest.MonkeyPatch)
     """pyarrow gives each batch of a row group the row group's whole key dictionary: `TaskKeys`
     classifies an equal dictionary again only by comparing it, and a different one afresh; the
     kinds and ids are those of the plain keys either way."""
-    import udfs.scan as scan
-
     commit = [encode(CoordinatorRecord.of(OffsetCommitKey(f"g{i % 3}", "orders", i), OffsetCommitValue(1, 0, "", T)))[0]
               for i in range(6)]
     keys = [*commit, b"\x00\x02\x00\x02g0", b"\x01", None, commit[0]]
     calls: list[int] = []
-    real = scan.classify_keys
-    monkeypatch.setattr(scan, "classify_keys", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr("udfs.scan.classify_keys", lambda *a: calls.append(1) or classify_keys(*a))
 
-    task = scan.TaskKeys()
+    task = TaskKeys()
 
     def plain(values: list[bytes | None]) -> tuple[list[int], list[int]]:  # ids are the task's own
         kind, ids = task.classify(pa.array(values, type=pa.binary()))
@@ -254,10 +253,6 @@ def test_an_equal_dictionary_is_classified_once(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_open_partitions_of_the_open_stretches() -> None:
-    import numpy as np
-
-    from udfs.scan_kernel import S_PART, S_STRETCH, STRETCH_FIELDS, open_partitions
-
     rng = np.random.default_rng(7)
     for n in (0, 1, 5, 1000):
         rows = np.full((n + 3, STRETCH_FIELDS), -1, dtype=np.int64)
