@@ -72,6 +72,7 @@ from udfs.replay import (
     replay_frame,
     replay_input,
     split_counts,
+    split_files,
     split_state,
     split_table,
 )
@@ -81,6 +82,7 @@ from udfs.schemas import (
     RUNS_SCHEMA,
     with_time_columns,
 )
+from udfs.table_files import DirectWrite, ms_of, staged_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -228,6 +230,8 @@ class AuditPass:
     """Per partition read: the running count of offsets never read, at the pass's end."""
     persisted: list[DataFrame]
     """Local checkpoints to release once the tables are written (the replay's output, the scan's)."""
+    staged: dict[str, delta_io.StagedFiles] = field(default_factory=dict)
+    """Tables whose new rows the replay's tasks wrote as files themselves (`udfs.table_files`)."""
 
 
 _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "warmup": "warmup"}
@@ -237,8 +241,10 @@ _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "w
 def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str] = (),
                  stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
-                 derive: bool = False) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame]]:
-    """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted).
+                 derive: bool = False, direct: DirectWrite | None = None,
+                 ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame], dict[str, delta_io.StagedFiles]]:
+    """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted,
+    {table: StagedFiles}).
 
     The replay reads the pass's side rows (everything but the summarised offset commits) and its
     stretches of summarised commits (merged into the groups' windows) and, when `state` (the base
@@ -248,7 +254,10 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the base run,
     to merge) and `group_state` (every group's state after this pass). With `derive` the replay also
     derives the groups' ownership, rebalance and health rows from its own (`replay_frame`), and
-    `tables` holds them (`DERIVED_TABLES`, not yet cut to the run's window)."""
+    `tables` holds them (`DERIVED_TABLES`, not yet cut to the run's window). With `direct` the
+    replay's tasks write the new rows of its tables themselves (`udfs.table_files`; the derived
+    rows cut to the run's window): those tables are in the last dict, as the files written, not in
+    `tables`."""
     side = filter_groups(scan.side(missing), groups)
     stretches = filter_groups(scan.stretches(), groups)
     with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
@@ -269,7 +278,9 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         # alternating runs in one session); its blocks are freed with `release` after the writes
         # (an executor lost before then fails the run, which re-running the window heals, as with
         # the derived tables)
-        wide = replay_frame(replay_in, mode=mode, gaps=gaps, derive=derive).localCheckpoint(eager=False)
+        # (the checkpoint also makes the tasks that write files themselves, `direct`, run once: a
+        # later job reads their output rows, never re-runs them)
+        wide = replay_frame(replay_in, mode=mode, gaps=gaps, derive=derive, direct=direct).localCheckpoint(eager=False)
         st.count(wide)
 
     counts_row = split_counts(wide).agg(*[F.sum(c).alias(c) for c in
@@ -284,17 +295,34 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
 
     # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
     # the same row dataclasses)
+    written = direct.stage_dirs if direct is not None else {}
+    staged = _staged_files(wide, written) if written else {}
     tables: dict[str, DataFrame] = {name: split_table(wide, name) for name in (
         "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine",
-        *(DERIVED_TABLES if derive else ()))}
+        *(DERIVED_TABLES if derive else ())) if name not in written}
     persisted = [wide]
     if state is None:
-        return tables, counts, persisted
+        return tables, counts, persisted, staged
     for name in ("generations", "assignments", "offset_commits"):
         tables[f"carried:{name}"] = split_table(wide, name, carried=True)
     tables["group_state"] = split_state(wide).selectExpr(
         *[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in GROUP_STATE_SCHEMA.fields])
-    return tables, counts, persisted
+    return tables, counts, persisted, staged
+
+
+def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str]) -> dict[str, delta_io.StagedFiles]:
+    """Per table the replay's tasks wrote themselves, the files they reported (`split_files`)."""
+    files: dict[str, list[tuple[str, int]]] = {name: [] for name in stage_dirs}
+    for row in split_files(wide).collect():
+        files[row["table"]].append((row["path"], int(row["rows"])))
+    out = {}
+    for name, listed in files.items():
+        out[name] = delta_io.StagedFiles(staged_schema(name), tuple(sorted(p for p, _ in listed)),
+                                         sum(n for _, n in listed))
+    n_files = sum(len(f.files) for f in out.values())
+    _log(f"replay: its tasks wrote {n_files:,} Parquet files of {len(out)} tables themselves "
+         f"({', '.join(f'{name} {f.rows:,}' for name, f in out.items())} rows)")
+    return out
 
 
 def _scan_reader(cfg: AuditConfig, data: Any) -> str:
@@ -314,8 +342,8 @@ def _scan_reader(cfg: AuditConfig, data: Any) -> str:
 def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: datetime | None,
                 until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
                 base_missing: Mapping[int, int], resume: str, gap_time: datetime | None,
-                derive: bool = False) -> AuditPass:
-    """Scan and replay one window (module docstring, steps 2-3); `derive`: see `build_tables`."""
+                derive: bool = False, direct: DirectWrite | None = None) -> AuditPass:
+    """Scan and replay one window (module docstring, steps 2-3); `derive`, `direct`: see `build_tables`."""
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
                         reader=_scan_reader(cfg, data), shards=cfg.shards,
@@ -331,8 +359,9 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     if state is None:  # a fresh chain: no group resumes, every group's state still goes to group_state
         state = spark.createDataFrame([], GROUP_STATE_SCHEMA)
     consts, missing_end = scan.missing_counts(start_after, base_missing)
-    tables, counts, persisted = build_tables(spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage,
-                                        state=state, resume=resume, gaps=found_gaps, missing=consts, derive=derive)
+    tables, counts, persisted, staged = build_tables(
+        spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage, state=state, resume=resume, gaps=found_gaps,
+        missing=consts, derive=derive, direct=direct)
     carried = {name.split(":", 1)[1]: tables.pop(name) for name in list(tables) if name.startswith("carried:")}
     run_counts = {
         "records_in": sc["records_in"],
@@ -343,7 +372,8 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
-    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan.df])
+    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan.df],
+                     staged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +387,29 @@ class _KafkaInput:
 
     def rejected(self) -> int:
         return 0
+
+
+def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, input_rejects: bool) -> list[str]:
+    """The tables whose new rows the replay's tasks write as Parquet files themselves
+    (`udfs.table_files`), in `AUDIT_OUTPUT_TABLES` order: with `output.direct_files`, the embedded
+    writer and a local base path, every table the replay's rows are all of, unless the derived
+    tables need a stage of their own (which reads the base tables back): not `generations` with a
+    server log (the broker's account is joined to it first), not `quarantine` when the input's
+    unreadable lines join it or it is off, never `group_state` (it goes through Spark with the
+    carried rows)."""
+    if not (cfg.direct_files and writer == "embedded" and delta_io.local_path(cfg.output_path)
+            and not cfg.catalog_schema):
+        return []
+    if cfg.derived_tables and not derive_in_replay:
+        return []
+    names = ["assignments", "rebalance_causes", "violations", "offset_commits"]
+    if not cfg.server_log:
+        names.append("generations")
+    if cfg.quarantine and not input_rejects:
+        names.append("quarantine")
+    if derive_in_replay:
+        names.extend(DERIVED_TABLES)
+    return [t for t in AUDIT_OUTPUT_TABLES if t in names]
 
 
 def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = None,
@@ -430,8 +483,25 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     # the replay derives the ownership, rebalance and health rows itself when the run's own rows are
     # all the derivation reads: no earlier run's rows in the output, no broker account to attach
     derive_in_replay = cfg.derived_tables and not cfg.server_log and not has_history(cfg.output_path)
-    main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
-                       base_missing=base_missing, resume=resume, gap_time=cfg.since, derive=derive_in_replay)
+    writer = delta_io.resolve_writer(spark, cfg.writer)
+    direct_names = direct_tables(cfg, writer=writer, derive_in_replay=derive_in_replay,
+                                 input_rejects=data.rejects is not None)
+    direct = None
+    if direct_names:
+        assert cfg.output_path is not None  # direct_tables asks for a local base path
+        direct = DirectWrite(delta_io.stage_dirs(direct_names, base_path=cfg.output_path, run_id=run_id,
+                                                 run_window=run_window),
+                             run_id, ms_of(cfg.since), ms_of(cfg.until))
+        _log(f"write: the replay's tasks write {', '.join(direct_names)} themselves (embedded writer, local path)")
+    try:
+        main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
+                           base_missing=base_missing, resume=resume, gap_time=cfg.since, derive=derive_in_replay,
+                           direct=direct)
+    except BaseException:
+        if direct is not None:  # nothing was committed: the files the tasks wrote go with the run
+            for path in direct.stage_dirs.values():
+                delta_io.delete_dir(path)
+        raise
     tables = main.tables
     rejected = data.rejected()
     if rejected:
@@ -442,7 +512,8 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         tables["quarantine"] = tables["quarantine"].limit(0)
 
     account = broker_account_frame(spark, cfg.server_log) if cfg.server_log else None
-    tables["generations"] = attach_broker_account(tables["generations"], account)
+    if "generations" in tables:
+        tables["generations"] = attach_broker_account(tables["generations"], account)
     if "generations" in main.carried:
         main.carried["generations"] = attach_broker_account(main.carried["generations"], account)
 
@@ -451,8 +522,9 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     # (measured: about 2 s of a 20M-record warm audit).
     carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
     if derive_in_replay:
-        tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=cfg.since,
-                                         until=cfg.until))
+        if not set(DERIVED_TABLES) <= set(main.staged):  # (the replay's own files hold the window's rows only)
+            tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=cfg.since,
+                                             until=cfg.until))
         _log("derived tables: derived in the replay (the run's own rows are all they need)")
     elif cfg.derived_tables:  # from the persisted base tables, with the rows this run closes or changes
         base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in tables.items()}
@@ -496,7 +568,6 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
             merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep)
 
     finished = datetime.now(UTC)
-    writer = delta_io.resolve_writer(spark, cfg.writer)
     runs_row = {
         "run_id": run_id, "status": "succeeded", "started_at": started, "finished_at": finished,
         "duration_ms": int((finished - started).total_seconds() * 1000), "input": source,
@@ -511,7 +582,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         return spark.createDataFrame([{**runs_row, "table_rows": dict(rows)}], RUNS_SCHEMA)
 
     tables_with_runs: dict[str, Any] = {**{name: with_time_columns(df, name) for name, df in tables.items()},
-                                        "runs": runs}
+                                        **main.staged, "runs": runs}
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,

@@ -91,6 +91,8 @@ SPEC: dict[str, dict[str, _Key]] = {
         "catalog_schema": _Key(str, "", "catalog schema for managed tables"),
         "write_mode": _Key(WriteMode, "replace_window", "how a run replaces earlier rows"),
         "writer": _Key(Writer, "auto", "Delta writer"),
+        "direct_files": _Key(bool, True, "embedded writer, local base path: the replay's workers write the "
+                                         "new rows' Parquet files themselves"),
     },
     "spark": {
         "master": _Key(str, "", "Spark master ('' keeps spark-submit's)"),
@@ -129,6 +131,9 @@ class AuditConfig:
     kafka_options: tuple[str, ...] = ()
     """KEY=VALUE Kafka client settings; may hold secrets (to_dict redacts them)."""
     server_log: str | None = None
+    direct_files: bool = True
+    """The replay's workers write the new rows' Parquet files themselves when the embedded writer
+    writes to a local base path (`jobs.audit.direct_tables`); False: Spark writes every table."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (for the runs table's config_json); secret Kafka options redacted."""
@@ -285,4 +290,5 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         spark_master=text("spark.master"), app_name=get("spark.app_name"),
         spark_local_conf=get("spark.local_conf"), source=where + (" + overrides" if applied else ""),
         kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, server_log=text("input.server_log"),
+        direct_files=get("output.direct_files"),
     )

@@ -105,14 +105,18 @@ __all__ = [
     "DeltaWriteError",
     "IncompleteRun",
     "Merge",
+    "StagedFiles",
     "WriteMode",
     "Writer",
+    "delete_dir",
     "delta_spark_available",
     "find_incomplete_runs",
+    "local_path",
     "new_run_id",
     "plain_parquet_snapshot",
     "read_table",
     "resolve_writer",
+    "stage_dirs",
     "table_location",
     "window_label",
     "write_tables",
@@ -279,8 +283,49 @@ def _with_run_columns(df: DataFrame, run_id: str) -> DataFrame:
     return df
 
 
+@dataclass(frozen=True, slots=True)
+class StagedFiles:
+    """A table whose run's Parquet files are written already, into its staged directory
+    (`stage_dirs`), by whoever held its rows (the replay's workers, `udfs.table_files`): `schema`
+    is the Spark schema of the files' columns (as `_with_run_columns` gives them: content, time
+    companions, run_id), `files` the absolute paths to commit. Any other file in the directory (a
+    failed or recomputed task attempt's) is deleted before the commit. Embedded writer only."""
+
+    schema: Any
+    files: tuple[str, ...]
+    rows: int
+
+
+def stage_dir(table: str, *, base_path: str, run_id: str, run_window: str) -> str:
+    """Where the embedded writer stages a run's files of `table` (`<table>/run_window=<W>/<run_id>`)."""
+    return f"{table_location(table, base_path=base_path)}/{PARTITION_COLUMN}={run_window}/{run_id}"
+
+
+def stage_dirs(tables: Sequence[str], *, base_path: str, run_id: str, run_window: str) -> dict[str, str]:
+    """The staged directories of `tables` for a run whose files are written outside `write_tables`
+    (`StagedFiles`), as absolute local paths; an error when one exists already (a run id names one run)."""
+    out: dict[str, str] = {}
+    for table in tables:
+        uri = stage_dir(table, base_path=base_path, run_id=run_id, run_window=run_window)
+        if _dir_exists(uri):
+            raise DeltaWriteError(_run_dir_exists(table, uri, run_id, run_window))
+        out[table] = _fs_and_path(uri)[1]
+    return out
+
+
+def _run_dir_exists(table: str, uri: str, run_id: str, run_window: str) -> str:
+    return (f"run {run_id}: table {table} already has a directory for this run id in window {run_window} ({uri}): "
+            f"a run id names one run; give another --run-id (or none: the default is time-based)")
+
+
+def local_path(uri: str | None) -> bool:
+    """Whether `uri` is a path of this machine's file system (no scheme, or file:)."""
+    return bool(uri) and ("://" not in str(uri) or str(uri).startswith("file:"))
+
+
 _Prepared = Any
-"""A table's DataFrame ready to write, or (runs) a function of the other tables' rows giving it."""
+"""A table's DataFrame ready to write, its `StagedFiles`, or (runs) a function of the other tables'
+rows giving it."""
 
 
 def _ordered(tables: Mapping[str, Any]) -> list[str]:
@@ -303,7 +348,8 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
     `files_per_table` caps the number of files of a table (coalesce); `runs` gets 1 by default.
     `merges` (table -> `Merge`) are merged into existing rows after the table's own commit.
     `tables["runs"]` may be a `RunsRow`: it is called with the rows written to the other tables, so
-    a run's row can record them without counting the tables beforehand.
+    a run's row can record them without counting the tables beforehand. A table may also be given
+    as `StagedFiles` (embedded writer only): its files are written already, phase 2 commits them.
 
     Returns {table: CommitResult} in commit order."""
     if not run_id or not all(c.isalnum() or c in "-_" for c in run_id):
@@ -323,7 +369,12 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
     prepared: dict[str, _Prepared] = {}
     for name in _ordered(tables):
         content = tables[name]
-        if callable(content):
+        if isinstance(content, StagedFiles):
+            if kind != "embedded":
+                raise DeltaWriteError(f"table {name}: its files were written outside Spark, which only the "
+                                      f"embedded writer commits (this run's writer: {kind})")
+            prepared[name] = content
+        elif callable(content):
             prepared[name] = lambda rows, fn=content, name=name: prepare(name, fn(rows))
         else:
             prepared[name] = prepare(name, content)
@@ -375,7 +426,7 @@ def _dir_exists(uri: str) -> bool:
     return bool(fs.get_file_info(path).type == pafs.FileType.Directory)
 
 
-def _delete_dir(uri: str) -> None:
+def delete_dir(uri: str) -> None:
     fs, path = _fs_and_path(uri)
     if fs.get_file_info(path).type == pafs.FileType.Directory:
         fs.delete_dir(path)
@@ -464,6 +515,26 @@ def _list_staged(st: _Staged, run_window: str) -> None:
         st.adds.append(AddAction(rel, info.size, {PARTITION_COLUMN: run_window}, mtime, True,
                                  _stats_json(md, arrow)))
         st.rows += md.num_rows
+
+
+def _adopt_staged(st: _Staged, files: StagedFiles, run_window: str) -> None:
+    """Fills `st.adds` from files written into the staged directory outside Spark: the listed ones
+    (an empty file with the table's columns when none was written, as Spark writes for no rows);
+    every other Parquet file there is deleted (a failed or recomputed task attempt's)."""
+    fs, stage_path = _fs_and_path(st.stage_dir)
+    keep = {os.path.normpath(_fs_and_path(f)[1]) for f in files.files}
+    if fs.get_file_info(stage_path).type == pafs.FileType.Directory:
+        for info in fs.get_file_info(pafs.FileSelector(stage_path, recursive=True)):
+            if info.type == pafs.FileType.File and os.path.normpath(info.path) not in keep:
+                fs.delete_file(info.path)
+    if not keep:
+        fs.create_dir(stage_path, recursive=True)
+        empty = f"{stage_path}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+        pq.write_table(_arrow_schema(st.df_schema).empty_table(), empty, filesystem=fs, compression="snappy")
+    _list_staged(st, run_window)
+    if st.rows != files.rows:
+        raise DeltaWriteError(f"table {st.table}: the staged files hold {st.rows:,} rows, the workers that wrote "
+                              f"them reported {files.rows:,} ({st.stage_dir})")
 
 
 def _current_files(uri: str) -> list[dict[str, Any]]:
@@ -561,7 +632,7 @@ def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[s
                          run_window: str) -> None:
     """Undoes one committed table of a failed run (module docstring, phase 2)."""
     if result.created:
-        _delete_dir(st.uri)
+        delete_dir(st.uri)
         return
     if result.merged:  # two commits (files, then the merge): back to the version before both
         if result.version_before is None:  # only a table this run created has none (handled above)
@@ -614,13 +685,18 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
 
     def stage(name: str, df: DataFrame) -> _Staged:
         uri = table_location(name, base_path=base_path)
-        st = _Staged(name, uri, df.schema, modes[name], f"{uri}/{PARTITION_COLUMN}={run_window}/{run_id}")
+        st = _Staged(name, uri, df.schema, modes[name],
+                     stage_dir(name, base_path=base_path, run_id=run_id, run_window=run_window))
         if _dir_exists(st.stage_dir):  # checked before it joins `staged`: a failure deletes only what this run made
-            raise DeltaWriteError(f"run {run_id}: table {name} already has a directory for this run id in window "
-                                  f"{run_window} ({st.stage_dir}): a run id names one run; give another --run-id "
-                                  f"(or none: the default is time-based)")
+            raise DeltaWriteError(_run_dir_exists(name, st.stage_dir, run_id, run_window))
         staged.append(st)
         return st
+
+    def adopt(name: str, files: StagedFiles) -> None:  # written already: keep the listed files only
+        st = _Staged(name, table_location(name, base_path=base_path), files.schema, modes[name],
+                     stage_dir(name, base_path=base_path, run_id=run_id, run_window=run_window))
+        staged.append(st)
+        _adopt_staged(st, files, run_window)
 
     def write(st: _Staged, df: DataFrame) -> None:
         spark.sparkContext.setJobDescription(f"coordinator-audit: write {st.table} files")
@@ -628,8 +704,11 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
         _list_staged(st, run_window)
 
     try:  # phase 1: data files; the tables' writes run as concurrent Spark jobs (module docstring)
+        for name, content in prepared.items():
+            if isinstance(content, StagedFiles):
+                adopt(name, content)
         _concurrently([functools.partial(write, stage(name, df), df) for name, df in prepared.items()
-                       if not callable(df)], threads=WRITE_THREADS)
+                       if not callable(df) and not isinstance(df, StagedFiles)], threads=WRITE_THREADS)
         for name, content in prepared.items():  # the rest (`runs`) are functions of the rows written
             if callable(content):
                 df = content({st.table: st.rows for st in staged})
@@ -638,7 +717,7 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
         staged.sort(key=lambda st: position[st.table])
     except BaseException:
         for st in staged:
-            _delete_dir(st.stage_dir)
+            delete_dir(st.stage_dir)
         raise
     finally:
         spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]  # None clears it; the stub says str
@@ -670,7 +749,7 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
                 except Exception as undo_exc:
                     problems.append(f"{prev_st.table} (version {prev_result.version}): {undo_exc}")
             for later in staged[i:]:
-                _delete_dir(later.stage_dir)
+                delete_dir(later.stage_dir)
             state = ("the tables committed before it were rolled back" if not problems else
                      "could NOT roll back " + "; ".join(problems) + " — re-run the same window to heal, "
                      "find_incomplete_runs() lists the affected tables")

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -85,6 +86,7 @@ from udfs.schemas import (
     TABLE_SCHEMAS,
     struct_type_from_dataclass,
 )
+from udfs.table_files import FILES_TABLE, DirectWrite, TableFiles
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -107,6 +109,7 @@ __all__ = [
     "row_columns",
     "sorted_runs",
     "split_counts",
+    "split_files",
     "split_state",
     "split_table",
     "wide_column",
@@ -163,15 +166,22 @@ the open window's offset summaries (`OFFSET_WINDOW_STRUCT`: the open `offset_com
 last commit's log offset), which the next run restores."""
 
 
+FILES_FIELDS: tuple[tuple[str, Any], ...] = (("table", StringType()), ("path", StringType()), ("rows", LongType()))
+"""A file a replay task wrote itself (`replay_frame(direct=...)`, `udfs.table_files`): its table,
+absolute path and rows."""
+
+
 def _wide_fields(*, derived: bool) -> list[tuple[str, str, DataType]]:
     """(table, field, type) of every field the wide output carries, tables in `AUDIT_TABLES` order,
-    then the counts and the state rows, then (`derived`) the derived tables in `DERIVED_TABLES` order."""
+    then the counts, the state and the file rows, then (`derived`) the derived tables in
+    `DERIVED_TABLES` order."""
     out = [(table, f.name, f.dataType) for table, cls in AUDIT_TABLES.items()
            for f in struct_type_from_dataclass(cls).fields]
     out.append((COUNTS_TABLE, "group_id", StringType()))
     out.extend((COUNTS_TABLE, name, LongType()) for name in COUNT_FIELDS)
     out.extend((COUNTS_TABLE, name, DoubleType()) for name in TIMING_FIELDS)
     out.extend((STATE_TABLE, name, t) for name, t in STATE_FIELDS)
+    out.extend((FILES_TABLE, name, t) for name, t in FILES_FIELDS)
     if derived:
         out.extend((table, f.name, f.dataType) for table in DERIVED_TABLES for f in TABLE_SCHEMAS[table].fields)
     return out
@@ -253,6 +263,7 @@ for _name, _cls in (*AUDIT_TABLES.items(), *DERIVED_TABLES.items()):
     # attrgetter of one name returns the value itself, not a 1-tuple; every row class has several fields
     _ROW_TABLES[_cls] = _table_out(_name, _names, attrgetter(*_names))
 _COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS, *TIMING_FIELDS), _identity)
+_FILES_OUT = _table_out(FILES_TABLE, tuple(name for name, _ in FILES_FIELDS), _identity)
 _STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
 _CARRIED_POSITION = _ARROW_SCHEMA.get_field_index("_carried")
 
@@ -340,16 +351,20 @@ def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
 
 
 class _Output:
-    """Rows of the wide output since the last flush: audit row objects (any table) and counts tuples."""
+    """Rows of the wide output since the last flush: audit row objects (any table) and counts tuples.
+    With `files`, the new rows of the tables it writes go to its Parquet files at a flush instead
+    (`udfs.table_files`), and the files it wrote come out as `FILES_TABLE` rows at the end."""
 
-    __slots__ = ("carried", "counts", "rows", "schema", "states")
+    __slots__ = ("carried", "counts", "files", "rows", "schema", "states", "written")
 
-    def __init__(self, schema: pa.Schema) -> None:
+    def __init__(self, schema: pa.Schema, files: TableFiles | None = None) -> None:
         self.schema = schema
+        self.files = files
         self.rows: list[Any] = []
         self.carried: list[Any] = []
         self.counts: list[tuple[Any, ...]] = []
         self.states: list[tuple[Any, ...]] = []
+        self.written: list[tuple[str, str, int]] = []
 
     def __len__(self) -> int:
         return len(self.rows) + len(self.carried) + len(self.counts) + len(self.states)
@@ -367,14 +382,29 @@ class _Output:
         self.states.append((auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
                             gen, state, partition, start, auditor.window_record_value(), changed, windows))
 
+    def close_files(self) -> None:
+        """Closes the task's files (the rows are all flushed): they come out at the next flush."""
+        if self.files is not None:
+            self.written = self.files.close()
+
     def flush(self) -> pa.RecordBatch:
-        """One RecordBatch of everything collected (tables in `AUDIT_TABLES` order, then the counts);
-        the collector is empty afterwards."""
+        """One RecordBatch of everything collected (tables in `AUDIT_TABLES` order, then the counts,
+        the states and the files written; the new rows of the tables `files` writes are in its
+        files instead); the collector is empty afterwards."""
         by_type: dict[type, list[Any]] = {cls: [] for cls in _ROW_TABLES}
         for row in self.rows:
             by_type[type(row)].append(row)
         schema = self.schema
-        batches = [_wide_batch(_ROW_TABLES[cls], rows, schema=schema) for cls, rows in by_type.items() if rows]
+        batches = []
+        files = self.files
+        for cls, rows in by_type.items():
+            if not rows:
+                continue
+            out = _ROW_TABLES[cls]
+            if files is not None and files.writes(out.name):
+                files.add(out.name, _columns(out, rows))
+            else:
+                batches.append(_wide_batch(out, rows, schema=schema))
         carried: dict[type, list[Any]] = {}
         for row in self.carried:
             carried.setdefault(type(row), []).append(row)
@@ -384,10 +414,15 @@ class _Output:
         if self.states:
             windows = _open_windows([state[-1] for state in self.states])
             batches.append(_wide_batch(_STATE_OUT, self.states, schema=schema, built={_WINDOWS_POSITION: windows}))
+        if self.written:
+            batches.append(_wide_batch(_FILES_OUT, self.written, schema=schema))
         self.rows = []
         self.carried = []
         self.counts = []
         self.states = []
+        self.written = []
+        if not batches:
+            return pa.RecordBatch.from_pylist([], schema=schema)
         return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
@@ -551,10 +586,12 @@ def _resumed(group_id: Any, state: Any, windows_json: Any, load_path: bool) -> G
 
 
 def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mode: ResumeMode = "resume",
-            gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False) -> Iterator[pa.RecordBatch]:
+            gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
+            files: TableFiles | None = None) -> Iterator[pa.RecordBatch]:
     """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches
-    (with the derived tables' rows and columns when `derive`)."""
-    out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA)
+    (with the derived tables' rows and columns when `derive`; without the new rows of the tables
+    `files` writes, and with a row per file it wrote, when given)."""
+    out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA, files)
     gaps = gaps or {}
     group: _Group | None = None
     current: object = object()  # no group yet (None is a real key: records whose key did not parse)
@@ -629,6 +666,9 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     close()
     if len(out):
         yield out.flush()
+    if files is not None:  # the rows are in the files: close them, report them
+        out.close_files()
+        yield out.flush()
 
 
 def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
@@ -646,26 +686,41 @@ def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
 
 def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
                    gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
+                   direct: DirectWrite | None = None,
                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (`REPLAY_DERIVED_SCHEMA` when
     `derive`; see `replay_frame`); closes over plain values only. A batch is flushed as soon as
     `batch_rows` rows are held (a group's closing rows, derived rows and counts row may add to it),
     and at the end of the partition. `mode` says how resumed groups' rows are sorted (module
     docstring); `gaps` are the offsets never read per `__consumer_offsets` partition between the
-    previous run and this one."""
+    previous run and this one. `direct`: the task writes the new rows of its tables into Parquet
+    files itself (`udfs.table_files`) and outputs a `FILES_TABLE` row per file instead."""
     if batch_rows < 1:
         raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
     gap_map = dict(gaps or {})
 
     def replay_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from collected_in_bulk(_replay(map(_arrow_columns, batches), batch_rows=batch_rows, load_path=load_path,
-                                             mode=mode, gaps=gap_map, derive=derive))
+        files = None
+        if direct is not None and direct.stage_dirs:
+            ctx = TaskContext.get()
+            files = TableFiles(direct, ctx.partitionId() if ctx is not None else 0)
+        try:
+            for batch in collected_in_bulk(_replay(map(_arrow_columns, batches), batch_rows=batch_rows,
+                                                   load_path=load_path, mode=mode, gaps=gap_map, derive=derive,
+                                                   files=files)):
+                if batch.num_rows:
+                    yield batch
+        except BaseException:
+            if files is not None:
+                files.abort()
+            raise
 
     return replay_partition
 
 
 def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode = "resume",
-                 gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False) -> DataFrame:
+                 gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
+                 direct: DirectWrite | None = None) -> DataFrame:
     """The wide replay output (`REPLAY_SCHEMA`) of `records`, which must hold `INPUT_COLUMNS` (`state`
     may be absent: no saved states), may hold the single pass's stretches (`STRETCH_COLUMNS`, all of
     them when `_kind` is there) and saved states' summaries (`STATE_WINDOWS_COLUMN`), and must be
@@ -675,7 +730,12 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     from the rows the replay outputs for it (`udfs.history.derive_group`, at the group's end) and
     come out too (`REPLAY_DERIVED_SCHEMA`; `split_table` takes them out): what `udfs.derived` derives
     from those rows in a stage of its own, without moving them again. Only when those rows are all
-    the derivation needs (no earlier run's rows, no broker account)."""
+    the derivation needs (no earlier run's rows, no broker account).
+
+    `direct`: the new rows of its tables (`DirectWrite.stage_dirs`) are written by the replay's
+    tasks into those directories (`udfs.table_files`) rather than output; `split_files` lists the
+    files. Every task must then run exactly once per job that reads the output: keep it (the job
+    checkpoints it) and commit only the files it lists."""
     if "state" not in records.columns:
         records = records.withColumn("state", F.lit(None).cast("binary"))
     if "missing" not in records.columns:
@@ -689,7 +749,7 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     if absent:
         raise ValueError(f"replay_frame: input has `_kind` but lacks stretch column(s) {absent}")
     return records.selectExpr(*[f"`{c}`" for c in (*INPUT_COLUMNS, *optional)]).mapInArrow(
-        make_replay_fn(load_path=load_path, mode=mode, gaps=gaps, derive=derive),
+        make_replay_fn(load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct),
         REPLAY_DERIVED_SCHEMA if derive else REPLAY_SCHEMA)
 
 
@@ -709,6 +769,12 @@ def split_state(wide: DataFrame) -> DataFrame:
     """The per-group `STATE_FIELDS` rows of the replay's wide output."""
     return wide.where(f"_table = '{STATE_TABLE}'").selectExpr(
         *[f"`{_column(STATE_TABLE, name)}` AS `{name}`" for name, _ in STATE_FIELDS])
+
+
+def split_files(wide: DataFrame) -> DataFrame:
+    """The files the replay's tasks wrote themselves (`replay_frame(direct=...)`): table, path, rows."""
+    return wide.where(f"_table = '{FILES_TABLE}'").selectExpr(
+        *[f"`{_column(FILES_TABLE, name)}` AS `{name}`" for name, _ in FILES_FIELDS])
 
 
 def split_counts(wide: DataFrame) -> DataFrame:

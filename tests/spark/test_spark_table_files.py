@@ -1,0 +1,137 @@
+"""The replay's workers writing the run's table files themselves (`output.direct_files`,
+`udfs.table_files`, `jobs.delta_io.StagedFiles`): the same tables, schema and rows, as when Spark
+writes them, over a windowed chain; only the files the tasks reported are committed; a table with no
+rows still gets its file; the Arrow window cut equals the Spark one."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from benchmarks.output_hash import output_hashes
+from jobs import delta_io
+from jobs.audit import run_audit
+from jobs.config import load_config
+from jobs.delta_io import read_table
+from udfs.derived import overlapping_window
+from udfs.schemas import TABLE_SCHEMAS
+from udfs.table_files import overlapping_rows, staged_schema, stored_batch
+
+pytestmark = pytest.mark.spark
+
+WINDOWS = (("2026-11-21T23:00:00", "2026-11-21T23:43:40"), ("2026-11-21T23:43:40", "2026-11-22T00:00:00"))
+"""The real broker sample cut in two: the first window is a fresh output (the workers write), the
+second has history (Spark writes, and merges into the first window's files)."""
+
+
+def _spark_written(path: Path) -> bool:
+    """Whether Spark wrote this Parquet file (its footer carries Spark's row metadata)."""
+    return b"org.apache.spark.sql.parquet.row.metadata" in (pq.read_metadata(path).metadata or {})
+
+
+def _files(out: Path, table: str, window: str, run_id: str) -> list[Path]:
+    """The files the run wrote (a later run's MERGE adds its own files beside them)."""
+    files = sorted((out / table / f"run_window={window}" / run_id).glob("*.parquet"))
+    assert files, (out, table, window)
+    return files
+
+
+def test_tables_written_by_the_workers_equal_the_ones_spark_writes(spark, derived_input, tmp_path) -> None:
+    src = derived_input
+    outs = {}
+    for direct in (True, False):
+        out = tmp_path / f"direct-{direct}"
+        for i, (since, until) in enumerate(WINDOWS):
+            run_audit(spark, load_config(None, {
+                "input.path": str(src), "input.format": "parquet", "output.path": str(out), "job.shards": 2,
+                "window.since": since, "window.until": until, "output.direct_files": direct}), run_id=f"w{i}")
+        outs[direct] = out
+    first = "20261121T230000Z--20261121T234340Z"
+    second = "20261121T234340Z--20261122T000000Z"
+    # who wrote the files: the workers for the first window's replay tables, Spark for the rest
+    assert not any(map(_spark_written, _files(outs[True], "assignments", first, "w0")))
+    assert not any(map(_spark_written, _files(outs[True], "partition_ownership", first, "w0")))
+    assert all(map(_spark_written, _files(outs[True], "group_state", first, "w0")))
+    assert all(map(_spark_written, _files(outs[True], "assignments", second, "w1")))
+    assert all(map(_spark_written, _files(outs[False], "assignments", first, "w0")))
+    direct, spark_written = output_hashes(outs[True]), output_hashes(outs[False])
+    assert direct == spark_written
+    assert direct["assignments"][0] > 0 and direct["partition_ownership"][0] > 0
+
+
+def _assignments_batch(n: int, run_id: str = "r") -> pa.RecordBatch:
+    fields = TABLE_SCHEMAS["assignments"].fieldNames()
+    rows = [{f: None for f in fields} | {"group_id": "g", "generation_id": 1, "member_id": "m", "topic": "t",
+                                         "partition": i, "valid_from": 1_000 + i, "source_partition": 0,
+                                         "source_offset": i} for i in range(n)]
+    return stored_batch("assignments", [[r[f] for r in rows] for f in fields], run_id)
+
+
+def test_only_the_reported_files_are_committed_and_an_empty_table_gets_a_file(spark, tmp_path) -> None:
+    run_id, window = "r1", "all"
+    dirs = delta_io.stage_dirs(["assignments", "violations"], base_path=str(tmp_path), run_id=run_id,
+                               run_window=window)
+    reported = Path(dirs["assignments"]) / "part-00000-a.c000.snappy.parquet"
+    stray = Path(dirs["assignments"]) / "part-00000-b.c000.snappy.parquet"  # a failed attempt's
+    Path(dirs["assignments"]).mkdir(parents=True)
+    pq.write_table(pa.Table.from_batches([_assignments_batch(3, run_id)]), reported)
+    pq.write_table(pa.Table.from_batches([_assignments_batch(5, run_id)]), stray)
+    results = delta_io.write_tables(spark, {
+        "assignments": delta_io.StagedFiles(staged_schema("assignments"), (str(reported),), 3),
+        "violations": delta_io.StagedFiles(staged_schema("violations"), (), 0),
+    }, run_id=run_id, run_window=window, base_path=str(tmp_path), writer="embedded")
+    assert results["assignments"].rows_added == 3 and results["violations"].rows_added == 0
+    assert not stray.exists()
+    assert DeltaTable(str(tmp_path / "assignments")).to_pyarrow_table().num_rows == 3
+    empty = read_table(spark, str(tmp_path / "violations"))
+    assert empty.count() == 0 and empty.columns == [*staged_schema("violations").fieldNames(), "run_window"]
+    assert DeltaTable(str(tmp_path / "violations")).to_pyarrow_table().num_rows == 0
+    with pytest.raises(delta_io.DeltaWriteError, match="already has a directory for this run id"):
+        delta_io.stage_dirs(["assignments"], base_path=str(tmp_path), run_id=run_id, run_window=window)
+
+
+def test_reported_rows_must_match_the_files(spark, tmp_path) -> None:
+    dirs = delta_io.stage_dirs(["assignments"], base_path=str(tmp_path), run_id="r", run_window="all")
+    Path(dirs["assignments"]).mkdir(parents=True)
+    path = Path(dirs["assignments"]) / "part-00000-a.c000.snappy.parquet"
+    pq.write_table(pa.Table.from_batches([_assignments_batch(2)]), path)
+    with pytest.raises(delta_io.DeltaWriteError, match="hold 2 rows, the workers that wrote them reported 4"):
+        delta_io.write_tables(spark, {"assignments": delta_io.StagedFiles(staged_schema("assignments"),
+                                                                          (str(path),), 4)},
+                              run_id="r", run_window="all", base_path=str(tmp_path), writer="embedded")
+    assert not (tmp_path / "assignments" / "_delta_log").exists()  # nothing committed, staged files gone
+    assert not path.exists()
+
+
+def test_the_arrow_window_cut_equals_spark(spark) -> None:
+    rnd = random.Random(7)
+    lo, hi = 1_763_766_000_000, 1_763_768_620_000  # 2025-11-21T23:00Z .. 23:43:40Z
+
+    def t() -> int | None:  # around the bounds, on both sides, and sometimes unknown
+        return None if rnd.random() < 0.15 else rnd.choice([lo, hi, lo - 1, hi - 1, hi + 1]) + rnd.randint(-3, 3) * 600_000
+
+    cases = {
+        "partition_ownership": ("valid_from long, valid_to long",
+                                [{"valid_from": t(), "valid_to": t()} for _ in range(300)]),
+        "rebalances": ("started_at long, observed_at long",
+                       [{"started_at": t(), "observed_at": t()} for _ in range(300)]),
+        "group_health": ("day string", [{"day": d} for d in ("2025-11-19", "2025-11-20", "2025-11-21", "2025-11-22")]),
+    }
+    frames = {table: spark.createDataFrame(rows, ddl) for table, (ddl, rows) in cases.items()}
+    since, until = datetime.fromtimestamp(lo / 1000, UTC), datetime.fromtimestamp(hi / 1000, UTC)
+    for bounds in ((since, until), (since, None), (None, until)):
+        cut = overlapping_window(frames, since=bounds[0], until=bounds[1])
+        ms = [None if b is None else int(b.timestamp() * 1000) for b in bounds]
+        for table, (_, rows) in cases.items():
+            batch = frames[table].toArrow().combine_chunks().to_batches()[0]
+            assert batch.num_rows == len(rows)
+            got = sorted(map(repr, overlapping_rows(table, batch, ms[0], ms[1]).to_pylist()))
+            want = sorted(repr(r.asDict()) for r in cut[table].collect())
+            assert got == want, (table, bounds)
+            assert 0 < len(got) < len(rows) or table == "group_health"

@@ -1,0 +1,225 @@
+"""The run's table files, written by the replay's own Python workers (the embedded writer's fast path).
+
+When the embedded writer writes a run's tables to a local base path, the replay's workers already
+hold every new row of every table, grouped and typed. Handing them to the JVM only so that Spark can
+cache them, filter them back into ten tables and encode them as Parquet cost about as much as the
+replay itself (the 20M-record benchmark: ~7 s of write stage and ~3 s of the replay's output
+conversion, for ~1.6M rows that pyarrow encodes in 0.7 s of CPU). So the job gives the replay a
+`DirectWrite`: per table, the directory this run's files of that table go to (`jobs.delta_io`'s
+staged directory, `<table>/run_window=<W>/<run_id>/`). Each replay task then writes, per table, one
+Parquet file of its new rows there (`TableFiles`), with the columns Spark's path stores (the content
+columns, their TIMESTAMP companions, `run_id`; `stored_arrow_schema`), and reports the files it wrote
+as rows of the replay's output (`FILES_TABLE`); the driver commits exactly those files
+(`jobs.delta_io.StagedFiles`), so the files of a failed or recomputed task attempt are never
+committed (they are deleted before the commit).
+
+What stays on Spark's path: the rows that continue an earlier run's open rows (merged, not added),
+the groups' counts and saved states, every table of a run whose derived tables need a stage of
+their own (earlier windows' rows, a broker log), and outputs the workers cannot write themselves
+(a catalog table, Delta Spark, a non-local path). `jobs.audit` decides (`direct_tables`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+from udfs.schemas import BROKER_ACCOUNT_COLUMNS, DERIVED_TABLES, TABLE_SCHEMAS, TIME_COMPANIONS
+
+__all__ = [
+    "FILES_TABLE",
+    "DirectWrite",
+    "TableFiles",
+    "overlapping_rows",
+    "staged_schema",
+    "stored_arrow_schema",
+]
+
+FILES_TABLE = "_file"
+"""The replay output's rows that report a file a task wrote: (table, path, rows)."""
+
+ROW_GROUP_ROWS = 131_072
+"""Rows a task buffers per table before writing them as one Parquet row group: a file of a few
+large row groups (Spark's writer makes one per 128 MiB) rather than one per output batch; the
+buffer bounds the worker's memory with the replay's own batch size."""
+
+RUN_ID_COLUMN = "run_id"
+"""The column `jobs.delta_io` appends to every row (the run that wrote it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DirectWrite:
+    """What a replay task needs to write the run's new rows of `stage_dirs`' tables itself: per
+    table the (local, absolute) directory of this run's files, the run id every row carries, and the
+    run's window in epoch ms (the derived rows a run writes are those overlapping it)."""
+
+    stage_dirs: Mapping[str, str]
+    run_id: str
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+
+def staged_schema(table: str) -> StructType:
+    """The Spark schema of a table's staged files, as the Spark path writes them: the content
+    columns (every one nullable, as the replay's output makes them), their TIMESTAMP companions, then
+    `run_id` (not null). `generations` carries the broker account columns (null without a server log)."""
+    content = TABLE_SCHEMAS[table]
+    times = [StructField(ts, TimestampType(), True) for _, ts in TIME_COMPANIONS.get(table, ())]
+    return StructType([*(StructField(f.name, f.dataType, True) for f in content.fields), *times,
+                       StructField(RUN_ID_COLUMN, StringType(), False)])
+
+
+def stored_arrow_schema(table: str) -> pa.Schema:
+    """`staged_schema` as Arrow (Spark's own mapping, timestamps in UTC)."""
+    return to_arrow_schema(staged_schema(table), timezone="UTC")
+
+
+def _content_arrow_types(table: str) -> list[pa.DataType]:
+    schema = stored_arrow_schema(table)
+    return [schema.field(f.name).type for f in TABLE_SCHEMAS[table].fields]
+
+
+_BROKER_NAMES = frozenset(BROKER_ACCOUNT_COLUMNS.fieldNames())
+_MS_TO_US = pa.scalar(1000, pa.int64())
+
+
+def _day_start_ms(days: pa.Array) -> pa.Array:
+    """Epoch ms of the UTC midnight of each `yyyy-MM-dd` day (Spark's `to_timestamp(day, 'yyyy-MM-dd')`
+    in the job's UTC session)."""
+    return pc.strptime(days, format="%Y-%m-%d", unit="ms", error_is_null=True).cast(pa.int64())
+
+
+def overlapping_rows(table: str, batch: pa.RecordBatch, since_ms: int | None, until_ms: int | None) -> pa.RecordBatch:
+    """The Arrow twin of `udfs.derived.overlapping_window` for one derived table's rows: those whose
+    interval overlaps [since, until) (an interval with no end is open; a null start is dropped, as
+    Spark's filter drops a null condition). Other tables and unbounded windows pass unchanged."""
+    if table not in DERIVED_TABLES or (since_ms is None and until_ms is None) or batch.num_rows == 0:
+        return batch
+    col = batch.column
+    if table == "partition_ownership":
+        start, end = col("valid_from"), col("valid_to")
+    elif table == "rebalances":
+        start, end = pc.coalesce(col("started_at"), col("observed_at")), col("observed_at")
+    else:  # group_health: the day
+        start = _day_start_ms(col("day"))
+        end = pc.add(start, pa.scalar(86_400_000 - 1, pa.int64()))
+    keep: Any = pa.repeat(pa.scalar(True), batch.num_rows)
+    if since_ms is not None:
+        keep = pc.and_kleene(keep, pc.or_kleene(pc.is_null(end), pc.greater_equal(end, pa.scalar(since_ms, pa.int64()))))
+    if until_ms is not None:
+        keep = pc.and_kleene(keep, pc.less(start, pa.scalar(until_ms, pa.int64())))
+    return batch.filter(keep, null_selection_behavior="drop")
+
+
+def stored_batch(table: str, columns: Sequence[Sequence[Any]], run_id: str) -> pa.RecordBatch:
+    """The stored row layout (`stored_arrow_schema`) of `table`'s rows given as one value list per
+    content field (`TABLE_SCHEMAS` order; `generations` without the broker account columns, which
+    come out null): the TIMESTAMP companions computed from their epoch-ms columns as Spark's
+    `timestamp_millis` does, `run_id` repeated."""
+    schema = stored_arrow_schema(table)
+    fields = TABLE_SCHEMAS[table].fields
+    given = iter(columns)
+    n = len(columns[0]) if columns else 0
+    arrays: list[pa.Array] = []
+    for f, t in zip(fields, _content_arrow_types(table), strict=True):
+        if table == "generations" and f.name in _BROKER_NAMES:
+            arrays.append(pa.nulls(n, t))
+            continue
+        values = next(given)
+        try:
+            arrays.append(pa.array(values, type=t))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+            raise ValueError(f"table {table} column {f.name!r} ({t}): {e}") from e
+    if next(given, None) is not None:
+        raise ValueError(f"table {table}: more value lists than its {len(fields)} content columns")
+    by_name = dict(zip((f.name for f in fields), arrays, strict=True))
+    ts_type = pa.timestamp("us", tz="UTC")
+    for ms, _ in TIME_COMPANIONS.get(table, ()):
+        arrays.append(pc.multiply_checked(by_name[ms], _MS_TO_US).cast(ts_type))
+    arrays.append(pa.repeat(pa.scalar(run_id, pa.string()), n))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def task_file_name(partition_id: int) -> str:
+    """A staged file's name: the task's partition and a fresh uuid (a retried or recomputed attempt
+    never overwrites the file of another), in Spark's `part-` naming."""
+    return f"part-{partition_id:05d}-{uuid.uuid4()}.c000.snappy.parquet"
+
+
+class TableFiles:
+    """One replay task's files: per table of `spec`, at most one Parquet file in its staged
+    directory, opened at the table's first row, written a row group at a time (`ROW_GROUP_ROWS`),
+    closed by `close`, which returns what was written as (table, absolute path, rows)."""
+
+    __slots__ = ("_buffered", "_files", "_partition", "_writers", "spec")
+
+    def __init__(self, spec: DirectWrite, partition_id: int) -> None:
+        self.spec = spec
+        self._partition = partition_id
+        self._buffered: dict[str, list[pa.RecordBatch]] = {}
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self._files: dict[str, tuple[str, int]] = {}
+
+    def writes(self, table: str) -> bool:
+        return table in self.spec.stage_dirs
+
+    def add(self, table: str, columns: Sequence[Sequence[Any]]) -> None:
+        """`table`'s new rows, one value list per content column (see `stored_batch`)."""
+        batch = overlapping_rows(table, stored_batch(table, columns, self.spec.run_id),
+                                 self.spec.since_ms, self.spec.until_ms)
+        if batch.num_rows == 0:
+            return
+        buffered = self._buffered.setdefault(table, [])
+        buffered.append(batch)
+        if sum(b.num_rows for b in buffered) >= ROW_GROUP_ROWS:
+            self._write(table)
+
+    def _write(self, table: str) -> None:
+        batches = self._buffered.pop(table, [])
+        if not batches:
+            return
+        writer = self._writers.get(table)
+        if writer is None:
+            directory = self.spec.stage_dirs[table]
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, task_file_name(self._partition))
+            writer = pq.ParquetWriter(path, batches[0].schema, compression="snappy")
+            self._writers[table] = writer
+            self._files[table] = (path, 0)
+        writer.write_table(pa.Table.from_batches(batches), row_group_size=ROW_GROUP_ROWS * 2)
+        path, rows = self._files[table]
+        self._files[table] = (path, rows + sum(b.num_rows for b in batches))
+
+    def close(self) -> list[tuple[str, str, int]]:
+        """Writes what is buffered, closes every file; (table, path, rows) per file written."""
+        for table in list(self._buffered):
+            self._write(table)
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}
+        return [(table, path, rows) for table, (path, rows) in self._files.items()]
+
+    def abort(self) -> None:
+        """Closes the files after a failure (the driver never commits them: they are in no report)."""
+        for writer in self._writers.values():
+            with contextlib.suppress(Exception):  # the task is failing already: its own error is the one to report
+                writer.close()
+        self._writers = {}
+
+
+def ms_of(t: datetime | None) -> int | None:
+    """Epoch milliseconds of a window bound (naive times are UTC, as the job reads them)."""
+    if t is None:
+        return None
+    return int((t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp() * 1000)
