@@ -7,7 +7,8 @@ that with two outputs it exits 1 when a table differs.
 Every table under OUT is read with delta-rs at its current version. What differs from run to run is
 left out: the `run_id` column (and `runs`' times, durations, config and versions: only its counts
 and table rows are hashed). The schema is hashed by column names, types and nullability, as Delta
-stores them. The rows are each serialized as JSON with sorted keys, sorted, and hashed in that order.
+stores them. The rows are each serialized as JSON with sorted keys (and a map's entries sorted), sorted,
+and hashed in that order.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def table_hash(path: Path) -> tuple[int, str, str]:
     table = table.select(keep)
     schema = json.dumps([(f.name, str(f.type), f.nullable) for f in pa.schema(DeltaTable(str(path)).schema()
                                                                                .to_arrow())], sort_keys=True)
-    rows = sorted(json.dumps(r, sort_keys=True, default=_plain) for r in table.to_pylist())
+    maps = [f.name for f in table.schema if pa.types.is_map(f.type)]  # entries in no particular order
+    rows = sorted(json.dumps({**r, **{m: sorted(r[m]) if r[m] is not None else None for m in maps}},
+                             sort_keys=True, default=_plain) for r in table.to_pylist())
     h = hashlib.sha256()
     for r in rows:
         h.update(r.encode())

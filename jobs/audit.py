@@ -80,6 +80,7 @@ from udfs.schemas import (
     BROKER_ACCOUNT_COLUMNS,
     GROUP_STATE_SCHEMA,
     RUNS_SCHEMA,
+    TABLE_SCHEMAS,
     with_time_columns,
 )
 from udfs.table_files import DirectWrite, ms_of, staged_schema
@@ -310,6 +311,15 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     return tables, counts, persisted, staged
 
 
+def _read_staged(spark: SparkSession, table: str, staged: delta_io.StagedFiles) -> DataFrame:
+    """The content columns of a table's new rows from the files the replay's tasks wrote (for the
+    derived tables' own stage, which reads them with earlier runs' rows)."""
+    columns = [f"`{name}`" for name in TABLE_SCHEMAS[table].fieldNames()]
+    if not staged.files:
+        return spark.createDataFrame([], staged.schema).selectExpr(*columns)
+    return spark.read.schema(staged.schema).parquet(*staged.files).selectExpr(*columns)
+
+
 def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str]) -> dict[str, delta_io.StagedFiles]:
     """Per table the replay's tasks wrote themselves, the files they reported (`split_files`)."""
     files: dict[str, list[tuple[str, int]]] = {name: [] for name in stage_dirs}
@@ -392,15 +402,13 @@ class _KafkaInput:
 def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, input_rejects: bool) -> list[str]:
     """The tables whose new rows the replay's tasks write as Parquet files themselves
     (`udfs.table_files`), in `AUDIT_OUTPUT_TABLES` order: with `output.direct_files`, the embedded
-    writer and a local base path, every table the replay's rows are all of, unless the derived
-    tables need a stage of their own (which reads the base tables back): not `generations` with a
-    server log (the broker's account is joined to it first), not `quarantine` when the input's
-    unreadable lines join it or it is off, never `group_state` (it goes through Spark with the
-    carried rows)."""
+    writer and a local base path, every table whose new rows are the replay's rows as they are
+    (the derived tables when the replay derives them; a stage of their own reads the base tables'
+    files back, `_read_staged`): not `generations` with a server log (the broker's account is
+    joined to it first), not `quarantine` when the input's unreadable lines join it or it is off,
+    never `group_state` (it goes through Spark with the carried rows)."""
     if not (cfg.direct_files and writer == "embedded" and delta_io.local_path(cfg.output_path)
             and not cfg.catalog_schema):
-        return []
-    if cfg.derived_tables and not derive_in_replay:
         return []
     names = ["assignments", "rebalance_causes", "violations", "offset_commits"]
     if not cfg.server_log:
@@ -526,8 +534,9 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
             tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=cfg.since,
                                              until=cfg.until))
         _log("derived tables: derived in the replay (the run's own rows are all they need)")
-    elif cfg.derived_tables:  # from the persisted base tables, with the rows this run closes or changes
-        base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in tables.items()}
+    elif cfg.derived_tables:  # from the run's base rows, with the rows this run closes or changes
+        new_rows = {**tables, **{name: _read_staged(spark, name, files) for name, files in main.staged.items()}}
+        base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in new_rows.items()}
         tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
                                              until=cfg.until, base_path=cfg.output_path, stage=stage))
     if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge

@@ -709,12 +709,12 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
                 adopt(name, content)
         _concurrently([functools.partial(write, stage(name, df), df) for name, df in prepared.items()
                        if not callable(df) and not isinstance(df, StagedFiles)], threads=WRITE_THREADS)
+        position = {name: i for i, name in enumerate(prepared)}  # phase 2 commits in `prepared` order
+        staged.sort(key=lambda st: position[st.table])
         for name, content in prepared.items():  # the rest (`runs`) are functions of the rows written
             if callable(content):
                 df = content({st.table: st.rows for st in staged})
                 write(stage(name, df), df)
-        position = {name: i for i, name in enumerate(prepared)}  # phase 2 commits in `prepared` order
-        staged.sort(key=lambda st: position[st.table])
     except BaseException:
         for st in staged:
             delete_dir(st.stage_dir)
