@@ -28,7 +28,9 @@ Pipeline (one Spark application, one pass over the input's bytes):
             output, no broker log), else in a stage of their own with the rows earlier runs
             stored                                                     `udfs.replay`, `udfs.derived`
 5. write    every table in one run (`jobs.delta_io`): staged files, then one Delta commit per
-            table (and a MERGE of the carried rows) with `runs` last
+            table (and a MERGE of the carried rows) with `runs` last; with the embedded writer on
+            a local path the replay's tasks wrote most tables' files already (`udfs.table_files`,
+            `direct_tables`) and only their commits are left
 """
 
 from __future__ import annotations

@@ -15,7 +15,11 @@ Two writers, one contract (`write_tables`):
   ONE Delta commit per table with `deltalake`'s transaction API: add actions for the new files,
   remove actions for the files they replace. Timestamps are written as TIMESTAMP_MICROS (Delta's
   encoding), never as Spark's legacy INT96. The tables are plain Delta (reader v1 / writer v2):
-  readable by delta-rs, Delta Spark, and `read_table` below.
+  readable by delta-rs, Delta Spark, and `read_table` below. A table may come with its files
+  written already (`StagedFiles`: the replay's tasks write the new rows of most tables themselves,
+  `udfs.table_files`, into the same staged directory, `stage_dirs`): the driver commits the files
+  listed, deletes any other file there (a failed or recomputed task attempt's), and checks that
+  the rows in the files' footers are the rows reported.
 
 Idempotent windows. Every table is partitioned by one column, `run_window`, a path-safe label of
 the run's `--since/--until` window (`window_label`: `20261121T000000Z--20261122T000000Z`, or

@@ -32,6 +32,12 @@ Derived tables (`replay_frame(derive=True)`). When a run's own rows are all the 
 rows it output (`udfs.history.derive_group`) and come out in the same wide output: the rows are
 already in this worker, grouped, so no second shuffle, sort and Arrow trip is needed for them.
 
+Table files (`replay_frame(direct=...)`). When the embedded writer writes the run to a local path,
+the new rows of the tables `DirectWrite.stage_dirs` names do not come out at all: each task writes
+them into one Parquet file per table itself (`udfs.table_files.TableFiles`) and outputs one
+`FILES_TABLE` row per file (`split_files`), which the driver commits; the carried rows, the counts
+and the states still come out.
+
 Cost: the audit yields row objects; they are kept per table and turned into Arrow columns only at
 a flush (one `pa.array` per column of that table, `pa.nulls` for the other wide columns), so no
 per-row work touches the columns a row does not use. Within a flush the rows come table by table (each
