@@ -296,10 +296,10 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
          f"groups' audits (the GroupMetadata replay, causes, violations), {counts_row['merge_seconds'] or 0:,.3f} s "
          f"merging the single pass's offset-commit stretches{derived} (Python time, all workers together)")
 
-    # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
-    # the same row dataclasses)
     written = direct.stage_dirs if direct is not None else {}
     staged = _staged_files(wide, written) if written else {}
+    # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
+    # the same row dataclasses)
     tables: dict[str, DataFrame] = {name: split_table(wide, name) for name in (
         "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine",
         *(DERIVED_TABLES if derive else ())) if name not in written}
@@ -503,97 +503,97 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
                                                  run_window=run_window),
                              run_id, ms_of(cfg.since), ms_of(cfg.until))
         _log(f"write: the replay's tasks write {', '.join(direct_names)} themselves (embedded writer, local path)")
-    try:
+    try:  # until the writer takes the replay's files over, a failure deletes them (nothing is committed)
         main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
                            base_missing=base_missing, resume=resume, gap_time=cfg.since, derive=derive_in_replay,
                            direct=direct)
+        tables = main.tables
+        rejected = data.rejected()
+        if rejected:
+            _log(f"input: {rejected:,} lines or records are no readable record (see quarantine.error): quarantined")
+        if data.rejects is not None:
+            tables["quarantine"] = tables["quarantine"].unionByName(data.rejects)
+        if not cfg.quarantine:
+            tables["quarantine"] = tables["quarantine"].limit(0)
+
+        account = broker_account_frame(spark, cfg.server_log) if cfg.server_log else None
+        if "generations" in tables:
+            tables["generations"] = attach_broker_account(tables["generations"], account)
+        if "generations" in main.carried:
+            main.carried["generations"] = attach_broker_account(main.carried["generations"], account)
+
+        # Read twice (the derived tables, the write), the base tables are projections of the replay's
+        # persisted output: building a cache of each costs more than filtering the cached frame again
+        # (measured: about 2 s of a 20M-record warm audit).
+        carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
+        if derive_in_replay:
+            if not set(DERIVED_TABLES) <= set(main.staged):  # (the replay's own files hold the window's rows only)
+                tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=cfg.since,
+                                                 until=cfg.until))
+            _log("derived tables: derived in the replay (the run's own rows are all they need)")
+        elif cfg.derived_tables:  # from the run's base rows, with the rows this run closes or changes
+            new_rows = {**tables, **{name: _read_staged(spark, name, files) for name, files in main.staged.items()}}
+            base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in new_rows.items()}
+            tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
+                                                 until=cfg.until, base_path=cfg.output_path, stage=stage))
+        if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
+            with stage(spark, "count the earlier windows' rows this run closes"):
+                merged_rows = {name: int(df.count()) for name, df in carried.items()}
+        else:
+            merged_rows = {}
+
+        run_counts = dict(main.counts)
+        run_counts["records_in"] += rejected
+        run_counts["quarantined"] += rejected
+        accounted = sum(v for k, v in run_counts.items() if k != "records_in")
+        if accounted != run_counts["records_in"]:
+            raise CoordinatorAuditError(
+                f"run {run_id}: records do not add up: {run_counts['records_in']} in, {accounted} accounted for "
+                f"({json.dumps(run_counts)}); nothing was written")
+
+        end_offsets = dict(start_after)
+        for p, (_, last, _) in main.ranges.items():
+            end_offsets[p] = max(last, end_offsets.get(p, last))
+        missing = {p: n for p, n in {**base_missing, **main.missing}.items() if n}
+        new_missing = {p: n - base_missing.get(p, 0) for p, n in main.missing.items() if n > base_missing.get(p, 0)}
+        in_window = run_counts["records_in"] - run_counts["filtered_by_window"]
+        note = None
+        if in_window == 0:
+            note = "empty window: no records of the input fall in it; the groups' state is carried forward unchanged"
+            _log(note)
+        if new_missing:
+            text = ", ".join(f"partition {p}: {n:,}" for p, n in sorted(new_missing.items()))
+            note = ((note + "; ") if note else "") + f"offsets never read (history gaps): {text}"
+
+        merges: dict[str, delta_io.Merge] = {}
+        for name, df in carried.items():
+            if merged_rows.get(name):
+                keys, null_safe, (pcol, ocol) = MERGE_KEYS[name]
+                homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
+                keep = tuple(BROKER_ACCOUNT_COLUMNS.fieldNames()) if name == "generations" else ()
+                merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep)
+
+        finished = datetime.now(UTC)
+        runs_row = {
+            "run_id": run_id, "status": "succeeded", "started_at": started, "finished_at": finished,
+            "duration_ms": int((finished - started).total_seconds() * 1000), "input": source,
+            "input_format": data.format, "since": cfg.since, "until": cfg.until,
+            "group_filter": group_filter, **run_counts,
+            "code_version": __version__, "spark_version": spark.version, "writer": writer,
+            "config_json": json.dumps(cfg.to_dict(), sort_keys=True), "resume": resume,
+            "base_run_id": plan.base.run_id if plan.base is not None else None, "end_offsets": end_offsets,
+            "missing_offsets": missing, "note": note,
+        }
+        def runs(rows: Mapping[str, int]) -> DataFrame:  # the table rows are those the writer wrote
+            return spark.createDataFrame([{**runs_row, "table_rows": dict(rows)}], RUNS_SCHEMA)
+
+        tables_with_runs: dict[str, Any] = {**{name: with_time_columns(df, name) for name, df in tables.items()},
+                                            **main.staged, "runs": runs}
     except BaseException:
-        if direct is not None:  # nothing was committed: the files the tasks wrote go with the run
+        if direct is not None:
             for path in direct.stage_dirs.values():
                 delta_io.delete_dir(path)
         raise
-    tables = main.tables
-    rejected = data.rejected()
-    if rejected:
-        _log(f"input: {rejected:,} lines or records are no readable record (see quarantine.error): quarantined")
-    if data.rejects is not None:
-        tables["quarantine"] = tables["quarantine"].unionByName(data.rejects)
-    if not cfg.quarantine:
-        tables["quarantine"] = tables["quarantine"].limit(0)
-
-    account = broker_account_frame(spark, cfg.server_log) if cfg.server_log else None
-    if "generations" in tables:
-        tables["generations"] = attach_broker_account(tables["generations"], account)
-    if "generations" in main.carried:
-        main.carried["generations"] = attach_broker_account(main.carried["generations"], account)
-
-    # Read twice (the derived tables, the write), the base tables are projections of the replay's
-    # persisted output: building a cache of each costs more than filtering the cached frame again
-    # (measured: about 2 s of a 20M-record warm audit).
-    carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
-    if derive_in_replay:
-        if not set(DERIVED_TABLES) <= set(main.staged):  # (the replay's own files hold the window's rows only)
-            tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=cfg.since,
-                                             until=cfg.until))
-        _log("derived tables: derived in the replay (the run's own rows are all they need)")
-    elif cfg.derived_tables:  # from the run's base rows, with the rows this run closes or changes
-        new_rows = {**tables, **{name: _read_staged(spark, name, files) for name, files in main.staged.items()}}
-        base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in new_rows.items()}
-        tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
-                                             until=cfg.until, base_path=cfg.output_path, stage=stage))
-    if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
-        with stage(spark, "count the earlier windows' rows this run closes"):
-            merged_rows = {name: int(df.count()) for name, df in carried.items()}
-    else:
-        merged_rows = {}
-
-    run_counts = dict(main.counts)
-    run_counts["records_in"] += rejected
-    run_counts["quarantined"] += rejected
-    accounted = sum(v for k, v in run_counts.items() if k != "records_in")
-    if accounted != run_counts["records_in"]:
-        raise CoordinatorAuditError(
-            f"run {run_id}: records do not add up: {run_counts['records_in']} in, {accounted} accounted for "
-            f"({json.dumps(run_counts)}); nothing was written")
-
-    end_offsets = dict(start_after)
-    for p, (_, last, _) in main.ranges.items():
-        end_offsets[p] = max(last, end_offsets.get(p, last))
-    missing = {p: n for p, n in {**base_missing, **main.missing}.items() if n}
-    new_missing = {p: n - base_missing.get(p, 0) for p, n in main.missing.items() if n > base_missing.get(p, 0)}
-    in_window = run_counts["records_in"] - run_counts["filtered_by_window"]
-    note = None
-    if in_window == 0:
-        note = "empty window: no records of the input fall in it; the groups' state is carried forward unchanged"
-        _log(note)
-    if new_missing:
-        text = ", ".join(f"partition {p}: {n:,}" for p, n in sorted(new_missing.items()))
-        note = ((note + "; ") if note else "") + f"offsets never read (history gaps): {text}"
-
-    merges: dict[str, delta_io.Merge] = {}
-    for name, df in carried.items():
-        if merged_rows.get(name):
-            keys, null_safe, (pcol, ocol) = MERGE_KEYS[name]
-            homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
-            keep = tuple(BROKER_ACCOUNT_COLUMNS.fieldNames()) if name == "generations" else ()
-            merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep)
-
-    finished = datetime.now(UTC)
-    runs_row = {
-        "run_id": run_id, "status": "succeeded", "started_at": started, "finished_at": finished,
-        "duration_ms": int((finished - started).total_seconds() * 1000), "input": source,
-        "input_format": data.format, "since": cfg.since, "until": cfg.until,
-        "group_filter": group_filter, **run_counts,
-        "code_version": __version__, "spark_version": spark.version, "writer": writer,
-        "config_json": json.dumps(cfg.to_dict(), sort_keys=True), "resume": resume,
-        "base_run_id": plan.base.run_id if plan.base is not None else None, "end_offsets": end_offsets,
-        "missing_offsets": missing, "note": note,
-    }
-    def runs(rows: Mapping[str, int]) -> DataFrame:  # the table rows are those the writer wrote
-        return spark.createDataFrame([{**runs_row, "table_rows": dict(rows)}], RUNS_SCHEMA)
-
-    tables_with_runs: dict[str, Any] = {**{name: with_time_columns(df, name) for name, df in tables.items()},
-                                        **main.staged, "runs": runs}
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,

@@ -139,3 +139,24 @@ def test_the_arrow_window_cut_equals_spark(spark) -> None:
             want = sorted(repr(r.asDict()) for r in cut[table].collect())
             assert got == want, (table, bounds)
             assert 0 < len(got) < len(rows) or table == "group_health"
+
+
+def test_a_run_that_fails_after_the_replay_wrote_its_files_leaves_none(spark, derived_input, tmp_path,
+                                                                      monkeypatch) -> None:
+    import jobs.audit
+
+    seen: list[int] = []
+    real = jobs.audit._staged_files
+
+    def fail_after_listing(wide, stage_dirs):  # the replay's tasks have written their files by now
+        staged = real(wide, stage_dirs)
+        seen.append(sum(len(f.files) for f in staged.values()))
+        raise RuntimeError("injected failure after the replay")
+
+    monkeypatch.setattr(jobs.audit, "_staged_files", fail_after_listing)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run_audit(spark, load_config(None, {"input.path": str(derived_input), "input.format": "parquet",
+                                            "output.path": str(out), "job.shards": 2}), run_id="r")
+    assert seen and seen[0] > 0
+    assert not list(out.rglob("*.parquet"))
