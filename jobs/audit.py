@@ -66,6 +66,7 @@ from jobs.offsets_path import scan_log
 from jobs.spark_session import build_session, release, stage
 from udfs.broker_log import attach_broker_account, broker_account_frame
 from udfs.derived import DERIVED_TABLES, overlapping_window
+from udfs.history import BASE_INPUTS
 from udfs.json_lines import DEFAULT_TOPIC
 from udfs.replay import (
     STATE_WINDOWS_COLUMN,
@@ -226,7 +227,8 @@ class AuditPass:
 
     tables: dict[str, DataFrame]
     carried: dict[str, DataFrame]
-    group_state: DataFrame
+    group_state: DataFrame | None
+    """Every group's state after the pass (None: the replay's tasks wrote it, `staged`)."""
     counts: dict[str, int]
     ranges: dict[int, tuple[int, int, int]]
     missing: dict[int, int]
@@ -308,8 +310,9 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         return tables, counts, persisted, staged
     for name in ("generations", "assignments", "offset_commits"):
         tables[f"carried:{name}"] = split_table(wide, name, carried=True)
-    tables["group_state"] = split_state(wide).selectExpr(
-        *[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in GROUP_STATE_SCHEMA.fields])
+    if "group_state" not in written:
+        tables["group_state"] = split_state(wide).selectExpr(
+            *[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in GROUP_STATE_SCHEMA.fields])
     return tables, counts, persisted, staged
 
 
@@ -384,7 +387,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
-    return AuditPass(tables, carried, tables["group_state"], run_counts, scan.ranges, missing_end, [*persisted, scan.df],
+    return AuditPass(tables, carried, tables.get("group_state"), run_counts, scan.ranges, missing_end, [*persisted, scan.df],
                      staged)
 
 
@@ -407,12 +410,12 @@ def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, inpu
     writer and a local base path, every table whose new rows are the replay's rows as they are
     (the derived tables when the replay derives them; a stage of their own reads the base tables'
     files back, `_read_staged`): not `generations` with a server log (the broker's account is
-    joined to it first), not `quarantine` when the input's unreadable lines join it or it is off,
-    never `group_state` (it goes through Spark with the carried rows)."""
+    joined to it first), not `quarantine` when the input's unreadable lines join it or it is off.
+    (The rows a run merges into earlier windows and the `runs` row always go through Spark.)"""
     if not (cfg.direct_files and writer == "embedded" and delta_io.local_path(cfg.output_path)
             and not cfg.catalog_schema):
         return []
-    names = ["assignments", "rebalance_causes", "violations", "offset_commits"]
+    names = ["assignments", "rebalance_causes", "violations", "offset_commits", "group_state"]
     if not cfg.server_log:
         names.append("generations")
     if cfg.quarantine and not input_rejects:
@@ -481,6 +484,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         warm = _audit_pass(spark, cfg, data, since=None, until=cfg.since, state=None, start_after={},
                            base_missing={}, resume="fresh", gap_time=None)
         if warm.counts["records_in"] - warm.counts["filtered_by_window"] > 0:
+            assert warm.group_state is not None  # the warm-up pass writes nothing itself
             state = warm.group_state.persist(StorageLevel.MEMORY_AND_DISK)
             start_after = {p: last for p, (_, last, _) in warm.ranges.items()}
             base_missing = dict(warm.missing)
@@ -532,7 +536,8 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
                                                  until=cfg.until))
             _log("derived tables: derived in the replay (the run's own rows are all they need)")
         elif cfg.derived_tables:  # from the run's base rows, with the rows this run closes or changes
-            new_rows = {**tables, **{name: _read_staged(spark, name, files) for name, files in main.staged.items()}}
+            new_rows = {**tables, **{name: _read_staged(spark, name, files) for name, files in main.staged.items()
+                                 if name in BASE_INPUTS}}
             base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in new_rows.items()}
             tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
                                                  until=cfg.until, base_path=cfg.output_path, stage=stage))

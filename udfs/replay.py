@@ -336,6 +336,15 @@ _WINDOWS_POSITION = _ARROW_SCHEMA.get_field_index(_column(STATE_TABLE, "offset_w
 _WINDOWS_TYPE = _ARROW_SCHEMA.field(_WINDOWS_POSITION).type
 
 
+STATE_STORED_TABLE = "group_state"
+"""The table the `_state` rows are stored in (`STATE_FIELDS` are its columns, in its order)."""
+assert [name for name, _ in STATE_FIELDS] == TABLE_SCHEMAS[STATE_STORED_TABLE].fieldNames()
+
+
+def _but_last(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return values[:-1]
+
+
 _OpenWindows = tuple[list[OffsetCommitRow], list[int | None]]
 """A group's open offset windows: its open `offset_commits` rows and each one's last commit's log offset."""
 
@@ -419,7 +428,11 @@ class _Output:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts, schema=schema))
         if self.states:
             windows = _open_windows([state[-1] for state in self.states])
-            batches.append(_wide_batch(_STATE_OUT, self.states, schema=schema, built={_WINDOWS_POSITION: windows}))
+            if files is not None and files.writes(STATE_STORED_TABLE):
+                files.add(STATE_STORED_TABLE, [*row_columns(self.states, _but_last, len(STATE_FIELDS) - 1), windows])
+            else:
+                batches.append(_wide_batch(_STATE_OUT, self.states, schema=schema,
+                                           built={_WINDOWS_POSITION: windows}))
         if self.written:
             batches.append(_wide_batch(_FILES_OUT, self.written, schema=schema))
         self.rows = []

@@ -15,9 +15,10 @@ as rows of the replay's output (`FILES_TABLE`); the driver commits exactly those
 committed (they are deleted before the commit).
 
 What stays on Spark's path: the rows that continue an earlier run's open rows (merged, not added),
-the groups' counts and saved states, every table of a run whose derived tables need a stage of
-their own (earlier windows' rows, a broker log), and outputs the workers cannot write themselves
-(a catalog table, Delta Spark, a non-local path). `jobs.audit` decides (`direct_tables`).
+the `runs` row, the tables the job still changes after the replay (the derived tables when they
+have a stage of their own, `generations` with a broker log, `quarantine` with a JSON input's
+unreadable lines), and outputs the workers cannot write themselves (a catalog table, Delta Spark, a
+non-local path). `jobs.audit` decides (`direct_tables`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructField, StructType, TimestampType
 
 from udfs.schemas import BROKER_ACCOUNT_COLUMNS, DERIVED_TABLES, TABLE_SCHEMAS, TIME_COMPANIONS
 
@@ -71,14 +72,32 @@ class DirectWrite:
     until_ms: int | None = None
 
 
+CAST_TABLES = frozenset({"group_state"})
+"""Tables whose columns the job casts to their types by name (`jobs.audit.build_tables`): a cast to
+a type written as text leaves every nested field, element and value nullable."""
+
+
+def _cast_type(t: DataType) -> DataType:
+    """`t` as `CAST(x AS <t.simpleString()>)` yields it: every nested part nullable."""
+    if isinstance(t, ArrayType):
+        return ArrayType(_cast_type(t.elementType), True)
+    if isinstance(t, MapType):
+        return MapType(t.keyType, _cast_type(t.valueType), True)
+    if isinstance(t, StructType):
+        return StructType([StructField(f.name, _cast_type(f.dataType), True) for f in t.fields])
+    return t
+
+
 def staged_schema(table: str) -> StructType:
     """The Spark schema of a table's staged files, as the Spark path writes them: the content
-    columns (every one nullable, as the replay's output makes them), their TIMESTAMP companions, then
-    `run_id` (not null). `generations` carries the broker account columns (null without a server log)."""
+    columns (every one nullable, as the replay's output makes them; nested parts too for the tables
+    the job casts, `CAST_TABLES`), their TIMESTAMP companions, then `run_id` (not null).
+    `generations` carries the broker account columns (null without a server log)."""
     content = TABLE_SCHEMAS[table]
     times = [StructField(ts, TimestampType(), True) for _, ts in TIME_COMPANIONS.get(table, ())]
-    return StructType([*(StructField(f.name, f.dataType, True) for f in content.fields), *times,
-                       StructField(RUN_ID_COLUMN, StringType(), False)])
+    fields = [StructField(f.name, _cast_type(f.dataType) if table in CAST_TABLES else f.dataType, True)
+              for f in content.fields]
+    return StructType([*fields, *times, StructField(RUN_ID_COLUMN, StringType(), False)])
 
 
 def stored_arrow_schema(table: str) -> pa.Schema:
@@ -126,7 +145,7 @@ def overlapping_rows(table: str, batch: pa.RecordBatch, since_ms: int | None, un
 def stored_batch(table: str, columns: Sequence[Sequence[Any]], run_id: str) -> pa.RecordBatch:
     """The stored row layout (`stored_arrow_schema`) of `table`'s rows given as one value list per
     content field (`TABLE_SCHEMAS` order; `generations` without the broker account columns, which
-    come out null): the TIMESTAMP companions computed from their epoch-ms columns as Spark's
+    come out null; a column may be given as an Arrow array of its type): the TIMESTAMP companions computed from their epoch-ms columns as Spark's
     `timestamp_millis` does, `run_id` repeated."""
     schema = stored_arrow_schema(table)
     fields = TABLE_SCHEMAS[table].fields
@@ -138,6 +157,12 @@ def stored_batch(table: str, columns: Sequence[Sequence[Any]], run_id: str) -> p
             arrays.append(pa.nulls(n, t))
             continue
         values = next(given)
+        if isinstance(values, pa.Array):  # built already (group_state's offset_windows)
+            try:  # (to the stored nesting's nullability)
+                arrays.append(values if values.type == t else values.cast(t))
+            except (pa.ArrowException, TypeError, ValueError) as e:
+                raise ValueError(f"table {table} column {f.name!r}: an array of {values.type}, not {t}: {e}") from e
+            continue
         try:
             arrays.append(pa.array(values, type=t))
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:

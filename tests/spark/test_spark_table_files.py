@@ -27,9 +27,9 @@ pytestmark = pytest.mark.spark
 
 WINDOWS = (("2026-11-21T23:00:00", "2026-11-21T23:43:40"), ("2026-11-21T23:43:40", "2026-11-22T00:00:00"))
 """The samples cut in two: the first window is a fresh output (the replay derives, its workers
-write every table but group_state), the second has history (the derived tables have a stage of
-their own, which reads the workers' files back; the carried rows are merged into the first
-window's files)."""
+write every table but runs), the second has history (the derived tables have a stage of their
+own, which reads the workers' files back; the carried rows are merged into the first window's
+files)."""
 
 
 def _spark_written(path: Path) -> bool:
@@ -57,12 +57,15 @@ def test_tables_written_by_the_workers_equal_the_ones_spark_writes(spark, derive
     first = "20261121T230000Z--20261121T234340Z"
     second = "20261121T234340Z--20261122T000000Z"
     # who wrote the files: the workers for the replay's tables (the derived ones when the replay
-    # derives them: in the fresh first window), Spark for the rest
+    # derives them: in the fresh first window), Spark for the rest (the runs rows, the derived
+    # tables of their own stage)
     assert not any(map(_spark_written, _files(outs[True], "assignments", first, "w0")))
     assert not any(map(_spark_written, _files(outs[True], "partition_ownership", first, "w0")))
     assert not any(map(_spark_written, _files(outs[True], "assignments", second, "w1")))
     assert all(map(_spark_written, _files(outs[True], "partition_ownership", second, "w1")))
-    assert all(map(_spark_written, _files(outs[True], "group_state", first, "w0")))
+    assert not any(map(_spark_written, _files(outs[True], "group_state", first, "w0")))
+    assert not any(map(_spark_written, _files(outs[True], "group_state", second, "w1")))
+    assert all(map(_spark_written, _files(outs[True], "runs", second, "w1")))
     assert all(map(_spark_written, _files(outs[False], "assignments", first, "w0")))
     direct, spark_written = output_hashes(outs[True]), output_hashes(outs[False])
     assert direct == spark_written

@@ -117,3 +117,14 @@ def test_health_days_overlap_by_their_utc_day() -> None:
     since = int(datetime(2026, 11, 21, 23, 0, tzinfo=UTC).timestamp() * 1000)
     until = int(datetime(2026, 11, 22, 0, 0, tzinfo=UTC).timestamp() * 1000)
     assert overlapping_rows("group_health", batch, since, until).to_pylist() == [{"day": "2026-11-21"}]
+
+
+def test_a_column_may_come_as_an_array_of_its_type() -> None:
+    windows_type = stored_arrow_schema("group_state").field("offset_windows").type
+    windows = pa.array([[]], type=windows_type)
+    assert windows_type.value_field.nullable  # as Spark's CAST leaves it (the replay builds it not null)
+    columns = [["g"], ['{"format":1}'], [3], ["Stable"], [0], [17], [b"v"], [True], windows]
+    row = stored_batch("group_state", columns, "r").to_pylist()[0]
+    assert (row["group_id"], row["window_start_offset"], row["offset_windows"], row["run_id"]) == ("g", 17, [], "r")
+    with pytest.raises(ValueError, match=r"column 'offset_windows': an array of list<item: int64>, not list"):
+        stored_batch("group_state", [*columns[:-1], pa.array([[1]])], "r")
