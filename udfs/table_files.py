@@ -4,8 +4,8 @@ When the embedded writer writes a run's tables to a local base path, the replay'
 hold every new row of every table, grouped and typed. Handing them to the JVM only so that Spark can
 cache them, filter them back into ten tables and encode them as Parquet cost more than the replay's
 own Python (the 20M-record benchmark's 1.6M rows, which pyarrow encodes in 0.7 s of CPU: a write
-stage of 7.4 s, now 1.4 s; the replay stage 9.9 s, now 8.4 s; the warm audit 21.7 s, now 13.9 s,
-the tables identical). So the job gives the replay a
+stage of 5.3 s, now 0.33 s; the warm audit 17.7-18.4 s, now 11.5 s, old and new alternating in one
+session; the tables identical). So the job gives the replay a
 `DirectWrite`: per table, the directory this run's files of that table go to (`jobs.delta_io`'s
 staged directory, `<table>/run_window=<W>/<run_id>/`). Each replay task then writes, per table, one
 Parquet file of its new rows there (`TableFiles`), with the columns Spark's path stores (the content
