@@ -84,9 +84,10 @@ from udfs.schemas import (
     GROUP_STATE_SCHEMA,
     RUNS_SCHEMA,
     TABLE_SCHEMAS,
+    epoch_ms,
     with_time_columns,
 )
-from udfs.table_files import DirectWrite, ms_of, staged_schema
+from udfs.table_files import DirectWrite, staged_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -505,7 +506,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         assert cfg.output_path is not None  # direct_tables asks for a local base path
         direct = DirectWrite(delta_io.stage_dirs(direct_names, base_path=cfg.output_path, run_id=run_id,
                                                  run_window=run_window),
-                             run_id, ms_of(cfg.since), ms_of(cfg.until))
+                             run_id, epoch_ms(cfg.since), epoch_ms(cfg.until))
         _log(f"write: the replay's tasks write {', '.join(direct_names)} themselves (embedded writer, local path)")
     try:  # until the writer takes the replay's files over, a failure deletes them (nothing is committed)
         main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,

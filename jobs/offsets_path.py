@@ -51,6 +51,7 @@ from udfs.scan import (
     parquet_units,
     read_footer,
 )
+from udfs.schemas import epoch_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -228,10 +229,6 @@ def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]
     return footers, None
 
 
-def _millis(t: datetime | None) -> int | None:
-    return None if t is None else int(t.timestamp() * 1000)
-
-
 def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | None = None,
              groups: Sequence[str] = (), chunk_rows: int = DEFAULT_SCAN_CHUNK_ROWS, reader: str = "auto",
              shards: int | None = None, log: Callable[[str], None] | None = None,
@@ -263,8 +260,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         total = sum(sum(f.row_groups) for f in files)
         per_task = total // (4 * spark.sparkContext.defaultParallelism)
         units = parquet_units(files, unit_rows=max(chunk_rows, min(8 * chunk_rows, per_task)))
-        fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=_millis(since),
-                               until_ms=_millis(until), start_after=dict(start_after or {}))
+        fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=epoch_ms(since),
+                               until_ms=epoch_ms(until), start_after=dict(start_after or {}))
         unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
         scanned = unit_df.mapInArrow(fn, SCAN_SCHEMA)
     else:

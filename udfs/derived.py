@@ -210,10 +210,6 @@ def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:
     return packed
 
 
-def _ms(t: datetime) -> int:
-    return int(t.timestamp() * 1000)
-
-
 def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | None,
                        until: datetime | None) -> dict[str, DataFrame]:
     """The derived rows a run writes into its window: those overlapping [since, until) (an interval
@@ -221,8 +217,8 @@ def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | Non
     `latest_rows`). Unbounded windows keep everything."""
     if since is None and until is None:
         return dict(tables)
-    lo = F.lit(_ms(since)) if since is not None else None
-    hi = F.lit(_ms(until)) if until is not None else None
+    lo = F.lit(schemas.epoch_ms(since)) if since is not None else None
+    hi = F.lit(schemas.epoch_ms(until)) if until is not None else None
 
     def overlaps(start: Any, end: Any) -> Any:
         cond = F.lit(True)

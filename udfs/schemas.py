@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from datetime import datetime
 from typing import Any, Union
 
 from pyspark.sql.types import (
@@ -74,6 +75,7 @@ __all__ = [
     "SUBSCRIPTION_STRUCT",
     "TABLE_SCHEMAS",
     "TIME_COMPANIONS",
+    "epoch_ms",
     "spark_type_for_field",
     "stored_schema",
     "struct_type_from_dataclass",
@@ -236,6 +238,11 @@ MILLIS_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 """Per table, the columns holding a time as epoch milliseconds (durations such as `lifetime_ms` are
 not times). `runs` holds Spark timestamps already."""
+
+
+def epoch_ms(t: datetime | None) -> int | None:
+    """Epoch milliseconds of a time (a run's window bound), None for None."""
+    return None if t is None else int(t.timestamp() * 1000)
 
 
 def time_column_name(millis_column: str) -> str:

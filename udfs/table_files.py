@@ -28,7 +28,6 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -242,10 +241,3 @@ class TableFiles:
             with contextlib.suppress(Exception):  # the task is failing already: its own error is the one to report
                 writer.close()
         self._writers = {}
-
-
-def ms_of(t: datetime | None) -> int | None:
-    """Epoch milliseconds of a window bound (naive times are UTC, as the job reads them)."""
-    if t is None:
-        return None
-    return int((t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp() * 1000)
