@@ -24,6 +24,7 @@ non-local path). `jobs.audit` decides (`direct_tables`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -99,14 +100,17 @@ def staged_schema(table: str) -> StructType:
     return StructType([*fields, *times, StructField(RUN_ID_COLUMN, StringType(), False)])
 
 
+@functools.cache
 def stored_arrow_schema(table: str) -> pa.Schema:
-    """`staged_schema` as Arrow (Spark's own mapping, timestamps in UTC)."""
+    """`staged_schema` as Arrow (Spark's own mapping, timestamps in UTC); built once per table
+    (`stored_batch` asks for it at every flush)."""
     return to_arrow_schema(staged_schema(table), timezone="UTC")
 
 
-def _content_arrow_types(table: str) -> list[pa.DataType]:
+@functools.cache
+def _content_arrow_types(table: str) -> tuple[pa.DataType, ...]:
     schema = stored_arrow_schema(table)
-    return [schema.field(f.name).type for f in TABLE_SCHEMAS[table].fields]
+    return tuple(schema.field(f.name).type for f in TABLE_SCHEMAS[table].fields)
 
 
 _BROKER_NAMES = frozenset(BROKER_ACCOUNT_COLUMNS.fieldNames())
