@@ -84,7 +84,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -323,8 +323,12 @@ def _run_dir_exists(table: str, uri: str, run_id: str, run_window: str) -> str:
 
 
 def local_path(uri: str | None) -> bool:
-    """Whether `uri` is a path of this machine's file system (no scheme, or file:)."""
-    return bool(uri) and ("://" not in str(uri) or str(uri).startswith("file:"))
+    """Whether `uri` is a path of this machine's file system: no scheme (a one-letter one is a
+    Windows drive), or `file:`. `dbfs:/...`, `s3://...` and the like are not."""
+    if not uri:
+        return False
+    scheme = urlparse(uri).scheme
+    return len(scheme) <= 1 or scheme == "file"
 
 
 _Prepared = Any

@@ -163,3 +163,12 @@ def test_a_run_that_fails_after_the_replay_wrote_its_files_leaves_none(spark, de
                                             "output.path": str(out), "job.shards": 2}), run_id="r")
     assert seen and seen[0] > 0
     assert not list(out.rglob("*.parquet"))
+
+
+@pytest.mark.parametrize(("uri", "local"), [
+    ("out/delta", True), ("/data/audit", True), ("file:///data/audit", True), ("C:/audit", True),
+    (None, False), ("", False), ("s3://bucket/audit", False), ("dbfs:/mnt/audit", False),
+    ("abfss://c@account.dfs.core.windows.net/audit", False),
+])
+def test_only_paths_of_this_file_system_are_written_by_the_workers(uri, local) -> None:
+    assert delta_io.local_path(uri) is local
