@@ -593,8 +593,11 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         def runs(rows: Mapping[str, int]) -> DataFrame:  # the table rows are those the writer wrote
             return spark.createDataFrame([{**runs_row, "table_rows": dict(rows)}], RUNS_SCHEMA)
 
-        tables_with_runs: dict[str, Any] = {**{name: with_time_columns(df, name) for name, df in tables.items()},
-                                            **main.staged, "runs": runs}
+        written: dict[str, Any] = {**{name: with_time_columns(df, name) for name, df in tables.items()},
+                                   **main.staged}
+        # in one order whoever writes a table (the commits, and the summary's lines, follow it)
+        tables_with_runs: dict[str, Any] = {**{name: written[name] for name in sorted(written, key=AUDIT_OUTPUT_TABLES.index)},
+                                            "runs": runs}
     except BaseException:
         if direct is not None:
             for path in direct.stage_dirs.values():

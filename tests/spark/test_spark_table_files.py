@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from benchmarks.output_hash import output_hashes
 from jobs import delta_io
-from jobs.audit import run_audit
+from jobs.audit import AUDIT_OUTPUT_TABLES, run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table
 from udfs.derived import overlapping_window
@@ -50,9 +50,10 @@ def test_tables_written_by_the_workers_equal_the_ones_spark_writes(spark, derive
     for direct in (True, False):
         out = tmp_path / f"direct-{direct}"
         for i, (since, until) in enumerate(WINDOWS):
-            run_audit(spark, load_config(None, {
+            summary = run_audit(spark, load_config(None, {
                 "input.path": str(src), "input.format": "parquet", "output.path": str(out), "job.shards": 2,
                 "window.since": since, "window.until": until, "output.direct_files": direct}), run_id=f"w{i}")
+            assert list(summary.locations) == [*AUDIT_OUTPUT_TABLES, "runs"]  # one order, whoever writes
         outs[direct] = out
     first = "20261121T230000Z--20261121T234340Z"
     second = "20261121T234340Z--20261122T000000Z"
