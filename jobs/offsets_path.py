@@ -305,7 +305,9 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
     results (a lazy local checkpoint). For tests, notebooks and the benchmark."""
     scan = scan_log(df, shards=shards, **scan_options)
     n = shards or df.sparkSession.sparkContext.defaultParallelism
-    wide = replay_frame(replay_input(scan.side(), scan.stretches(), shards=n)).localCheckpoint(eager=False)
+    # only the two tables it returns: the replay's other rows are never turned into Arrow nor moved
+    wide = replay_frame(replay_input(scan.side(), scan.stretches(), shards=n),
+                        tables=("offset_commits", "violations")).localCheckpoint(eager=False)
     violations = split_table(wide, "violations").where(F.col("kind") == "offset_regression")
     return split_table(wide, "offset_commits"), violations, scan
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from operator import attrgetter
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal
@@ -101,6 +101,7 @@ __all__ = [
     "COUNTS_TABLE",
     "COUNT_FIELDS",
     "INPUT_COLUMNS",
+    "OUTPUT_TABLES",
     "REPLAY_DERIVED_SCHEMA",
     "REPLAY_SCHEMA",
     "STATE_FIELDS",
@@ -370,11 +371,14 @@ class _Output:
     With `files`, the new rows of the tables it writes go to its Parquet files at a flush instead
     (`udfs.table_files`), and the files it wrote come out as `FILES_TABLE` rows at the end."""
 
-    __slots__ = ("carried", "counts", "files", "rows", "schema", "states", "written")
+    __slots__ = ("carried", "counts", "files", "keep", "rows", "schema", "states", "written")
 
-    def __init__(self, schema: pa.Schema, files: TableFiles | None = None) -> None:
+    def __init__(self, schema: pa.Schema, files: TableFiles | None = None,
+                 keep: frozenset[str] | None = None) -> None:
         self.schema = schema
         self.files = files
+        self.keep = keep
+        """The tables whose rows come out (None: all); the others' rows are dropped at the flush."""
         self.rows: list[Any] = []
         self.carried: list[Any] = []
         self.counts: list[tuple[Any, ...]] = []
@@ -383,6 +387,10 @@ class _Output:
 
     def __len__(self) -> int:
         return len(self.rows) + len(self.carried) + len(self.counts) + len(self.states)
+
+    def wants(self, table: str) -> bool:
+        """Whether `table`'s rows come out (`keep`)."""
+        return self.keep is None or table in self.keep
 
     def add_counts(self, group_id: str | None, counts: AuditCounts, seconds: tuple[float, float, float]) -> None:
         self.counts.append((group_id, *_COUNTS_VALUES(counts), *seconds))
@@ -413,9 +421,9 @@ class _Output:
         batches = []
         files = self.files
         for cls, rows in by_type.items():
-            if not rows:
-                continue
             out = _ROW_TABLES[cls]
+            if not rows or not self.wants(out.name):
+                continue
             if files is not None and files.writes(out.name):
                 files.add(out.name, _columns(out, rows))
             else:
@@ -423,7 +431,8 @@ class _Output:
         carried: dict[type, list[Any]] = {}
         for row in self.carried:
             carried.setdefault(type(row), []).append(row)
-        batches.extend(_wide_batch(_ROW_TABLES[cls], rows, schema=schema, carried=True) for cls, rows in carried.items())
+        batches.extend(_wide_batch(_ROW_TABLES[cls], rows, schema=schema, carried=True) for cls, rows in carried.items()
+                       if self.wants(_ROW_TABLES[cls].name))
         if self.counts:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts, schema=schema))
         if self.states:
@@ -606,11 +615,11 @@ def _resumed(group_id: Any, state: Any, windows_json: Any, load_path: bool) -> G
 
 def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mode: ResumeMode = "resume",
             gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
-            files: TableFiles | None = None) -> Iterator[pa.RecordBatch]:
+            files: TableFiles | None = None, tables: frozenset[str] | None = None) -> Iterator[pa.RecordBatch]:
     """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches
     (with the derived tables' rows and columns when `derive`; without the new rows of the tables
-    `files` writes, and with a row per file it wrote, when given)."""
-    out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA, files)
+    `files` writes, and with a row per file it wrote, when given; only `tables`' rows, when given)."""
+    out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA, files, tables)
     gaps = gaps or {}
     group: _Group | None = None
     current: object = object()  # no group yet (None is a real key: records whose key did not parse)
@@ -626,9 +635,10 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 out.rows.extend(group.derived_rows())
                 group.derive_seconds += perf_counter() - t0
             key = current if isinstance(current, str) else None  # a group is open: current is its key
-            out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
-                           (group.feed_seconds, group.merge_seconds, group.derive_seconds))
-            if auditor.group_id is not None:
+            if out.wants(COUNTS_TABLE):
+                out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
+                               (group.feed_seconds, group.merge_seconds, group.derive_seconds))
+            if auditor.group_id is not None and out.wants(STATE_TABLE):
                 out.add_state(auditor, group.changed, [r for r in finished if type(r) is OffsetCommitRow])
 
     for groups, partitions, offsets, timestamps, keys, values, states, missing, stretch, windows in batches:
@@ -703,9 +713,24 @@ def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
             stretch, windows)
 
 
+OUTPUT_TABLES: tuple[str, ...] = (*AUDIT_TABLES, COUNTS_TABLE, STATE_TABLE, FILES_TABLE, *DERIVED_TABLES)
+"""The `_table` values of the wide output: what `replay_frame(tables=...)` may choose from."""
+
+
+def _kept_tables(tables: Collection[str] | None, *, derive: bool) -> frozenset[str] | None:
+    """`tables` checked against `OUTPUT_TABLES` (the derived tables only when `derive`)."""
+    if tables is None:
+        return None
+    known = OUTPUT_TABLES if derive else tuple(t for t in OUTPUT_TABLES if t not in DERIVED_TABLES)
+    unknown = sorted(set(tables) - set(known))
+    if unknown:
+        raise ValueError(f"replay: unknown output table(s) {unknown}; choose from {list(known)}")
+    return frozenset(tables)
+
+
 def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
                    gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
-                   direct: DirectWrite | None = None,
+                   direct: DirectWrite | None = None, tables: Collection[str] | None = None,
                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (`REPLAY_DERIVED_SCHEMA` when
     `derive`; see `replay_frame`); closes over plain values only. A batch is flushed as soon as
@@ -713,9 +738,11 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
     and at the end of the partition. `mode` says how resumed groups' rows are sorted (module
     docstring); `gaps` are the offsets never read per `__consumer_offsets` partition between the
     previous run and this one. `direct`: the task writes the new rows of its tables into Parquet
-    files itself (`udfs.table_files`) and outputs a `FILES_TABLE` row per file instead."""
+    files itself (`udfs.table_files`) and outputs a `FILES_TABLE` row per file instead. `tables`:
+    only these tables' rows come out (`OUTPUT_TABLES` names; default all)."""
     if batch_rows < 1:
         raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
+    keep = _kept_tables(tables, derive=derive)
     gap_map = dict(gaps or {})
 
     def replay_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -726,7 +753,7 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
         try:
             for batch in collected_in_bulk(_replay(map(_arrow_columns, batches), batch_rows=batch_rows,
                                                    load_path=load_path, mode=mode, gaps=gap_map, derive=derive,
-                                                   files=files)):
+                                                   files=files, tables=keep)):
                 if batch.num_rows:
                     yield batch
         except BaseException:
@@ -739,7 +766,7 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
 
 def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode = "resume",
                  gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
-                 direct: DirectWrite | None = None) -> DataFrame:
+                 direct: DirectWrite | None = None, tables: Collection[str] | None = None) -> DataFrame:
     """The wide replay output (`REPLAY_SCHEMA`) of `records`, which must hold `INPUT_COLUMNS` (`state`
     may be absent: no saved states), may hold the single pass's stretches (`STRETCH_COLUMNS`, all of
     them when `_kind` is there) and saved states' summaries (`STATE_WINDOWS_COLUMN`), and must be
@@ -754,7 +781,11 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     `direct`: the new rows of its tables (`DirectWrite.stage_dirs`) are written by the replay's
     tasks into those directories (`udfs.table_files`) rather than output; `split_files` lists the
     files. Every task must then run exactly once per job that reads the output: keep it (the job
-    checkpoints it) and commit only the files it lists."""
+    checkpoints it) and commit only the files it lists.
+
+    `tables`: only these tables' rows come out (`OUTPUT_TABLES` names, default all; the schema is
+    the same): the offset path asks for `offset_commits` and `violations` alone, and the rows of
+    the others are never turned into Arrow columns, nor moved to the JVM."""
     if "state" not in records.columns:
         records = records.withColumn("state", F.lit(None).cast("binary"))
     if "missing" not in records.columns:
@@ -768,7 +799,7 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     if absent:
         raise ValueError(f"replay_frame: input has `_kind` but lacks stretch column(s) {absent}")
     return records.selectExpr(*[f"`{c}`" for c in (*INPUT_COLUMNS, *optional)]).mapInArrow(
-        make_replay_fn(load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct),
+        make_replay_fn(load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables),
         REPLAY_DERIVED_SCHEMA if derive else REPLAY_SCHEMA)
 
 

@@ -183,6 +183,23 @@ def test_nothing_in_nothing_out() -> None:
         make_replay_fn(batch_rows=0)
 
 
+def test_chosen_tables_alone_come_out() -> None:
+    """`tables` (the offset path's choice): those tables' rows, the same as in the full output, and
+    no row of any other table, counts or states included."""
+    log = _log()
+    full = _wide_rows(pa.Table.from_batches(list(make_replay_fn(batch_rows=5)(iter(_batches(log, 4))))))
+    chosen = ("offset_commits", "violations")
+    out = pa.Table.from_batches(list(make_replay_fn(batch_rows=5, tables=chosen)(iter(_batches(log, 4)))))
+    assert set(out.column("_table").to_pylist()) == set(chosen)
+    got = _wide_rows(out)
+    assert all(got[t] == full[t] and full[t] for t in chosen)
+    with pytest.raises(ValueError, match=r"unknown output table\(s\) \['offsets'\]"):
+        make_replay_fn(tables=("offsets",))
+    with pytest.raises(ValueError, match=r"\['partition_ownership'\]"):  # a derived table needs derive=True
+        make_replay_fn(tables=("partition_ownership",))
+    make_replay_fn(tables=("partition_ownership",), derive=True)
+
+
 def test_replay_frame_through_spark(spark) -> None:
     log = _log()
     expected = _expected(log)
