@@ -123,12 +123,10 @@ class Scan:
 
     def side(self, missing: Mapping[tuple[int, int], int] | None = None) -> DataFrame:
         """The records the kernel did not summarise, classified (record_type, group_id) for the
-        replay: partition, offset, timestamp_ms, key, value, gm_generation, gm_member_count (a
-        GroupMetadata value's header, decoded in the pass), record_type, group_id; with `missing`
+        replay: partition, offset, timestamp_ms, key, value, record_type, group_id; with `missing`
         (`missing_counts()[0]`) also `missing_before`, the running count of offsets never read."""
         rows = self.df.where(F.col("_kind") == KIND_SIDE)
-        cols = ["partition", "offset", "timestamp_ms", "key", "value", "gm_generation", "gm_member_count",
-                "record_type", "group_id"]
+        cols = ["partition", "offset", "timestamp_ms", "key", "value", "record_type", "group_id"]
         if missing is None:
             return rows.select(*cols)
         spark = self.df.sparkSession

@@ -53,7 +53,6 @@ import pyarrow.compute as pc
 
 from coordinator_core.errors import CoordinatorAuditError
 from coordinator_core.records import OffsetCommitValue, decode
-from coordinator_core.records_fast import group_metadata_header
 from udfs.scan_kernel import (
     KIND_COMMIT_KEY,
     KIND_GROUP_METADATA_KEY,
@@ -157,8 +156,6 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("filtered_by_group", _L, "counts: commits of groups outside the group filter"),
     ("side_records", _L, "counts: rows sent to the replay"),
     ("record_type", _H, "side: the key's int16 record type (null: a key under 2 bytes)"),
-    ("gm_generation", _I, "side: a GroupMetadata value's generation (null: a tombstone, or it does not decode)"),
-    ("gm_member_count", _I, "side: that value's number of members"),
 )
 _ARROW_SCHEMA = pa.schema([pa.field(name, t, nullable=name != "_kind") for name, t, _ in SCAN_FIELDS])
 
@@ -454,19 +451,12 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
         status[unwanted] = STATUS_FILTERED
         filtered_by_group = int(unwanted.sum())
 
-    # GroupMetadata records end their group's stretches; their headers go out with the side rows
+    # GroupMetadata records end their group's stretches; the replay decodes them (side rows)
     side_j = np.flatnonzero(status == STATUS_SIDE)
     side = keep[side_j]
     gm_group = np.where(kind == KIND_GROUP_METADATA_KEY, ids, -1)
     side_keys = [raw(kcol, int(r)) for r in side]
     types, side_groups = _side_classes(side_keys)
-    headers: list[tuple[int, int] | None] = []
-    for row, side_key in zip(side.tolist(), side_keys, strict=True):
-        header = None
-        if kind[row] == KIND_GROUP_METADATA_KEY:
-            assert side_key is not None
-            header = group_metadata_header(side_key, raw(vcol, row))
-        headers.append(header)
 
     kp = part[keep]
     first = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])  # each partition's first position
@@ -476,8 +466,6 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
         out.append(_rows(KIND_SIDE, len(side), {
             **{c: table.column(c).take(idx) for c in ("partition", "offset", "timestamp_ms", "value")},
             "key": pa.array(side_keys, type=_B), "record_type": types, "group_id": side_groups,
-            "gm_generation": [None if h is None else h[0] for h in headers],
-            "gm_member_count": [None if h is None else h[1] for h in headers],
             "chunk": np.full(len(side), chunk, dtype=np.int64), "records_in": rank}))
 
     n_sum = int(summarised.sum()) - filtered_by_group
