@@ -37,7 +37,8 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   `jvm_commit_summary_marginal_over_bare_scan_marginal`) show how low the offset path's and the
   audit's marginal ratios can go here; the targets' notes quote them.
 * `offset_path`: the job's offset-commit path alone on the raw input
-  (`jobs.offsets_path.offset_path`), both outputs forced with a write to Spark's `noop` sink.
+  (`jobs.offsets_path.offset_path`: the single pass, then the replay asked for `offset_commits`
+  and `violations` only), both outputs forced with a write to Spark's `noop` sink.
 * `audit_first` and `audit`: `jobs.audit.run_audit` end to end (read, the single pass, replay,
   offset path, every Delta table written): `audit_first` is the session's first job and pays its
   warm-up (JVM JIT, code generation, Python workers), as a nightly run in a fresh session does;

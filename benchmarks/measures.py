@@ -126,7 +126,8 @@ def measure_read_floors(spark: SparkSession, path: str) -> dict[str, Any]:
 def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
     """The job's offset-commit path alone: what produces `offset_commits` and `offset_regression`
     (`jobs.offsets_path.offset_path`: the single pass, then the per-group replay that merges its
-    stretches into the generation windows), both outputs forced with a write to `noop`."""
+    stretches into the generation windows and outputs those two tables' rows only), both outputs
+    forced with a write to `noop`."""
     t0 = time.perf_counter()
     rows, violations, scan = offsets_path.offset_path(spark.read.parquet(path))
     t_scan = time.perf_counter()

@@ -299,8 +299,9 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
                 ) -> tuple[DataFrame, DataFrame, Scan]:
     """The offset-commit path alone on Kafka-source rows: (offset_commits rows, offset_regression
     violations, the scan): the single pass, then the replay of its side records and stretches
-    (`udfs.replay`, `shards` partitions, default the session's parallelism), computed once for both
-    results (a lazy local checkpoint). For tests, notebooks and the benchmark."""
+    (`udfs.replay`, `shards` partitions, default the session's parallelism; asked for those two
+    tables only), computed once for both results (a lazy local checkpoint). For tests, notebooks
+    and the benchmark."""
     scan = scan_log(df, shards=shards, **scan_options)
     n = shards or df.sparkSession.sparkContext.defaultParallelism
     # only the two tables it returns: the replay's other rows are never turned into Arrow nor moved
