@@ -713,8 +713,9 @@ def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
             stretch, windows)
 
 
-OUTPUT_TABLES: tuple[str, ...] = (*AUDIT_TABLES, COUNTS_TABLE, STATE_TABLE, FILES_TABLE, *DERIVED_TABLES)
-"""The `_table` values of the wide output: what `replay_frame(tables=...)` may choose from."""
+OUTPUT_TABLES: tuple[str, ...] = (*AUDIT_TABLES, COUNTS_TABLE, STATE_TABLE, *DERIVED_TABLES)
+"""The `_table` values of the wide output that `replay_frame(tables=...)` may choose from (a task
+that writes files always reports them, `FILES_TABLE`: the driver commits only what is reported)."""
 
 
 def _kept_tables(tables: Collection[str] | None, *, derive: bool) -> frozenset[str] | None:
