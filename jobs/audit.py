@@ -368,7 +368,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     sc = scan.counts
     _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
          f"commits and {sc['tombstones']:,} tombstones summarised, {sc['side_records']:,} records for the replay")
-    gap_ms = int(gap_time.timestamp() * 1000) if gap_time is not None else 0
+    gap_ms = epoch_ms(gap_time) if gap_time is not None else 0
     found_gaps = nightly.gaps(start_after, scan.ranges, gap_ms)
     for g in found_gaps.values():
         _log(f"history gap: {g.describe()}")

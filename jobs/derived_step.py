@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from jobs.delta_io import PARTITION_COLUMN, _is_delta_table, delta_spark_available, read_table
 from jobs.delta_read import may_reach
 from udfs.derived import BASE_INPUTS, derive_wide, overlapping_window, split_wide
+from udfs.schemas import epoch_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -69,7 +70,7 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
     if not has_history(base_path):
         return None
     uris = _base_uris(base_path)
-    floor = None if since is None else int(since.timestamp() * 1000) - HISTORY_LOOKBACK_MS
+    floor = None if since is None else epoch_ms(since) - HISTORY_LOOKBACK_MS
     native = delta_spark_available(spark)
     ids = F.broadcast(spark.createDataFrame([(g,) for g in sorted(group_ids)], "group_id string"))
     out = {}

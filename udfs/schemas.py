@@ -240,6 +240,12 @@ MILLIS_COLUMNS: dict[str, tuple[str, ...]] = {
 not times). `runs` holds Spark timestamps already."""
 
 
+@typing.overload
+def epoch_ms(t: datetime) -> int: ...
+@typing.overload
+def epoch_ms(t: None) -> None: ...
+@typing.overload
+def epoch_ms(t: datetime | None) -> int | None: ...
 def epoch_ms(t: datetime | None) -> int | None:
     """Epoch milliseconds of a time (a run's window bound), None for None."""
     return None if t is None else int(t.timestamp() * 1000)
