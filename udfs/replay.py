@@ -725,7 +725,8 @@ def _kept_tables(tables: Collection[str] | None, *, derive: bool) -> frozenset[s
     known = OUTPUT_TABLES if derive else tuple(t for t in OUTPUT_TABLES if t not in DERIVED_TABLES)
     unknown = sorted(set(tables) - set(known))
     if unknown:
-        raise ValueError(f"replay: unknown output table(s) {unknown}; choose from {list(known)}")
+        needs = " (a derived table needs derive=True)" if set(unknown) & set(DERIVED_TABLES) else ""
+        raise ValueError(f"replay: unknown output table(s) {unknown}{needs}; choose from {list(known)}")
     return frozenset(tables)
 
 
