@@ -40,7 +40,9 @@ import functools
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -62,7 +64,7 @@ from jobs.delta_read import may_hold
 from jobs.derived_step import derived_highlights, derived_tables_for_run, has_history
 from jobs.inputs import filter_groups, read_input
 from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafka
-from jobs.offsets_path import scan_log
+from jobs.offsets_path import local_session, scan_log
 from jobs.spark_session import build_session, release, stage
 from udfs.broker_log import attach_broker_account, broker_account_frame
 from udfs.derived import DERIVED_TABLES, overlapping_window
@@ -72,8 +74,6 @@ from udfs.replay import (
     STATE_WINDOWS_COLUMN,
     TIMING_FIELDS,
     ResumeMode,
-    replay_frame,
-    replay_input,
     split_counts,
     split_files,
     split_state,
@@ -247,7 +247,7 @@ _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "w
 def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str] = (),
                  stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
-                 derive: bool = False, direct: DirectWrite | None = None,
+                 derive: bool = False, direct: DirectWrite | None = None, resumes: bool = True,
                  ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame], dict[str, delta_io.StagedFiles]]:
     """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted,
     {table: StagedFiles}).
@@ -263,21 +263,17 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     `tables` holds them (`DERIVED_TABLES`, not yet cut to the run's window). With `direct` the
     replay's tasks write the new rows of its tables themselves (`udfs.table_files`; the derived
     rows cut to the run's window): those tables are in the last dict, as the files written, not in
-    `tables`."""
-    side = filter_groups(scan.side(missing), groups)
-    stretches = filter_groups(scan.stretches(), groups)
+    `tables`. `resumes` False: `state` is known to be empty (a fresh chain): no state is read.
+    The replay reads the pass's rows from its handed-off files when it left some (`Scan.replay`)."""
     with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
-        records = side.withColumn("missing", F.col("missing_before") if missing is not None
-                                  else F.lit(None).cast("long"))
         saved = None
-        if state is not None:
+        if state is not None and resumes:
             # every group the base run kept a state for (a group it saw only through offset commits
             # has no auditor_state: it resumes afresh, with its open offset summaries)
             saved = filter_groups(state, groups).where(
                 F.col("auditor_state").isNotNull() | (F.size("offset_windows") > 0)).select(
                 "group_id", F.encode(F.coalesce("auditor_state", F.lit("")), "UTF-8").alias("state"),
                 F.to_json("offset_windows").alias(STATE_WINDOWS_COLUMN))
-        replay_in = replay_input(records, stretches, saved, shards=shards)
         mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
         # a local checkpoint, not a cache: building Spark's columnar cache of the 33-column wide
         # output cost about 3 s of a 20M-record warm audit (17.6-19.6 s against 20.7-24.9 s,
@@ -286,7 +282,8 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         # the derived tables)
         # (the checkpoint also makes the tasks that write files themselves, `direct`, run once: a
         # later job reads their output rows, never re-runs them)
-        wide = replay_frame(replay_in, mode=mode, gaps=gaps, derive=derive, direct=direct).localCheckpoint(eager=False)
+        wide = scan.replay(shards=shards, groups=groups, states=saved, missing=missing, mode=mode, gaps=gaps,
+                           derive=derive, direct=direct).localCheckpoint(eager=False)
         st.count(wide)
 
     counts_row = split_counts(wide).agg(*[F.sum(c).alias(c) for c in
@@ -358,12 +355,14 @@ def _scan_reader(cfg: AuditConfig, data: Any) -> str:
 def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: datetime | None,
                 until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
                 base_missing: Mapping[int, int], resume: str, gap_time: datetime | None,
-                derive: bool = False, direct: DirectWrite | None = None) -> AuditPass:
-    """Scan and replay one window (module docstring, steps 2-3); `derive`, `direct`: see `build_tables`."""
+                derive: bool = False, direct: DirectWrite | None = None, scratch: str | None = None) -> AuditPass:
+    """Scan and replay one window (module docstring, steps 2-3); `derive`, `direct`: see `build_tables`;
+    `scratch`: a local directory for the replay's handed-off input (`jobs.offsets_path.scan_log`'s
+    `handoff_root`), None: it goes through Spark."""
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
                         reader=_scan_reader(cfg, data), shards=cfg.shards,
-                        log=_log, start_after=start_after)
+                        log=_log, start_after=start_after, handoff_root=scratch)
         st.rows = scan.counts["records_in"]
     sc = scan.counts
     _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
@@ -372,12 +371,16 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     found_gaps = nightly.gaps(start_after, scan.ranges, gap_ms)
     for g in found_gaps.values():
         _log(f"history gap: {g.describe()}")
+    resumes = state is not None
     if state is None:  # a fresh chain: no group resumes, every group's state still goes to group_state
         state = spark.createDataFrame([], GROUP_STATE_SCHEMA)
     consts, missing_end = scan.missing_counts(start_after, base_missing)
     tables, counts, persisted, staged = build_tables(
         spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage, state=state, resume=resume, gaps=found_gaps,
-        missing=consts, derive=derive, direct=direct)
+        missing=consts, derive=derive, direct=direct, resumes=resumes)
+    if scan.handoff is not None:
+        _log(f"replay input: handed from task to task as local files ({scan.handoff.buckets} buckets), not "
+             f"through Spark's shuffle")
     carried = {name.split(":", 1)[1]: tables.pop(name) for name in list(tables) if name.startswith("carried:")}
     run_counts = {
         "records_in": sc["records_in"],
@@ -432,7 +435,20 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
 
     With `cfg.kafka_bootstrap` the records come from the cluster (`jobs.kafka_source.read_kafka`,
     to the end offsets at the start of the run) from `kafka_starting_offsets`, else from just after
-    the base run's end offsets (`runs.end_offsets`), else from the earliest."""
+    the base run's end offsets (`runs.end_offsets`), else from the earliest. In a local session
+    (`job.replay_input` auto) the run's scratch directory holds the replay's handed-off input
+    (`udfs.handoff`) and is deleted when the run ends, written or failed."""
+    scratch = (tempfile.mkdtemp(prefix="coordinator-audit-")
+               if cfg.replay_input == "auto" and local_session(spark) else None)
+    try:
+        return _run_audit(spark, cfg, run_id=run_id, kafka_starting_offsets=kafka_starting_offsets, scratch=scratch)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
+               kafka_starting_offsets: dict[int, int] | None, scratch: str | None) -> RunSummary:
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     run_id = run_id or delta_io.new_run_id(started)
@@ -483,7 +499,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
         _log(f"warm-up: replaying the input's records before {cfg.since.isoformat()} to rebuild the groups' state "
              f"(their rows are not written)")
         warm = _audit_pass(spark, cfg, data, since=None, until=cfg.since, state=None, start_after={},
-                           base_missing={}, resume="fresh", gap_time=None)
+                           base_missing={}, resume="fresh", gap_time=None, scratch=scratch)
         if warm.counts["records_in"] - warm.counts["filtered_by_window"] > 0:
             assert warm.group_state is not None  # the warm-up pass writes nothing itself
             state = warm.group_state.persist(StorageLevel.MEMORY_AND_DISK)
@@ -511,7 +527,7 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     try:  # until the writer takes the replay's files over, a failure deletes them (nothing is committed)
         main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
                            base_missing=base_missing, resume=resume, gap_time=cfg.since, derive=derive_in_replay,
-                           direct=direct)
+                           direct=direct, scratch=scratch)
         tables = main.tables
         rejected = data.rejected()
         if rejected:

@@ -33,6 +33,7 @@ __all__ = [
     "SPEC",
     "AuditConfig",
     "InputFormat",
+    "ReplayInput",
     "ScanReader",
     "TextEncoding",
     "WriteMode",
@@ -46,6 +47,7 @@ TextEncoding = Literal["auto", "hex", "base64"]
 WriteMode = Literal["replace_window", "overwrite", "append"]
 Writer = Literal["auto", "native", "embedded"]
 ScanReader = Literal["auto", "arrow", "spark"]
+ReplayInput = Literal["auto", "spark"]
 
 DEFAULT_SHARDS = 8
 """job.shards: Spark partitions of the per-group replay."""
@@ -84,6 +86,9 @@ SPEC: dict[str, dict[str, _Key]] = {
         "quarantine": _Key(bool, True, "write undecodable records to the quarantine table"),
         "scan_chunk_rows": _Key(int, DEFAULT_SCAN_CHUNK_ROWS, "rows per chunk of the single pass (bounds a Python worker's memory)"),
         "scan_reader": _Key(ScanReader, "auto", "how the single pass reads Parquet input: auto, arrow or spark"),
+        "replay_input": _Key(ReplayInput, "auto", "how the replay gets its input from the single pass: auto "
+                                                  "(local files when the pass reads the files itself in a local "
+                                                  "session) or spark (Spark's shuffle)"),
         "derived_tables": _Key(bool, True, "write partition_ownership, rebalances and group_health"),
     },
     "output": {
@@ -117,6 +122,7 @@ class AuditConfig:
     quarantine: bool
     scan_chunk_rows: int
     scan_reader: ScanReader
+    replay_input: ReplayInput
     derived_tables: bool
     output_path: str | None
     catalog_schema: str | None
@@ -285,7 +291,7 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         input_path=input_path, input_table=input_table, input_format=get("input.format"),
         text_encoding=get("input.text_encoding"), since=since, until=until, groups=get("groups.include"),
         shards=shards, quarantine=get("job.quarantine"), scan_chunk_rows=chunk_rows,
-        scan_reader=get("job.scan_reader"), derived_tables=get("job.derived_tables"), output_path=output_path,
+        scan_reader=get("job.scan_reader"), replay_input=get("job.replay_input"), derived_tables=get("job.derived_tables"), output_path=output_path,
         catalog_schema=catalog_schema, write_mode=get("output.write_mode"), writer=get("output.writer"),
         spark_master=text("spark.master"), app_name=get("spark.app_name"),
         spark_local_conf=get("spark.local_conf"), source=where + (" + overrides" if applied else ""),

@@ -24,6 +24,8 @@ How it stays close to a bare scan:
 from __future__ import annotations
 
 import itertools
+import shutil
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,12 +36,22 @@ from pyspark.sql import functions as F
 
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
-from jobs.inputs import window_condition
+from jobs.inputs import filter_groups, window_condition
 from jobs.spark_session import release
-from udfs.replay import STRETCH_COLUMNS, replay_frame, replay_input, split_table
+from udfs.handoff import Handoff, Parts, buckets_for, parts_by_bucket
+from udfs.replay import (
+    HANDOFF_REPORT_SCHEMA,
+    STRETCH_COLUMNS,
+    make_handoff_fn,
+    replay_frame,
+    replay_handed_off,
+    replay_input,
+    split_table,
+)
 from udfs.scan import (
     FILE_UNIT_SCHEMA,
     KIND_COUNTS,
+    KIND_HANDOFF,
     KIND_PARTIAL,
     KIND_RANGE,
     KIND_REGRESSION,
@@ -62,6 +74,7 @@ __all__ = [
     "Scan",
     "chunk_overlap",
     "local_parquet_files",
+    "local_session",
     "offset_path",
     "scan_frame",
     "scan_log",
@@ -89,6 +102,20 @@ class Scan:
     """"arrow" (the workers read the Parquet files) or "spark" (fed through mapInArrow)."""
     chunks: tuple[tuple[int, int, int, int, int], ...] = ()
     """(partition, first offset, last offset, records, chunk) of every chunk, in log order."""
+    handoff: Handoff | None = None
+    """Where the pass's tasks wrote the rows the replay reads (`udfs.handoff`), or None: they are in `df`."""
+    parts: Parts | None = None
+    """With `handoff`: the row groups of each bucket."""
+
+    def _rows(self) -> DataFrame:
+        """The pass's rows the replay reads: in `df`, or read back from the handed-off files."""
+        if self.handoff is None or self.parts is None:
+            return self.df
+        paths = sorted({path for files in self.parts.values() for path, _ in files})
+        spark = self.df.sparkSession
+        if not paths:
+            return spark.createDataFrame([], SCAN_SCHEMA)
+        return spark.read.schema(SCAN_SCHEMA).parquet(*paths)
 
     @property
     def ranges(self) -> dict[int, tuple[int, int, int]]:
@@ -125,7 +152,7 @@ class Scan:
         """The records the kernel did not summarise, classified (record_type, group_id) for the
         replay: partition, offset, timestamp_ms, key, value, record_type, group_id; with `missing`
         (`missing_counts()[0]`) also `missing_before`, the running count of offsets never read."""
-        rows = self.df.where(F.col("_kind") == KIND_SIDE)
+        rows = self._rows().where(F.col("_kind") == KIND_SIDE)
         cols = ["partition", "offset", "timestamp_ms", "key", "value", "record_type", "group_id"]
         if missing is None:
             return rows.select(*cols)
@@ -142,13 +169,34 @@ class Scan:
         """The summarised offset commits for the replay (`udfs.replay.STRETCH_COLUMNS`): one row per
         stretch (kind `partial`, at its first record) and per backwards step inside one (kind
         `regression`, at its commit), with group_id, partition, offset and timestamp_ms."""
-        return self.df.where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).selectExpr(
+        return self._rows().where(F.col("_kind").isin(KIND_PARTIAL, KIND_REGRESSION)).selectExpr(
             *[f"`{c}`" for c in ("group_id", "partition", "offset", "timestamp_ms", *STRETCH_COLUMNS)])
 
     def unpersist(self) -> None:
-        """Frees the pass's kept output (`jobs.spark_session.release`)."""
-
+        """Frees the pass's kept output (`jobs.spark_session.release`) and deletes its handed-off files."""
         release(self.df)
+        if self.handoff is not None:
+            shutil.rmtree(self.handoff.directory, ignore_errors=True)
+
+    def replay(self, *, shards: int, groups: Sequence[str] = (), states: DataFrame | None = None,
+               missing: Mapping[tuple[int, int], int] | None = None, **replay_options: Any) -> DataFrame:
+        """The replay's wide output (`udfs.replay.replay_frame`) over this pass's rows, the groups
+        `groups` keeps, and `states` (group_id, state, state_windows) when given; `missing`:
+        `missing_counts()[0]`. From the handed-off files when there are some (`udfs.replay.
+        replay_handed_off`; `states` handed off too), else through Spark (`replay_input`)."""
+        if self.handoff is not None and self.parts is not None:
+            state_parts = None
+            if states is not None:
+                state_dir = tempfile.mkdtemp(prefix="states-", dir=self.handoff.directory)
+                fn = make_handoff_fn(Handoff(state_dir, self.handoff.buckets))
+                state_parts = parts_by_bucket(tuple(r) for r in states.mapInArrow(fn, HANDOFF_REPORT_SCHEMA).collect())
+            return replay_handed_off(self.df.sparkSession, self.parts, buckets=self.handoff.buckets, shards=shards,
+                                     state_parts=state_parts, consts=missing, groups=groups, **replay_options)
+        records = filter_groups(self.side(missing), groups).withColumn(
+            "missing", F.col("missing_before") if missing is not None else F.lit(None).cast("long"))
+        return replay_frame(replay_input(records, filter_groups(self.stretches(), groups),
+                                         filter_groups(states, groups) if states is not None else None,
+                                         shards=shards), **replay_options)
 
 
 _COUNT_NAMES = ("records_in", "filtered_by_window", "duplicates", "filtered_by_group", "commits", "tombstones",
@@ -166,15 +214,18 @@ def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[
     return rows.mapInArrow(make_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups)), SCAN_SCHEMA)
 
 
-def _chunk_ranges(scanned: DataFrame) -> tuple[list[Any], dict[str, int]]:
-    """The scan's `range` rows in log order and its summed `counts`, in one Spark job."""
-    rows = (scanned.where(F.col("_kind").isin(KIND_RANGE, KIND_COUNTS))
+def _chunk_ranges(scanned: DataFrame) -> tuple[list[Any], dict[str, int], Parts]:
+    """The scan's `range` rows in log order, its summed `counts` and the row groups it handed off
+    per bucket (`handoff` rows), in one Spark job."""
+    rows = (scanned.where(F.col("_kind").isin(KIND_RANGE, KIND_COUNTS, KIND_HANDOFF))
             .select("_kind", "partition", "offset", "last_source_offset", "chunk", "previous_chunk",
-                    *_COUNT_NAMES).collect())
+                    *_COUNT_NAMES, "path", "bucket", "row_group").collect())
     ranges = [r for r in rows if r["_kind"] == KIND_RANGE]
     ranges.sort(key=lambda r: (r["partition"], r["offset"], r["last_source_offset"]))
     counts = {c: sum(int(r[c] or 0) for r in rows if r["_kind"] == KIND_COUNTS) for c in _COUNT_NAMES}
-    return ranges, counts
+    parts = parts_by_bucket((r["path"], r["bucket"], r["row_group"], r["records_in"])
+                            for r in rows if r["_kind"] == KIND_HANDOFF)
+    return ranges, counts, parts
 
 
 def _overlap(ranges: list[Any]) -> str | None:
@@ -230,7 +281,7 @@ def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]
 def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | None = None,
              groups: Sequence[str] = (), chunk_rows: int = DEFAULT_SCAN_CHUNK_ROWS, reader: str = "auto",
              shards: int | None = None, log: Callable[[str], None] | None = None,
-             start_after: Mapping[int, int] | None = None) -> Scan:
+             start_after: Mapping[int, int] | None = None, handoff_root: str | None = None) -> Scan:
     """Runs the single pass over `df` (Kafka-source rows, not deduplicated: the kernel drops
     repeated (partition, offset) rows and those outside since <= timestamp < until), kept (a local
     checkpoint).
@@ -240,11 +291,15 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     must be a plain Parquet read whose columns have the Kafka-source types); "auto" is arrow
     when that holds, else spark. When the chunks' offsets interleave (input not in log order),
     the pass runs again through Spark on `df` range-partitioned and sorted by (partition, offset).
-    `start_after`: the previous run's last offset per partition (`jobs.inputs.window_condition`)."""
+    `start_after`: the previous run's last offset per partition (`jobs.inputs.window_condition`).
+    `handoff_root`: a local directory (the session runs on this machine) under which the workers
+    that read the files themselves hand the replay's rows off as files (`udfs.handoff`; `Scan.replay`
+    reads them) instead of keeping them in the checkpoint; `Scan.unpersist` deletes them."""
 
     spark = df.sparkSession
     window = window_condition(since, until, start_after)
     files: list[ParquetFooter] = []
+    handoff: Handoff | None = None
     if reader != "spark":
         files, why = local_parquet_files(df)
         if why is not None:
@@ -258,8 +313,11 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         total = sum(sum(f.row_groups) for f in files)
         per_task = total // (4 * spark.sparkContext.defaultParallelism)
         units = parquet_units(files, unit_rows=max(chunk_rows, min(8 * chunk_rows, per_task)))
+        if handoff_root is not None:
+            handoff = Handoff(tempfile.mkdtemp(prefix="pass-", dir=handoff_root),
+                              buckets_for(total, shards or spark.sparkContext.defaultParallelism))
         fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=epoch_ms(since),
-                               until_ms=epoch_ms(until), start_after=dict(start_after or {}))
+                               until_ms=epoch_ms(until), start_after=dict(start_after or {}), handoff=handoff)
         unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
         scanned = unit_df.mapInArrow(fn, SCAN_SCHEMA)
     else:
@@ -273,26 +331,36 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     # kept as a local checkpoint rather than Spark's columnar cache: 0.5-0.8 s less of a 20M-record
     # warm audit (alternating A/B in one session), the replay's wide output likewise (jobs.audit)
     scanned = scanned.localCheckpoint(eager=False)
-    ranges, counts = _chunk_ranges(scanned)
+    ranges, counts, parts = _chunk_ranges(scanned)
     overlap = _overlap(ranges)
     reordered = overlap is not None
     if overlap is not None:
         if log is not None:
             log(f"input not in log order ({overlap}): scanning it again sorted by (partition, offset)")
         release(scanned)
+        if handoff is not None:  # the sorted pass goes through Spark: its rows stay in its checkpoint
+            shutil.rmtree(handoff.directory, ignore_errors=True)
+            handoff, parts = None, {}
         n = shards or spark.sparkContext.defaultParallelism
         ordered = df.repartitionByRange(n, "partition", "offset").sortWithinPartitions("partition", "offset")
         scanned = scan_frame(ordered, window=window, groups=groups, chunk_rows=chunk_rows)
         scanned = scanned.localCheckpoint(eager=False)
-        ranges, counts = _chunk_ranges(scanned)
+        ranges, counts, _ = _chunk_ranges(scanned)
         again = _overlap(ranges)
         if again is not None:  # cannot happen: range partitioning keeps equal positions in one task, and a
             # chunk drops a repeat of the record its task's previous chunk ended on
             raise AssertionError(f"sorted input still interleaves: {again}")
     chunks = tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
                     int(r["chunk"])) for r in ranges)
-    return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark", chunks)
+    return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark", chunks,
+                handoff, parts if handoff is not None else None)
 
+
+
+def local_session(spark: Any) -> bool:
+    """Whether every task of the session runs on this machine (a `local` master): files one task
+    writes to a local directory, another can read (`udfs.handoff`)."""
+    return str(spark.sparkContext.master).startswith("local")
 
 
 def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
@@ -302,11 +370,13 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
     (`udfs.replay`, `shards` partitions, default the session's parallelism; asked for those two
     tables only), computed once for both results (a lazy local checkpoint). For tests, notebooks
     and the benchmark."""
+    spark = df.sparkSession
+    if "handoff_root" not in scan_options and local_session(spark):
+        scan_options["handoff_root"] = tempfile.gettempdir()
     scan = scan_log(df, shards=shards, **scan_options)
-    n = shards or df.sparkSession.sparkContext.defaultParallelism
+    n = shards or spark.sparkContext.defaultParallelism
     # only the two tables it returns: the replay's other rows are never turned into Arrow nor moved
-    wide = replay_frame(replay_input(scan.side(), scan.stretches(), shards=n),
-                        tables=("offset_commits", "violations")).localCheckpoint(eager=False)
+    wide = scan.replay(shards=n, tables=("offset_commits", "violations")).localCheckpoint(eager=False)
     violations = split_table(wide, "violations").where(F.col("kind") == "offset_regression")
     return split_table(wide, "offset_commits"), violations, scan
 

@@ -48,11 +48,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
@@ -83,8 +84,9 @@ from coordinator_core.audit import (
     Regression,
 )
 from udfs.gc_batches import collected_in_bulk
+from udfs.handoff import Handoff, HandoffWriter, Parts, read_bucket
 from udfs.history import BASE_INPUTS, derive_from_tables
-from udfs.scan import KIND_REGRESSION
+from udfs.scan import KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
 from udfs.schemas import (
     AUDIT_TABLES,
     DERIVED_TABLES,
@@ -95,7 +97,7 @@ from udfs.schemas import (
 from udfs.table_files import FILES_TABLE, DirectWrite, TableFiles
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "COUNTS_TABLE",
@@ -110,8 +112,11 @@ __all__ = [
     "TIMING_FIELDS",
     "ResumeMode",
     "group_runs",
+    "make_handoff_fn",
+    "make_handoff_replay_fn",
     "make_replay_fn",
     "replay_frame",
+    "replay_handed_off",
     "replay_input",
     "row_columns",
     "sorted_runs",
@@ -803,6 +808,148 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     return records.selectExpr(*[f"`{c}`" for c in (*INPUT_COLUMNS, *optional)]).mapInArrow(
         make_replay_fn(load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables),
         REPLAY_DERIVED_SCHEMA if derive else REPLAY_SCHEMA)
+
+
+# ------------------------------------------------------------------------------------------------
+# the replay's input as local files (`udfs.handoff`), not through Spark's shuffle
+
+_SCAN_TYPES = {name: t for name, t, _ in SCAN_FIELDS}
+_HANDED_SCHEMA = pa.schema([
+    ("group_id", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp_ms", pa.int64()),
+    ("key", pa.binary()), ("value", pa.binary()), ("state", pa.binary()), ("missing", pa.int64()),
+    *((name, _SCAN_TYPES[name]) for name in STRETCH_COLUMNS), (STATE_WINDOWS_COLUMN, pa.string())])
+"""The replay's input (`replay_input`'s columns) as the handoff's replay tasks build it."""
+_STATE_COLUMNS = ("group_id", "state", STATE_WINDOWS_COLUMN)
+_STATE_SCHEMA = pa.schema([("group_id", pa.string()), ("state", pa.binary()), (STATE_WINDOWS_COLUMN, pa.string())])
+HANDOFF_REPORT_SCHEMA = "path string, bucket int, row_group int, rows long"
+"""Spark schema of `make_handoff_fn`'s output (`udfs.handoff.REPORT_FIELDS`)."""
+
+
+def _side_missing(rows: pa.Table, side: np.ndarray, consts: Mapping[tuple[int, int], int]) -> pa.Array:
+    """`missing` of the handed rows: for a side row, its offset minus its rank in its chunk plus the
+    chunk's constant (`jobs.offsets_path.Scan.missing_counts`; null when the chunk has none), as
+    `Scan.side(missing)` computes it; null for the other rows."""
+    n = rows.num_rows
+    out: list[int | None] = [None] * n
+    at = np.flatnonzero(side).tolist()
+    if at:
+        idx = pa.array(at)
+        chunks = rows.column("chunk").take(idx).to_pylist()
+        parts = rows.column("partition").take(idx).to_pylist()
+        offsets = rows.column("offset").take(idx).to_pylist()
+        ranks = rows.column("records_in").take(idx).to_pylist()
+        for i, c, p, o, r in zip(at, chunks, parts, offsets, ranks, strict=True):
+            k = consts.get((c, p))
+            out[i] = None if k is None or o is None or r is None else o - r + k
+    return pa.array(out, pa.int64())
+
+
+def handed_input(rows: pa.Table | None, states: pa.Table | None, *,
+                 consts: Mapping[tuple[int, int], int] | None = None,
+                 group_ok: Callable[[str], bool] | None = None) -> pa.Table | None:
+    """One bucket's replay input (`_HANDED_SCHEMA`) from the pass's handed rows (`SCAN_SCHEMA`
+    columns: side rows become records, `_kind` null; partial and regression rows stretches) and
+    saved states (group_id, state, state_windows): the rows of the groups `group_ok` keeps, sorted
+    by (group, partition, offset), null group first, as `replay_input` sorts a shard."""
+    tables = []
+    if rows is not None and rows.num_rows:
+        n = rows.num_rows
+        kind = rows.column("_kind")
+        side = pc.equal(kind, KIND_SIDE).to_numpy(zero_copy_only=False)
+        columns: dict[str, Any] = {
+            "group_id": rows.column("group_id"), "partition": rows.column("partition"),
+            "offset": rows.column("offset"), "timestamp_ms": rows.column("timestamp_ms"),
+            "key": rows.column("key"), "value": rows.column("value"), "state": pa.nulls(n, pa.binary()),
+            "missing": (_side_missing(rows, side, consts) if consts is not None else pa.nulls(n, pa.int64())),
+            "_kind": pc.if_else(pa.array(side), pa.scalar(None, pa.string()), kind),
+            **{name: rows.column(name) for name in STRETCH_COLUMNS[1:]},
+            STATE_WINDOWS_COLUMN: pa.nulls(n, pa.string())}
+        tables.append(pa.table(columns).cast(_HANDED_SCHEMA))
+    if states is not None and states.num_rows:
+        n = states.num_rows
+        columns = {name: pa.nulls(n, field.type) for name, field in zip(_HANDED_SCHEMA.names, _HANDED_SCHEMA,
+                                                                         strict=True)}
+        columns.update(group_id=states.column("group_id"), partition=pa.repeat(pa.scalar(-1, pa.int32()), n),
+                       offset=pa.repeat(pa.scalar(-1, pa.int64()), n), state=states.column("state"),
+                       **{STATE_WINDOWS_COLUMN: states.column(STATE_WINDOWS_COLUMN)})
+        tables.append(pa.table(columns).cast(_HANDED_SCHEMA))
+    if not tables:
+        return None
+    table = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).combine_chunks()
+    if group_ok is not None:
+        encoded = pc.dictionary_encode(table.column("group_id").combine_chunks())
+        names = encoded.dictionary.to_pylist()
+        wanted = np.array([bool(group_ok(g)) for g in names] + [False], dtype=bool)
+        table = table.filter(pa.array(wanted[encoded.indices.fill_null(len(names)).to_numpy(zero_copy_only=False)]))
+    order = pc.sort_indices(table, sort_keys=[("group_id", "ascending"), ("partition", "ascending"),
+                                              ("offset", "ascending")], null_placement="at_start")
+    return table.take(order)
+
+
+def make_handoff_replay_fn(parts: Parts, state_parts: Parts | None = None, *,
+                           consts: Mapping[tuple[int, int], int] | None = None, groups: Sequence[str] = (),
+                           input_batch_rows: int = 10_000, **replay_options: Any,
+                           ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function for `mapInArrow` over rows of buckets (`bucket int`) that replays each bucket's
+    handed-off input (`parts`: the pass's rows, `state_parts`: saved states; `handed_input`), one
+    bucket after the other, in batches of `input_batch_rows` (Spark's Arrow batch size), through
+    `make_replay_fn(**replay_options)`: the same wide output as `replay_frame`."""
+    inner = make_replay_fn(**replay_options)
+    state_parts = state_parts or {}
+    patterns = tuple(groups)
+    const_map = dict(consts) if consts is not None else None
+
+    def replay_buckets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        buckets = [b for batch in batches for b in batch.column("bucket").to_pylist()]
+        group_ok = group_matcher(patterns)
+
+        def inputs() -> Iterator[pa.RecordBatch]:
+            for b in buckets:
+                table = handed_input(read_bucket(parts.get(b, ())), read_bucket(state_parts.get(b, ()), _STATE_SCHEMA),
+                                     consts=const_map, group_ok=group_ok)
+                if table is not None:
+                    yield from table.to_batches(max_chunksize=input_batch_rows)
+
+        yield from inner(inputs())
+
+    return replay_buckets
+
+
+def make_handoff_fn(handoff: Handoff, columns: Sequence[str] = _STATE_COLUMNS
+                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function for `df.mapInArrow(fn, HANDOFF_REPORT_SCHEMA)` that hands `df`'s rows (`columns`;
+    a `group_id` among them) off into a file per task, reporting its row groups."""
+    def hand_off(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        writer = HandoffWriter(handoff, ctx.partitionId() if ctx is not None else 0, columns=columns)
+        try:
+            for batch in batches:
+                writer.add(batch)
+            reports = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        if reports:
+            yield HandoffWriter.report_batch(reports)
+
+    return hand_off
+
+
+def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards: int, state_parts: Parts | None = None,
+                      consts: Mapping[tuple[int, int], int] | None = None, groups: Sequence[str] = (),
+                      load_path: bool = True, mode: ResumeMode = "resume",
+                      gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
+                      direct: DirectWrite | None = None, tables: Collection[str] | None = None) -> DataFrame:
+    """`replay_frame`'s wide output from handed-off input (`udfs.handoff`): `buckets` buckets over
+    `min(shards, buckets)` tasks, each replaying its buckets' rows (`make_handoff_replay_fn`); `consts`
+    (`Scan.missing_counts()[0]`) gives the side records their `missing` count, `groups` filters."""
+    conf = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+    batch_rows = int(conf) if conf and int(conf) > 0 else 10_000
+    n = max(1, min(shards, buckets))
+    frame = spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in range(buckets)], n), "bucket int")
+    fn = make_handoff_replay_fn(parts, state_parts, consts=consts, groups=groups, input_batch_rows=batch_rows,
+                                load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables)
+    return frame.mapInArrow(fn, REPLAY_DERIVED_SCHEMA if derive else REPLAY_SCHEMA)
 
 
 def split_table(wide: DataFrame, table: str, *, carried: bool | None = False) -> DataFrame:

@@ -53,6 +53,7 @@ import pyarrow.compute as pc
 
 from coordinator_core.errors import CoordinatorAuditError
 from coordinator_core.records import OffsetCommitValue, decode
+from udfs.handoff import Handoff, HandoffWriter
 from udfs.scan_kernel import (
     KIND_COMMIT_KEY,
     KIND_GROUP_METADATA_KEY,
@@ -88,8 +89,10 @@ from udfs.scan_kernel import (
 
 __all__ = [
     "FILE_UNIT_SCHEMA",
+    "HANDED_KINDS",
     "INPUT_COLUMNS",
     "KIND_COUNTS",
+    "KIND_HANDOFF",
     "KIND_PARTIAL",
     "KIND_RANGE",
     "KIND_REGRESSION",
@@ -113,6 +116,10 @@ KIND_PARTIAL = "partial"
 KIND_REGRESSION = "regression"
 KIND_RANGE = "range"
 KIND_COUNTS = "counts"
+KIND_HANDOFF = "handoff"
+HANDED_KINDS = (KIND_SIDE, KIND_PARTIAL, KIND_REGRESSION)
+"""The rows the replay reads: with a handoff (`make_file_scan_fn(handoff=...)`) they go to the task's
+file and a `handoff` row per row group written comes out instead."""
 
 INPUT_COLUMNS: tuple[str, ...] = ("key", "value", "partition", "offset", "timestamp_ms", "in_window")
 """What the kernel reads: raw key/value bytes, log position, record time in epoch ms, and whether
@@ -156,6 +163,9 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("filtered_by_group", _L, "counts: commits of groups outside the group filter"),
     ("side_records", _L, "counts: rows sent to the replay"),
     ("record_type", _H, "side: the key's int16 record type (null: a key under 2 bytes)"),
+    ("path", _S, "handoff: a file the task wrote the replay's rows into (`udfs.handoff`)"),
+    ("bucket", _I, "handoff: the bucket of one row group of it"),
+    ("row_group", _I, "handoff: the row group's index in the file (`records_in`: its rows)"),
 )
 _ARROW_SCHEMA = pa.schema([pa.field(name, t, nullable=name != "_kind") for name, t, _ in SCAN_FIELDS])
 
@@ -707,11 +717,13 @@ def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None,
 
 def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: int | None = None,
                       until_ms: int | None = None, batch_rows: int = 131_072,
-                      start_after: dict[int, int] | None = None,
+                      start_after: dict[int, int] | None = None, handoff: Handoff | None = None,
                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `units.mapInArrow(fn, SCAN_SCHEMA)` over a DataFrame of `FILE_UNIT_SCHEMA`
     rows: each worker reads its units' row groups with pyarrow and runs the same kernel, in chunks
-    of about `chunk_rows` rows (a chunk never spans two units)."""
+    of about `chunk_rows` rows (a chunk never spans two units). With `handoff`, the rows the replay
+    reads (`HANDED_KINDS`) go into a file of the task's own (`udfs.handoff.HandoffWriter`) and
+    `handoff` rows report its row groups."""
     import pyarrow.parquet as pq
 
     patterns = tuple(groups)
@@ -727,6 +739,28 @@ def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: 
                 yield None  # a chunk never spans two units
 
     def scan_units(units: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from _scan_stream(read(units), task=_task_id(), chunk_rows=chunk_rows, group_ok=group_matcher(patterns))
+        task = _task_id()
+        stream = _scan_stream(read(units), task=task, chunk_rows=chunk_rows, group_ok=group_matcher(patterns))
+        if handoff is None:
+            yield from stream
+            return
+        yield from handed_off(stream, HandoffWriter(handoff, task, columns=_ARROW_SCHEMA.names, kinds=HANDED_KINDS))
 
     return scan_units
+
+
+def handed_off(stream: Iterator[pa.RecordBatch], writer: HandoffWriter) -> Iterator[pa.RecordBatch]:
+    """`stream`'s batches without the rows `writer` takes, then a `handoff` row per row group it wrote."""
+    try:
+        for batch in stream:
+            rest = writer.add(batch)
+            if rest.num_rows:
+                yield rest
+        reports = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    if reports:
+        paths, buckets, row_groups, rows = zip(*reports, strict=True)
+        yield _rows(KIND_HANDOFF, len(reports), {"path": list(paths), "bucket": list(buckets),
+                                                 "row_group": list(row_groups), "records_in": list(rows)})
