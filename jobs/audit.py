@@ -15,9 +15,10 @@ Pipeline (one Spark application, one pass over the input's bytes):
             chunk in compiled code, every other record is kept   `udfs.scan`, `jobs.offsets_path`
 3. replay   the kept records (GroupMetadata, malformed commits, other types; a few percent of a
             log), the pass's summarised stretches of offset commits and each carried group's saved
-            state: repartition by group, sort within partitions by (group, partition, offset), and
-            stream each partition group by group through `coordinator_core.audit` with `mapInArrow`
-            (`udfs.replay`); the stretches merge into the generation windows the replayed
+            state, by group (in a local session handed from task to task as local files cut into
+            group buckets, `udfs.handoff`; else Spark repartitions them by group), sorted by (group,
+            partition, offset), streamed group by group through `coordinator_core.audit` with
+            `mapInArrow` (`udfs.replay`); the stretches merge into the generation windows the replayed
             GroupMetadata records open (`GroupAuditor.merge_stretch`, the rules of
             `coordinator_core.audit.offsets`), so one pass emits generations, assignments,
             rebalance causes (with the commits as evidence), violations (offset regressions

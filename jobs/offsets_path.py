@@ -181,7 +181,7 @@ class Scan:
     def replay(self, *, shards: int, groups: Sequence[str] = (), states: DataFrame | None = None,
                missing: Mapping[tuple[int, int], int] | None = None, **replay_options: Any) -> DataFrame:
         """The replay's wide output (`udfs.replay.replay_frame`) over this pass's rows, the groups
-        `groups` keeps, and `states` (group_id, state, state_windows) when given; `missing`:
+        `groups` keeps, and `states` (group_id, state, state_windows; the groups to resume) when given; `missing`:
         `missing_counts()[0]`. From the handed-off files when there are some (`udfs.replay.
         replay_handed_off`; `states` handed off too), else through Spark (`replay_input`)."""
         if self.handoff is not None and self.parts is not None:
@@ -194,9 +194,8 @@ class Scan:
                                      state_parts=state_parts, consts=missing, groups=groups, **replay_options)
         records = filter_groups(self.side(missing), groups).withColumn(
             "missing", F.col("missing_before") if missing is not None else F.lit(None).cast("long"))
-        return replay_frame(replay_input(records, filter_groups(self.stretches(), groups),
-                                         filter_groups(states, groups) if states is not None else None,
-                                         shards=shards), **replay_options)
+        return replay_frame(replay_input(records, filter_groups(self.stretches(), groups), states, shards=shards),
+                            **replay_options)
 
 
 _COUNT_NAMES = ("records_in", "filtered_by_window", "duplicates", "filtered_by_group", "commits", "tombstones",
@@ -314,7 +313,7 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         per_task = total // (4 * spark.sparkContext.defaultParallelism)
         units = parquet_units(files, unit_rows=max(chunk_rows, min(8 * chunk_rows, per_task)))
         if handoff_root is not None:
-            handoff = Handoff(tempfile.mkdtemp(prefix="pass-", dir=handoff_root),
+            handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
                               buckets_for(total, shards or spark.sparkContext.defaultParallelism))
         fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=epoch_ms(since),
                                until_ms=epoch_ms(until), start_after=dict(start_after or {}), handoff=handoff)

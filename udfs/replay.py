@@ -3,7 +3,8 @@ group by group, through `coordinator_core.audit`, emitting the rows of every tab
 
 `replay_frame(records)` is the entry point: `records` (columns `INPUT_COLUMNS`) must be
 repartitioned by `group_id` and sorted within partitions by (`group_id`, `partition`, `offset`)
-(see `jobs.audit`); this module never assumes more than that a group's records are contiguous and
+(see `jobs.audit`). `replay_handed_off` is its twin over input the single pass's tasks handed off
+as local files (`udfs.handoff`): each task reads its buckets and sorts them itself. This module never assumes more than that a group's records are contiguous and
 in log order. Memory is bounded by one group's audit state plus one output batch (flushed once
 `batch_rows` rows are held; a group's closing rows and counts row may add to it), never by how many
 records a group has.
@@ -881,8 +882,9 @@ def handed_input(rows: pa.Table | None, states: pa.Table | None, *,
         names = encoded.dictionary.to_pylist()
         wanted = np.array([bool(group_ok(g)) for g in names] + [False], dtype=bool)
         table = table.filter(pa.array(wanted[encoded.indices.fill_null(len(names)).to_numpy(zero_copy_only=False)]))
-    order = pc.sort_indices(table, sort_keys=[("group_id", "ascending"), ("partition", "ascending"),
-                                              ("offset", "ascending")], null_placement="at_start")
+    order = pc.sort_indices(table, sort_keys=[("group_id", "ascending", "at_start"),
+                                              ("partition", "ascending", "at_start"),
+                                              ("offset", "ascending", "at_start")])
     return table.take(order)
 
 

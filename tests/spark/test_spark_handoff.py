@@ -1,0 +1,176 @@
+"""The replay's input handed from task to task as local files (`udfs.handoff`, `Scan.replay`).
+
+Without Spark: a group's rows all land in one bucket, whatever the process (no salted hash); the
+writer hands off exactly the rows of the kinds it is given, and its reports lead back to them;
+a bucket's replay input is sorted, filtered and counted as the Spark path does it.
+With Spark: the scan's rows read back from the files equal those it keeps without a handoff; whole
+audits, fresh and resumed (carried state handed off too), with a group filter, give the same
+tables through the files as through Spark's shuffle; the run's scratch directory is gone after it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from datetime import UTC
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from jobs import offsets_path as op
+from jobs.audit import run_audit
+from jobs.config import load_config
+from tests.spark.test_spark_nightly import _scale_log
+from udfs import handoff as H
+from udfs.replay import handed_input
+from udfs.scan import KIND_PARTIAL, KIND_RANGE, KIND_SIDE, SCAN_FIELDS
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "data" / "samples"
+_SCAN = pa.schema([pa.field(name, t) for name, t, _ in SCAN_FIELDS])
+
+
+def _scan_rows(rows: list[dict]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(rows, schema=_SCAN)
+
+
+def test_a_groups_bucket_does_not_depend_on_the_process() -> None:
+    groups = [f"group-{i}" for i in range(200)] + [None, "é-ünïcode"]
+    here = H.bucket_of(pa.array(groups), 7).tolist()
+    code = ("import pyarrow as pa; from udfs.handoff import bucket_of; "
+            f"print(bucket_of(pa.array({groups!r}), 7).tolist())")
+    for seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        assert out.stdout.strip() == str(here)
+    assert here[-2] == 0  # no group: bucket 0
+    assert set(here) == set(range(7))  # 200 groups reach every bucket
+    chunked = H.bucket_of(pa.chunked_array([groups[:50], groups[50:]]), 7).tolist()
+    assert chunked == here
+
+
+def test_the_writer_hands_off_the_chosen_kinds_and_its_reports_lead_back_to_them(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(H, "FLUSH_ROWS", 64)  # several flushes: several row groups per bucket
+    spec = H.Handoff(str(tmp_path / "pass"), 4)
+    writer = H.HandoffWriter(spec, 3, columns=_SCAN.names, kinds=(KIND_SIDE, KIND_PARTIAL))
+    sent: list[dict] = []
+    for b in range(10):
+        rows = [{"_kind": (KIND_SIDE, KIND_PARTIAL, KIND_RANGE)[i % 3], "group_id": f"g{(b * 7 + i) % 13}",
+                 "partition": i % 2, "offset": b * 100 + i} for i in range(30)]
+        rest = writer.add(_scan_rows(rows))
+        assert rest.column("_kind").to_pylist() == [KIND_RANGE] * 10
+        sent += [r for r in rows if r["_kind"] != KIND_RANGE]
+    reports = writer.close()
+    assert sum(r[3] for r in reports) == len(sent) == 200
+    assert all(Path(r[0]).name.startswith("part-00003-") for r in reports)
+    parts = H.parts_by_bucket(reports)
+    got: list[dict] = []
+    for bucket, files in parts.items():
+        table = H.read_bucket(files)
+        assert table is not None
+        assert set(H.bucket_of(table.column("group_id"), 4).tolist()) == {bucket}
+        got += table.select(["_kind", "group_id", "partition", "offset"]).to_pylist()
+    key = ("_kind", "group_id", "partition", "offset")
+    assert sorted(tuple(r[k] for k in key) for r in got) == sorted(tuple(r[k] for k in key) for r in sent)
+    assert len(reports) > len(parts)  # more than one row group per bucket
+
+
+def test_a_buckets_input_is_sorted_filtered_and_counted_as_spark_does_it() -> None:
+    rows = pa.Table.from_batches([_scan_rows([
+        {"_kind": KIND_SIDE, "group_id": "b", "partition": 1, "offset": 50, "chunk": 7, "records_in": 4,
+         "key": b"k", "value": b"v", "timestamp_ms": 5},
+        {"_kind": KIND_PARTIAL, "group_id": "b", "partition": 1, "offset": 40, "topic": "t", "partition_key": 0,
+         "commits": 2},
+        {"_kind": KIND_SIDE, "group_id": None, "partition": 0, "offset": 9, "chunk": 7, "records_in": 0},
+        {"_kind": KIND_SIDE, "group_id": "a", "partition": 0, "offset": 3, "chunk": 8, "records_in": 1},
+        {"_kind": KIND_SIDE, "group_id": "skip-me", "partition": 0, "offset": 1, "chunk": 7, "records_in": 0},
+    ])])
+    states = pa.table({"group_id": ["b"], "state": [b"{}"], "state_windows": ["[]"]})
+    consts = {(7, 1): 100}  # chunk 8 has none: its side records' count stays unknown
+    out = handed_input(rows, states, consts=consts, group_ok=lambda g: not g.startswith("skip"))
+    assert out is not None
+    got = out.select(["group_id", "partition", "offset", "_kind", "missing", "state", "commits"]).to_pylist()
+    assert [(r["group_id"], r["partition"], r["offset"]) for r in got] == [
+        ("a", 0, 3), ("b", -1, -1), ("b", 1, 40), ("b", 1, 50)]  # a filter drops the null group, as Spark's rlike
+    assert [r["_kind"] for r in got] == [None, None, KIND_PARTIAL, None]
+    assert [r["missing"] for r in got] == [None, None, None, 50 - 4 + 100]
+    assert got[1]["state"] == b"{}" and got[2]["commits"] == 2
+    everything = handed_input(rows, None)
+    assert everything is not None and everything.column("group_id").to_pylist()[0] is None  # null group first
+
+
+@pytest.mark.spark
+def test_rows_read_back_from_the_files_equal_the_kept_ones(spark, tmp_path) -> None:
+    df = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(SAMPLES))
+    kept = op.scan_log(df, reader="arrow", chunk_rows=300)
+    handed = op.scan_log(df, reader="arrow", chunk_rows=300, handoff_root=str(tmp_path), shards=3)
+    assert kept.handoff is None and handed.handoff is not None and handed.handoff.buckets == 3
+    assert handed.parts and set(handed.parts) <= {0, 1, 2}
+    assert handed.counts == kept.counts and handed.chunks == kept.chunks
+    for part in ("side", "stretches"):
+        a, b = getattr(kept, part)(), getattr(handed, part)()
+        assert sorted(map(repr, a.collect())) == sorted(map(repr, b.collect()))
+    directory = handed.handoff.directory
+    assert any(Path(directory).iterdir())
+    kept.unpersist()
+    handed.unpersist()
+    assert not Path(directory).exists()
+
+
+def _tables(out: Path) -> dict[str, Counter]:
+    tables = {}
+    for name in ("generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine",
+                 "group_state", "partition_ownership", "rebalances", "group_health"):
+        arrow = DeltaTable(str(out / name)).to_pyarrow_table()
+        arrow = arrow.select([c for c in arrow.column_names if c not in ("run_id", "run_window")])
+        tables[name] = Counter(repr(tuple(r.values())) for r in arrow.to_pylist())
+    return tables
+
+
+@pytest.mark.spark
+def test_audits_through_the_files_and_through_spark_are_the_same(spark, tmp_path, monkeypatch) -> None:
+    log = _scale_log(tmp_path / "log" / "log.parquet", 5)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the run's scratch directory goes here
+    outputs = {}
+    for how in ("auto", "spark"):
+        out = tmp_path / how
+        base = {"input.path": str(log), "input.format": "parquet", "output.path": str(out), "job.shards": 3,
+                "job.replay_input": how, "groups.include": ["*1", "*2", "*3", "*5"]}
+        # two windows: the second resumes from the first's saved states (handed off too)
+        first = run_audit(spark, load_config(None, {**base, "window.until": _middle(log)}))
+        second = run_audit(spark, load_config(None, {**base, "window.since": _middle(log)}))
+        assert second.resume == "resume" and first.counts["records_replayed"] > 0
+        outputs[how] = _tables(out)
+    assert outputs["auto"] == outputs["spark"]
+    assert sum(len(rows) for rows in outputs["auto"].values()) > 1000
+    assert list(scratch.iterdir()) == []  # every run deleted its scratch directory
+
+
+def _middle(log: Path) -> str:
+    ts = pq.read_table(log, columns=["timestamp"]).column("timestamp")
+    mm = pc.min_max(ts).as_py()
+    middle = mm["min"] + (mm["max"] - mm["min"]) / 2
+    return middle.replace(microsecond=0, tzinfo=UTC).isoformat()
+
+
+@pytest.mark.spark
+def test_the_offset_path_through_the_files_equals_it_through_spark(spark) -> None:
+    df = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(SAMPLES))
+    got = {}
+    for how, options in (("files", {}), ("spark", {"handoff_root": None})):
+        rows, violations, scan = op.offset_path(df, chunk_rows=300, **options)
+        assert (scan.handoff is not None) == (how == "files")
+        got[how] = (sorted(map(repr, rows.collect())), sorted(map(repr, violations.collect())))
+        scan.unpersist()
+        if scan.handoff is not None:
+            assert not Path(scan.handoff.directory).exists()
+    assert got["files"] == got["spark"] and len(got["files"][0]) > 100
