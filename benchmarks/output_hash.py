@@ -5,7 +5,7 @@ that with two outputs it exits 1 when a table differs.
     .venv/bin/python -m benchmarks.output_hash OUT [OTHER_OUT]
 
 Every table under OUT is read with delta-rs at its current version. What differs from run to run is
-left out: the `run_id` column (and `runs`' times, durations, config and versions: only its counts
+left out: the `run_id` column (and `runs`' times, durations, config, versions and base run id: only its counts
 and table rows are hashed). The schema is hashed by column names, types and nullability, as Delta
 stores them. The rows are each serialized as JSON with sorted keys (and a map's entries sorted), sorted,
 and hashed in that order.
@@ -24,8 +24,9 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 RUN_VARYING = {"run_id", "started_at", "finished_at", "duration_ms", "config_json", "code_version", "spark_version",
-               "input"}
-"""Columns whose values differ between two runs of the same input (ids, times, where it ran)."""
+               "input", "base_run_id"}
+"""Columns whose values differ between two runs of the same input (ids, times, where it ran; in a
+nightly chain, the id of the run a run continues)."""
 
 
 def table_hash(path: Path) -> tuple[int, str, str]:

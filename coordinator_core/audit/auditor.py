@@ -344,7 +344,9 @@ class GroupAuditor:
         rec = data["group_record"]
         if rec is not None:
             key, value = base64.b64decode(rec["key"]), base64.b64decode(rec["value"])
-            decoded = decode(key, value)
+            # the byte-level reader first, as `_group_record` reads a fed record (the codec when it
+            # declines): a resumed group's next GroupMetadata record then reuses its members' headers
+            decoded = self._reader.read(key, value) or decode(key, value)
             if self._load is not None:
                 self._load.replay(decoded)
             if not isinstance(decoded.key, GroupMetadataKey) or not isinstance(decoded.value, GroupMetadataValue):
