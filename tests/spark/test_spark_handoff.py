@@ -174,3 +174,23 @@ def test_the_offset_path_through_the_files_equals_it_through_spark(spark) -> Non
         if scan.handoff is not None:
             assert not Path(scan.handoff.directory).exists()
     assert got["files"] == got["spark"] and len(got["files"][0]) > 100
+
+
+@pytest.mark.spark
+def test_input_out_of_log_order_drops_the_handoff_and_goes_through_spark(spark, tmp_path) -> None:
+    log = pq.read_table(SAMPLES / "real_broker_3_9_0.parquet")
+    shuffled = log.take(pa.array(list(reversed(range(log.num_rows)))))
+    (tmp_path / "shuffled").mkdir()
+    pq.write_table(shuffled, tmp_path / "shuffled" / "log.parquet")
+    root = tmp_path / "root"
+    root.mkdir()
+    rows, _, scan = op.offset_path(spark.read.parquet(str(tmp_path / "shuffled")), chunk_rows=100,
+                                   handoff_root=str(root))
+    assert scan.reordered and scan.handoff is None and list(root.iterdir()) == []  # its files are gone
+    ordered, _, kept = op.offset_path(spark.read.parquet(str(SAMPLES / "real_broker_3_9_0.parquet")),
+                                      chunk_rows=100, handoff_root=str(root))
+    assert kept.handoff is not None and not kept.reordered
+    assert sorted(map(repr, rows.collect())) == sorted(map(repr, ordered.collect()))
+    scan.unpersist()
+    kept.unpersist()
+    assert list(root.iterdir()) == []
