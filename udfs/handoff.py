@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import uuid
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +156,20 @@ class HandoffWriter:
             self._writer.close()
             self._writer = None
         return list(self._reports)
+
+    def hand_off(self, batches: Iterable[pa.RecordBatch]
+                 ) -> Generator[pa.RecordBatch, None, list[tuple[str, int, int, int]]]:
+        """`add` over `batches`, yielding the rows it does not take, then `close`; returns the
+        reports (`yield from` gives them). A failure on the way closes the file (`abort`) and is raised."""
+        try:
+            for batch in batches:
+                rest = self.add(batch)
+                if rest.num_rows:
+                    yield rest
+            return self.close()
+        except BaseException:
+            self.abort()
+            raise
 
     def abort(self) -> None:
         """Closes the file after a failure (its rows are in no report: nothing reads them)."""

@@ -820,8 +820,8 @@ _HANDED_SCHEMA = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("state", pa.binary()), ("missing", pa.int64()),
     *((name, _SCAN_TYPES[name]) for name in STRETCH_COLUMNS), (STATE_WINDOWS_COLUMN, pa.string())])
 """The replay's input (`replay_input`'s columns) as the handoff's replay tasks build it."""
-_STATE_COLUMNS = ("group_id", "state", STATE_WINDOWS_COLUMN)
 _STATE_SCHEMA = pa.schema([("group_id", pa.string()), ("state", pa.binary()), (STATE_WINDOWS_COLUMN, pa.string())])
+_STATE_COLUMNS = tuple(_STATE_SCHEMA.names)
 HANDOFF_REPORT_SCHEMA = "path string, bucket int, row_group int, rows long"
 """Spark schema of `make_handoff_fn`'s output (`udfs.handoff.REPORT_FIELDS`)."""
 
@@ -924,13 +924,7 @@ def make_handoff_fn(handoff: Handoff, columns: Sequence[str] = _STATE_COLUMNS
     def hand_off(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = TaskContext.get()
         writer = HandoffWriter(handoff, ctx.partitionId() if ctx is not None else 0, columns=columns)
-        try:
-            for batch in batches:
-                writer.add(batch)
-            reports = writer.close()
-        except BaseException:
-            writer.abort()
-            raise
+        reports = yield from writer.hand_off(batches)  # it takes every row: nothing passes through
         if reports:
             yield HandoffWriter.report_batch(reports)
 

@@ -751,15 +751,7 @@ def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: 
 
 def handed_off(stream: Iterator[pa.RecordBatch], writer: HandoffWriter) -> Iterator[pa.RecordBatch]:
     """`stream`'s batches without the rows `writer` takes, then a `handoff` row per row group it wrote."""
-    try:
-        for batch in stream:
-            rest = writer.add(batch)
-            if rest.num_rows:
-                yield rest
-        reports = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+    reports = yield from writer.hand_off(stream)
     if reports:
         paths, buckets, row_groups, rows = zip(*reports, strict=True)
         yield _rows(KIND_HANDOFF, len(reports), {"path": list(paths), "bucket": list(buckets),
