@@ -367,16 +367,16 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
     """The offset-commit path alone on Kafka-source rows: (offset_commits rows, offset_regression
     violations, the scan): the single pass, then the replay of its side records and stretches
     (`udfs.replay`, `shards` partitions, default the session's parallelism; asked for those two
-    tables only), computed once for both results (a lazy local checkpoint). For tests, notebooks
-    and the benchmark."""
+    tables only, and without the generation observer: `observe=False`), computed once for both
+    results (a lazy local checkpoint). For tests, notebooks and the benchmark."""
     spark = df.sparkSession
     if "handoff_root" not in scan_options and local_session(spark):
         scan_options["handoff_root"] = tempfile.gettempdir()
     scan = scan_log(df, shards=shards, **scan_options)
     n = shards or spark.sparkContext.defaultParallelism
-    # only the two tables it returns: the replay's other rows are never turned into Arrow nor moved
-    wide = scan.replay(shards=n, tables=("offset_commits", "violations")).localCheckpoint(eager=False)
-    violations = split_table(wide, "violations").where(F.col("kind") == "offset_regression")
-    return split_table(wide, "offset_commits"), violations, scan
+    # only the two tables it returns, from the offset windows alone: no generation is observed, so
+    # the only violations are the windows' offset_regression rows
+    wide = scan.replay(shards=n, tables=("offset_commits", "violations"), observe=False).localCheckpoint(eager=False)
+    return split_table(wide, "offset_commits"), split_table(wide, "violations"), scan
 
 

@@ -104,6 +104,7 @@ __all__ = [
     "COUNTS_TABLE",
     "COUNT_FIELDS",
     "INPUT_COLUMNS",
+    "OFFSETS_ONLY_TABLES",
     "OUTPUT_TABLES",
     "REPLAY_DERIVED_SCHEMA",
     "REPLAY_SCHEMA",
@@ -607,12 +608,12 @@ def _summaries(windows_json: Any) -> dict[tuple[str, int], OffsetSummary]:
     return out
 
 
-def _resumed(group_id: Any, state: Any, windows_json: Any, load_path: bool) -> GroupAuditor:
+def _resumed(group_id: Any, state: Any, windows_json: Any, load_path: bool, observe: bool) -> GroupAuditor:
     """The auditor of a saved state (`STATE_FIELDS`' auditor_state; empty: a group the earlier run
     saw only through offset commits, which starts afresh), its open offset summaries put back from
     `windows_json` when given and not empty."""
-    auditor = (GroupAuditor.from_dict(json.loads(state), load_path=load_path) if state
-               else GroupAuditor(group_id, load_path=load_path))
+    auditor = (GroupAuditor.from_dict(json.loads(state), load_path=load_path, observe=observe) if state
+               else GroupAuditor(group_id, load_path=load_path, observe=observe))
     summaries = _summaries(windows_json)
     if summaries:
         auditor.restore_summaries(summaries)
@@ -621,10 +622,12 @@ def _resumed(group_id: Any, state: Any, windows_json: Any, load_path: bool) -> G
 
 def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mode: ResumeMode = "resume",
             gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
-            files: TableFiles | None = None, tables: frozenset[str] | None = None) -> Iterator[pa.RecordBatch]:
+            files: TableFiles | None = None, tables: frozenset[str] | None = None,
+            observe: bool = True) -> Iterator[pa.RecordBatch]:
     """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches
     (with the derived tables' rows and columns when `derive`; without the new rows of the tables
-    `files` writes, and with a row per file it wrote, when given; only `tables`' rows, when given)."""
+    `files` writes, and with a row per file it wrote, when given; only `tables`' rows, when given;
+    the offset windows only, without the generation observer, unless `observe`)."""
     out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA, files, tables)
     gaps = gaps or {}
     group: _Group | None = None
@@ -656,13 +659,14 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 current = gid
             while start < end and states[start] is not None:  # a saved state: resume from it
                 if group is None:
-                    saved = _resumed(gid, states[start], windows[start] if windows is not None else None, load_path)
+                    saved = _resumed(gid, states[start], windows[start] if windows is not None else None, load_path,
+                                     observe)
                     group = _Group(saved, mode, gaps, keep=derive)
                 start += 1
             if start == end:
                 continue
             if group is None:
-                group = _Group(GroupAuditor(gid, load_path=load_path), None, gaps, keep=derive)
+                group = _Group(GroupAuditor(gid, load_path=load_path, observe=observe), None, gaps, keep=derive)
             group.changed = True
             auditor = group.auditor
             i = start
@@ -736,9 +740,24 @@ def _kept_tables(tables: Collection[str] | None, *, derive: bool) -> frozenset[s
     return frozenset(tables)
 
 
+OFFSETS_ONLY_TABLES: frozenset[str] = frozenset({"offset_commits", "violations", "quarantine", COUNTS_TABLE})
+"""The tables a replay without the generation observer (`observe=False`) may output: its
+violations are the offset windows' `offset_regression` rows alone."""
+
+
+def _check_observe(keep: frozenset[str] | None, *, observe: bool, derive: bool) -> None:
+    """`observe=False` needs `tables` within `OFFSETS_ONLY_TABLES` and no derivation."""
+    if observe:
+        return
+    if derive or keep is None or not keep <= OFFSETS_ONLY_TABLES:
+        asked = "all tables" if keep is None else sorted(keep)
+        raise ValueError(f"replay: observe=False (offset windows only) gives only {sorted(OFFSETS_ONLY_TABLES)}, "
+                         f"without derivation; asked for {asked}{' with derive=True' if derive else ''}")
+
+
 def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
                    gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
-                   direct: DirectWrite | None = None, tables: Collection[str] | None = None,
+                   direct: DirectWrite | None = None, tables: Collection[str] | None = None, observe: bool = True,
                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (`REPLAY_DERIVED_SCHEMA` when
     `derive`; see `replay_frame`); closes over plain values only. A batch is flushed as soon as
@@ -747,10 +766,12 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
     docstring); `gaps` are the offsets never read per `__consumer_offsets` partition between the
     previous run and this one. `direct`: the task writes the new rows of its tables into Parquet
     files itself (`udfs.table_files`) and outputs a `FILES_TABLE` row per file instead. `tables`:
-    only these tables' rows come out (`OUTPUT_TABLES` names; default all)."""
+    only these tables' rows come out (`OUTPUT_TABLES` names; default all). `observe=False`: the
+    offset windows only (`GroupAuditor(observe=False)`; `tables` within `OFFSETS_ONLY_TABLES`)."""
     if batch_rows < 1:
         raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
     keep = _kept_tables(tables, derive=derive)
+    _check_observe(keep, observe=observe, derive=derive)
     gap_map = dict(gaps or {})
 
     def replay_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -761,7 +782,7 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
         try:
             for batch in collected_in_bulk(_replay(map(_arrow_columns, batches), batch_rows=batch_rows,
                                                    load_path=load_path, mode=mode, gaps=gap_map, derive=derive,
-                                                   files=files, tables=keep)):
+                                                   files=files, tables=keep, observe=observe)):
                 if batch.num_rows:
                     yield batch
         except BaseException:
@@ -774,7 +795,8 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
 
 def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode = "resume",
                  gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
-                 direct: DirectWrite | None = None, tables: Collection[str] | None = None) -> DataFrame:
+                 direct: DirectWrite | None = None, tables: Collection[str] | None = None,
+                 observe: bool = True) -> DataFrame:
     """The wide replay output (`REPLAY_SCHEMA`) of `records`, which must hold `INPUT_COLUMNS` (`state`
     may be absent: no saved states), may hold the single pass's stretches (`STRETCH_COLUMNS`, all of
     them when `_kind` is there) and saved states' summaries (`STATE_WINDOWS_COLUMN`), and must be
@@ -793,7 +815,9 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
 
     `tables`: only these tables' rows come out (`OUTPUT_TABLES` names, default all; the schema is
     the same): the offset path asks for `offset_commits` and `violations` alone, and the rows of
-    the others are never turned into Arrow columns, nor moved to the JVM."""
+    the others are never turned into Arrow columns, nor moved to the JVM; with `observe=False`
+    (its violations are then the `offset_regression` rows alone) the groups' generations are not
+    even observed."""
     if "state" not in records.columns:
         records = records.withColumn("state", F.lit(None).cast("binary"))
     if "missing" not in records.columns:
@@ -807,7 +831,8 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     if absent:
         raise ValueError(f"replay_frame: input has `_kind` but lacks stretch column(s) {absent}")
     return records.selectExpr(*[f"`{c}`" for c in (*INPUT_COLUMNS, *optional)]).mapInArrow(
-        make_replay_fn(load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables),
+        make_replay_fn(load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables,
+                       observe=observe),
         REPLAY_DERIVED_SCHEMA if derive else REPLAY_SCHEMA)
 
 
@@ -935,7 +960,8 @@ def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards
                       consts: Mapping[tuple[int, int], int] | None = None, groups: Sequence[str] = (),
                       load_path: bool = True, mode: ResumeMode = "resume",
                       gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
-                      direct: DirectWrite | None = None, tables: Collection[str] | None = None) -> DataFrame:
+                      direct: DirectWrite | None = None, tables: Collection[str] | None = None,
+                      observe: bool = True) -> DataFrame:
     """`replay_frame`'s wide output from handed-off input (`udfs.handoff`): `buckets` buckets over
     `min(shards, buckets)` tasks, each replaying its buckets' rows (`make_handoff_replay_fn`); `consts`
     (`Scan.missing_counts()[0]`) gives the side records their `missing` count, `groups` filters."""
@@ -944,7 +970,8 @@ def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards
     n = max(1, min(shards, buckets))
     frame = spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in range(buckets)], n), "bucket int")
     fn = make_handoff_replay_fn(parts, state_parts, consts=consts, groups=groups, input_batch_rows=batch_rows,
-                                load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables)
+                                load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables,
+                                observe=observe)
     return frame.mapInArrow(fn, REPLAY_DERIVED_SCHEMA if derive else REPLAY_SCHEMA)
 
 

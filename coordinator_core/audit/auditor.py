@@ -26,6 +26,12 @@ it quarantined) and keeps the port honest, but the audit needs what the coordina
 the previous generation's members and assignments, decoded subscriptions and assignments, and the
 records' log positions. `load_path=False` skips the replay and gives the same rows.
 
+Offsets only: `observe=False` leaves the observer out (the offset path keeps only the
+`offset_commits` rows and the `offset_regression` violations, which the offset windows give). Each
+GroupMetadata record is still read, checked and replayed, so the windows open and close exactly
+where a full audit's do; no generation, assignment, cause or observer violation row comes out, and
+the state cannot be saved.
+
 Counts: records_in = duplicates + replayed + quarantined + skipped_other_type.
 
 Incremental runs: `to_dict()` is a JSON-able snapshot of the state (the last GroupMetadata record
@@ -112,11 +118,13 @@ class _LoadPath:
 class GroupAuditor:
     """Streams one group's records into audit rows; see the module docstring for the contract."""
 
-    def __init__(self, group_id: str | None = None, *, load_path: bool = True) -> None:
+    def __init__(self, group_id: str | None = None, *, load_path: bool = True, observe: bool = True) -> None:
         """`group_id` None takes the group of the first decodable record. `load_path=False` skips the
         coordinator's replay of GroupMetadata records (same rows; only a record the coordinator
-        itself would reject beyond the audit's own checks goes unnoticed): a speed option."""
+        itself would reject beyond the audit's own checks goes unnoticed): a speed option.
+        `observe=False`: the offset windows only (module docstring)."""
         self._group_id = group_id
+        self._observe = observe
         self._load = _LoadPath() if load_path else None
         self._reader = GroupRecordReader()
         self._positions: dict[int, int] = {}
@@ -321,6 +329,8 @@ class GroupAuditor:
         `summaries=False` leaves the open window's summaries out (a caller that keeps them apart,
         as the Spark job's `group_state.offset_windows` does, puts them back with
         `restore_summaries`)."""
+        if not self._observe:
+            raise ValueError(f"group {self._group_id!r}: an offsets-only audit (observe=False) has no state to save")
         return {
             "format": STATE_FORMAT,
             "group_id": self._group_id,
@@ -331,12 +341,13 @@ class GroupAuditor:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, load_path: bool = True) -> GroupAuditor:
+    def from_dict(cls, data: dict[str, Any], *, load_path: bool = True, observe: bool = True) -> GroupAuditor:
         """Resumes an audit from `to_dict()` output; the coordinator's load path is replayed with the
-        saved GroupMetadata record so it holds the same state as before."""
+        saved GroupMetadata record so it holds the same state as before (`observe=False`: the
+        offset windows only, from there on)."""
         if data.get("format") != STATE_FORMAT:
             raise ValueError(f"audit state format {data.get('format')!r} is not {STATE_FORMAT}")
-        self = cls(data["group_id"], load_path=load_path)
+        self = cls(data["group_id"], load_path=load_path, observe=observe)
         self._positions = {int(p): int(o) for p, o in data["positions"]}
         self._missing = {int(p): int(n) for p, n in data.get("missing", [])}
         snap: GroupSnapshot | None = None
@@ -426,7 +437,8 @@ class GroupAuditor:
         snap: GroupSnapshot | None = None
         try:
             if isinstance(rec.value, GroupMetadataValue):
-                snap = GroupSnapshot.from_value(rec.value, group_id=group, previous=self._observer.snapshot)
+                # the open window's snapshot is the previous record's (the observer's, when it observes)
+                snap = GroupSnapshot.from_value(rec.value, group_id=group, previous=self._window.snapshot)
             if self._load is not None:
                 self._load.replay(rec)
         except CoordinatorAuditError as exc:
@@ -448,7 +460,8 @@ class GroupAuditor:
         # and the record opens the next window
         window = self._window
         rows.extend(window.rows(group, end_offset=o))
-        rows.extend(self._observer.observe(p, o, ts, key, value, snap, window.summaries))
+        if self._observe:
+            rows.extend(self._observer.observe(p, o, ts, key, value, snap, window.summaries))
         if snap is None:
             window.open(None, "Dead", o, p, None)
         else:

@@ -32,6 +32,11 @@ class OffsetWindow:
         self._owners: dict[TopicPartition, tuple[str, ...]] | None = None
 
     @property
+    def snapshot(self) -> GroupSnapshot | None:
+        """The persisted state of the window's opening record (None for a tombstone or none)."""
+        return self._snapshot
+
+    @property
     def stable(self) -> bool:
         """Whether a backwards commit in this window is an `offset_regression`."""
         return self.state == "Stable"

@@ -287,3 +287,10 @@ def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
 def test_sorted_runs_are_the_runs_group_runs_finds(groups: list[str]) -> None:
     """The vectorized run finder of the derivation's batches gives `group_runs`' runs."""
     assert sorted_runs(pa.array(groups, pa.string())) == list(group_runs(groups))
+
+
+def test_a_replay_without_the_observer_gives_only_the_offset_windows_tables() -> None:
+    make_replay_fn(tables=("offset_commits", "violations"), observe=False)  # the offset path's request
+    for tables, derive in ((None, False), (("offset_commits", "generations"), False), (("offset_commits",), True)):
+        with pytest.raises(ValueError, match="observe=False"):
+            make_replay_fn(tables=tables, derive=derive, observe=False)

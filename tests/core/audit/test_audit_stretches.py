@@ -15,6 +15,8 @@ import pytest
 from coordinator_core.audit import GroupAuditor, OffsetSummary, Regression, audit_group
 from coordinator_core.records import offset_commit_key_fields, offset_commit_value_fields
 
+from .audit_builders import LogBuilder, member, tps
+
 SAMPLES = sorted((Path(__file__).resolve().parents[3] / "data" / "samples").glob("*.parquet"))
 
 Record = tuple[int, int, int, bytes, bytes | None]
@@ -77,8 +79,9 @@ def _stretches(records: list[Record], rng: random.Random, cut: float) -> list[tu
     return [(kind, payload) for _, kind, payload in events]
 
 
-def _audit_in_stretches(group: str, records: list[Record], rng: random.Random, cut: float) -> list:
-    auditor = GroupAuditor(group)
+def _audit_in_stretches(group: str, records: list[Record], rng: random.Random, cut: float, *,
+                        observe: bool = True) -> list:
+    auditor = GroupAuditor(group, observe=observe)
     rows: list = []
     for kind, payload in _stretches(records, rng, cut):
         if kind == "record":
@@ -116,3 +119,31 @@ def test_a_step_back_across_stretches_is_a_violation_only_in_a_stable_window() -
     assert auditor.stretch_regression("t", 0, Regression(10, 1000, 5), 7, 1001, 0, 9, 2) == []
     (row,) = [r for r in auditor.finish() if type(r).__name__ == "OffsetCommitRow"]
     assert (row.commits, row.regressions, row.first_offset, row.last_offset) == (2, 0, 10, 7)
+
+
+def _offset_rows(rows: list) -> list[str]:
+    """The rows an offsets-only audit gives: offset_commits, offset_regression violations, quarantine."""
+    kept = ("OffsetCommitRow", "QuarantineRow")
+    return sorted(repr(r) for r in rows if type(r).__name__ in kept
+                  or (type(r).__name__ == "ViolationRow" and r.kind == "offset_regression"))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_an_offsets_only_audit_gives_the_offset_rows_of_the_full_one(path: Path) -> None:
+    for group, records in _groups(path).items():
+        full = _audit_in_stretches(group, records, random.Random(0), 0.3)
+        only = _audit_in_stretches(group, records, random.Random(0), 0.3, observe=False)
+        assert _offset_rows(only) == sorted(map(repr, only)), group  # nothing else comes out
+        assert _offset_rows(only) == _offset_rows(full), group
+
+
+def test_an_offsets_only_audit_names_the_owners_of_a_regression_and_saves_no_state() -> None:
+    log = (LogBuilder().group(1, [member("a-1", tps("t", 0, 1)), member("b-1", tps("t", 2))])
+           .commit("t", 0, 10).commit("t", 0, 4).group(2, []).commit("t", 0, 1).commit("t", 0, 0))
+    auditor = GroupAuditor("g", observe=False)
+    rows = [*auditor.feed(log.records), *auditor.finish()]
+    (v,) = [r for r in rows if type(r).__name__ == "ViolationRow"]
+    assert (v.kind, v.generation_id, v.member_ids) == ("offset_regression", 1, ("a-1",))
+    assert _offset_rows(rows) == _offset_rows(list(audit_group(log.records, group_id="g")))
+    with pytest.raises(ValueError, match="offsets-only"):
+        auditor.to_dict()
