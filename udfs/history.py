@@ -577,21 +577,23 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
         if r.started_at is not None and r.ended_at is not None:
             _spread(r.started_at, r.ended_at, lambda d, ms: acc[d].__setitem__("rebalancing", acc[d]["rebalancing"] + ms)
                     if d in acc else None)
-    for o in ownership:
-        end = min(o.valid_to if o.valid_to is not None else horizon, horizon)
-        first_day = _day_start(o.valid_from)
-        days_of = (first_day,) if end <= first_day + DAY_MS else range(first_day, max(end, o.valid_from + 1), DAY_MS)
-        for d in days_of:
-            b = acc.get(d)
-            if b is None:
-                continue
-            b["parts"].add((o.topic, o.partition))
+    # an ownership row counts on every day from the one it starts on to the one before its end (or
+    # its start day only), its end cut at the horizon; day by day, the rows of the day in bulk
+    ends = [horizon if (t := o.valid_to) is None or t > horizon else t for o in ownership]
+    for d in days:
+        b, nxt = acc[d], d + DAY_MS
+        on_day = [(o, end) for o, end in zip(ownership, ends, strict=True)
+                  if o.valid_from < nxt and (end > d or o.valid_from >= d)]
+        b["parts"] = {(o.topic, o.partition) for o, _ in on_day}
+        b["static"] = {o.group_instance_id for o, _ in on_day if o.owned and o.group_instance_id}
+        b["dynamic"] = {o.member_id for o, _ in on_day if o.owned and not o.group_instance_id}
+        for o, end in on_day:
             if o.owned:
-                (b["static"] if o.group_instance_id else b["dynamic"]).add(o.group_instance_id or o.member_id)
-            elif o.unowned_reason == "group_empty":
-                b["empty"] += _clip(o.valid_from, end, d, d + DAY_MS)
+                continue
+            if o.unowned_reason == "group_empty":
+                b["empty"] += _clip(o.valid_from, end, d, nxt)
             elif o.unowned_reason in JOIN_PHASE_GAPS:
-                b["unowned"] += _clip(o.valid_from, end, d, d + DAY_MS)
+                b["unowned"] += _clip(o.valid_from, end, d, nxt)
     for c in commits:
         t = c.get("last_commit_timestamp")
         if t is not None and (b := bucket(t)) is not None:
