@@ -5,7 +5,8 @@ output (`plan_run`):
 
 * the **base** is the latest complete run (its `runs` row exists) whose window ends where this one
   starts; the run resumes every group from the base's `group_state` rows (the audit state, the
-  open offset window) and reads each `__consumer_offsets` partition from just after the base's last
+  open offset window; a group that reads no record in the run is carried forward as saved, without
+  resuming its audit: `udfs.replay`) and reads each `__consumer_offsets` partition from just after the base's last
   offset there (`runs.end_offsets`), whatever the records' timestamps;
 * re-running the **latest** window replaces it: the base is then the run before it, and every row
   the replaced run merged into earlier windows is merged again (`rerun`);

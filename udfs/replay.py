@@ -26,6 +26,11 @@ earlier run's rows instead of adding them), and an open row that comes out uncha
 that run's first attempt touched are all rewritten), `warmup` (the state was rebuilt in this job
 from records before the window: no earlier rows exist, every row is new). One more row per group,
 `_table == "_state"`, carries its state after this run (`STATE_FIELDS`), so the next run can resume.
+A group's audit is resumed at its first record: a group that reads none is carried forward from
+its saved state as it is (`GroupAuditor.at_rest`; its open rows unchanged, its counts zero), which
+is what resuming and finishing it would give, without decoding its GroupMetadata record, replaying
+it or rebuilding its rows (`_at_rest` says when: under `resume`, no gap on its partitions). A
+nightly run over a cluster whose groups are mostly idle pays for the groups that moved.
 
 Derived tables (`replay_frame(derive=True)`). When a run's own rows are all the derivation needs
 (a fresh output: no earlier run's rows to add; no broker account to attach), each group's
@@ -75,7 +80,9 @@ from pyspark.sql.types import (
 )
 
 from coordinator_core.audit import (
+    NO_COUNTS,
     AssignmentRow,
+    AtRest,
     AuditCounts,
     GenerationRow,
     GroupAuditor,
@@ -405,12 +412,24 @@ class _Output:
     def add_state(self, auditor: GroupAuditor, changed: bool, open_rows: list[OffsetCommitRow]) -> None:
         """The group's `_state` row; `open_rows`: the open window's `offset_commits` rows, which
         `GroupAuditor.finish` gave at the group's end."""
-        gen, state, partition, start = auditor.window()
-        summaries = auditor.open_summaries()
+        self._state(auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
+                    auditor.window(), auditor.window_record_value(), changed, open_rows, auditor.open_summaries())
+
+    def add_rest(self, rest: AtRest, state: str) -> None:
+        """The counts and `_state` rows of a group resumed from `state` (its saved auditor state, as
+        saved) that read no record (`rest`: `GroupAuditor.at_rest`)."""
+        if self.wants(COUNTS_TABLE):
+            self.add_counts(rest.group_id, NO_COUNTS, (0.0, 0.0, 0.0))
+        if self.wants(STATE_TABLE):
+            self._state(rest.group_id, state, rest.window, rest.window_record_value, False,
+                        [r for r in rest.window_rows if type(r) is OffsetCommitRow], rest.summaries)
+
+    def _state(self, group_id: str | None, state: str, window: tuple[Any, Any, Any, Any], value: bytes | None,
+               changed: bool, open_rows: list[OffsetCommitRow], summaries: Mapping[tuple[str, int], OffsetSummary],
+               ) -> None:
         windows: _OpenWindows = (open_rows, [summaries[(r.topic, r.partition)].last_commit_source_offset
                                              for r in open_rows])
-        self.states.append((auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
-                            gen, state, partition, start, auditor.window_record_value(), changed, windows))
+        self.states.append((group_id, state, *window, value, changed, windows))
 
     def close_files(self) -> None:
         """Closes the task's files (the rows are all flushed): they come out at the next flush."""
@@ -608,6 +627,26 @@ def _summaries(windows_json: Any) -> dict[tuple[str, int], OffsetSummary]:
     return out
 
 
+def _at_rest(state: Any, windows_json: Any, mode: ResumeMode, gaps: Mapping[int, HistoryGap]
+             ) -> tuple[AtRest, str] | None:
+    """A saved group that read no record, carried forward without resuming its audit (`GroupAuditor.
+    at_rest`; with its saved state's JSON as saved), when that gives what resuming it would: under
+    `resume` (its unchanged open rows are dropped; `rerun` would carry them again), from a state
+    that is not empty (an empty one starts afresh) and keeps its offset summaries apart (as the job
+    saves them: the saved JSON is then what resuming would save again), with no offsets missing
+    before the run on its partitions (a gap would add a `history_gap` cause). None otherwise."""
+    if mode != "resume" or not state:
+        return None
+    text = state.decode() if isinstance(state, bytes) else str(state)
+    data = json.loads(text)
+    if data.get("window", {}).get("summaries"):
+        return None
+    rest = GroupAuditor.at_rest(data, _summaries(windows_json))
+    if any(p in gaps for p in rest.partitions):
+        return None
+    return rest, text
+
+
 def _resumed(group_id: Any, state: Any, windows_json: Any, load_path: bool, observe: bool) -> GroupAuditor:
     """The auditor of a saved state (`STATE_FIELDS`' auditor_state; empty: a group the earlier run
     saw only through offset commits, which starts afresh), its open offset summaries put back from
@@ -632,8 +671,26 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     gaps = gaps or {}
     group: _Group | None = None
     current: object = object()  # no group yet (None is a real key: records whose key did not parse)
+    saved: tuple[Any, Any] | None = None
+    """The current group's saved state and offset windows, until its first record resumes it (a
+    group that reads none is carried forward without resuming, when `_at_rest` allows)."""
+
+    def resume() -> _Group:
+        nonlocal saved
+        assert saved is not None
+        auditor = _resumed(current, saved[0], saved[1], load_path, observe)
+        saved = None
+        return _Group(auditor, mode, gaps, keep=derive)
 
     def close() -> None:
+        nonlocal group, saved
+        if group is None and saved is not None:
+            rest = _at_rest(saved[0], saved[1], mode, gaps)
+            if rest is not None:
+                out.add_rest(*rest)
+                saved = None
+                return
+            group = resume()
         if group is not None:
             auditor = group.auditor
             finished = auditor.finish()
@@ -656,17 +713,17 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             if gid != current:
                 close()
                 group = None
+                saved = None
                 current = gid
-            while start < end and states[start] is not None:  # a saved state: resume from it
-                if group is None:
-                    saved = _resumed(gid, states[start], windows[start] if windows is not None else None, load_path,
-                                     observe)
-                    group = _Group(saved, mode, gaps, keep=derive)
+            while start < end and states[start] is not None:  # a saved state: resumed at the group's first record
+                if group is None and saved is None:
+                    saved = (states[start], windows[start] if windows is not None else None)
                 start += 1
             if start == end:
                 continue
             if group is None:
-                group = _Group(GroupAuditor(gid, load_path=load_path, observe=observe), None, gaps, keep=derive)
+                group = (resume() if saved is not None else
+                         _Group(GroupAuditor(gid, load_path=load_path, observe=observe), None, gaps, keep=derive))
             group.changed = True
             auditor = group.auditor
             i = start

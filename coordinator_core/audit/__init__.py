@@ -9,7 +9,14 @@ package imports from here.
 
 from __future__ import annotations
 
-from coordinator_core.audit.auditor import STATE_FORMAT, AuditCounts, GroupAuditor, audit_group
+from coordinator_core.audit.auditor import (
+    NO_COUNTS,
+    STATE_FORMAT,
+    AtRest,
+    AuditCounts,
+    GroupAuditor,
+    audit_group,
+)
 from coordinator_core.audit.causes import CAUSE_PRIORITY, CAUSES
 from coordinator_core.audit.observer import HistoryGap
 from coordinator_core.audit.offsets import OffsetSummary, Regression
@@ -31,11 +38,13 @@ from coordinator_core.audit.violations import VIOLATION_KINDS
 __all__ = [
     "CAUSES",
     "CAUSE_PRIORITY",
+    "NO_COUNTS",
     "ROW_TYPES",
     "STATE_FORMAT",
     "TABLES",
     "VIOLATION_KINDS",
     "AssignmentRow",
+    "AtRest",
     "AuditCounts",
     "AuditRow",
     "GenerationRow",

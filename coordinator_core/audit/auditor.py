@@ -66,7 +66,7 @@ from coordinator_core.records import (
 )
 from coordinator_core.records_fast import GroupRecordReader
 
-__all__ = ["STATE_FORMAT", "AuditCounts", "GroupAuditor", "HistoryGap", "audit_group"]
+__all__ = ["NO_COUNTS", "STATE_FORMAT", "AtRest", "AuditCounts", "GroupAuditor", "HistoryGap", "audit_group"]
 
 STATE_FORMAT = 1
 """Version of the `to_dict()` layout; `from_dict` refuses others."""
@@ -94,6 +94,30 @@ class AuditCounts:
     offset_commits: int
     offset_tombstones: int
     embedded_decode_errors: int
+
+
+NO_COUNTS = AuditCounts(0, 0, 0, 0, 0, 0, 0, 0, 0)
+"""The counts of an audit fed no record."""
+
+
+@dataclass(frozen=True, slots=True)
+class AtRest:
+    """What an audit resumed from a saved state and fed no record reports at its end, read from the
+    state without resuming it (`GroupAuditor.at_rest`): no GroupMetadata record is decoded or
+    replayed, no generation or assignment row is built. Its rows and state are those of the saved
+    state, unchanged."""
+
+    group_id: str
+    partitions: tuple[int, ...]
+    """As `GroupAuditor.partitions`."""
+    window: tuple[int | None, str | None, int | None, int | None]
+    """As `GroupAuditor.window()`."""
+    window_record_value: bytes | None
+    """As `GroupAuditor.window_record_value()`."""
+    window_rows: list[AuditRow]
+    """The open window's `offset_commits` rows, as `GroupAuditor.finish` gives them."""
+    summaries: dict[TopicPartition, OffsetSummary]
+    """As `GroupAuditor.open_summaries()`."""
 
 
 _LOAD_CONFIG = CoordinatorConfig()
@@ -368,6 +392,25 @@ class GroupAuditor:
         self._observer = GenerationObserver.from_dict(data, snap, record)
         self._window = OffsetWindow.from_dict(data["window"], snap)
         return self
+
+    @staticmethod
+    def at_rest(data: dict[str, Any], summaries: dict[TopicPartition, OffsetSummary]) -> AtRest:
+        """What `from_dict(data)` with `restore_summaries(summaries)` would report after `finish()`
+        with no record fed (`AtRest`), without resuming: a run that reads none of a group's records
+        carries its state forward at the cost of reading the JSON. `summaries` replace those saved
+        in `data` when there are some, as in `_resumed`; a state saved with `to_dict(summaries=False)`
+        is its own `to_dict(summaries=False)` after resuming."""
+        if data.get("format") != STATE_FORMAT:
+            raise ValueError(f"audit state format {data.get('format')!r} is not {STATE_FORMAT}")
+        group_id = data["group_id"]
+        window = OffsetWindow.from_dict(data["window"], None)
+        if summaries:
+            window.summaries = summaries
+        rec = data["group_record"]
+        return AtRest(group_id, tuple(sorted(int(p) for p, _ in data["positions"])),
+                      (window.generation_id, window.state, window.start_partition, window.start_offset),
+                      base64.b64decode(rec["value"]) if rec is not None else None,
+                      window.rows(group_id or "", end_offset=None), summaries)
 
     # ------------------------------------------------------------------------------------------
     # slow path: first record of a topic-partition, GroupMetadata, anything unusual

@@ -14,7 +14,8 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from coordinator_core.audit import GroupAuditor, table_of
+import udfs.replay
+from coordinator_core.audit import GroupAuditor, HistoryGap, table_of
 from coordinator_core.sim.builders import LogBuilder, member, tps
 from udfs.derived import BASE_INPUTS, DERIVED_TABLES, derive_tables
 from udfs.replay import (
@@ -294,3 +295,49 @@ def test_a_replay_without_the_observer_gives_only_the_offset_windows_tables() ->
     for tables, derive in ((None, False), (("offset_commits", "generations"), False), (("offset_commits",), True)):
         with pytest.raises(ValueError, match="observe=False"):
             make_replay_fn(tables=tables, derive=derive, observe=False)
+
+
+def _replayed(table: pa.Table, **options: Any) -> pa.Table:
+    return pa.Table.from_batches(list(make_replay_fn(**options)(iter(table.to_batches()))))
+
+
+@pytest.mark.parametrize("summaries", ["in_state", "apart"])
+def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_would(
+        summaries: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Groups with a saved state and no record in the run (at every cut of their logs, under each
+    resume mode, with and without a gap on their partition): the same output, state and counts
+    rows included, as resuming each one's audit and finishing it."""
+    log = _log()
+    real = udfs.replay._at_rest
+    taken: list[bool] = []
+
+    def at_rest(*args: Any) -> Any:
+        rest = real(*args)
+        taken.append(rest is not None)
+        return rest
+
+    monkeypatch.setattr("udfs.replay._at_rest", at_rest)
+    for k in range(1, 12):
+        markers = []
+        for group in ("grp-a", "grp-b"):
+            records = [r[1:] for r in log if r[0] == group][:k]
+            first = GroupAuditor(group)
+            list(first.feed(records))
+            state = first.to_dict(summaries=summaries == "in_state")
+            windows = _windows_json(first).replace("grp-a", group) if summaries == "apart" else None
+            markers.append((group, None, None, None, None, None, json.dumps(state, separators=(",", ":")).encode(),
+                            None, windows))
+        table = pa.table(list(zip(*markers, strict=True)), schema=pa.schema(
+            [*INPUT_SCHEMA, pa.field("state", pa.binary()), pa.field("missing", pa.int64()),
+             pa.field("state_windows", pa.string())]))
+        for mode, gaps in (("resume", None), ("resume", {3: HistoryGap(3, 1, 9, 7, 1_700_000_000_000)}),
+                           ("rerun", None)):
+            carried = _replayed(table, mode=mode, gaps=gaps)
+            with monkeypatch.context() as m:
+                m.setattr("udfs.replay._at_rest", lambda *_: None)
+                resumed = _replayed(table, mode=mode, gaps=gaps)
+            assert carried.to_pylist() == resumed.to_pylist(), (k, mode, gaps)
+            tables = Counter(carried.column("_table").to_pylist())
+            assert tables[STATE_TABLE] == tables[COUNTS_TABLE] == 2, (k, mode)
+    # both paths were taken (rerun, a gap, summaries saved inside the state: resumed)
+    assert any(taken) and not all(taken)

@@ -1,0 +1,145 @@
+"""Idle groups in a nightly run: what a window costs when most of the groups it carries read no record.
+
+    .venv/bin/python -m benchmarks.bench_idle                   # active shares 0.1 and 1
+    .venv/bin/python -m benchmarks.bench_idle --active 0.05,0.5,1 --repeats 3
+
+A nightly audit carries every group it has seen (Kafka keeps a group's committed offsets for days
+after its consumers stop: `offsets.retention.minutes`, 7 days by default), while a night's records
+come from the groups that ran. The input is the main benchmark's scale-mode input (5M records,
+1,250 groups by default) cut in two windows at its median record time. The first window holds
+every group's records; the second only those of the active groups (the first `share` of the
+groups in name order). Each share gets a copy of the input without the other groups' records after
+the cut, written once under the work dir.
+
+Each repeat audits both windows into a fresh output (one session, warmed by the first repeat) and
+times the second window: the figure per share is the median of the second window's seconds, its
+replay stage's seconds, the records it audited and the groups it carried without records. Compare
+shares within one run: the difference between a share and `1` divided by the idle groups is what an
+idle group costs a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from benchmarks.bench_nightly import window_bounds
+from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ROOT, ensure_input, scale_config
+from benchmarks.measures import StageTee
+from jobs.audit import run_audit
+from jobs.config import load_config
+from jobs.spark_session import build_session
+
+_REPLAY_STAGE = re.compile(r"^stage replay .*: .* in ([0-9.]+) s")
+
+
+def _key_groups(keys: pa.Array) -> pa.Array:
+    """The group id of each `__consumer_offsets` key (every key type starts with a version and the
+    group string: an int16 length and its UTF-8), read once per distinct key."""
+    encoded = pc.dictionary_encode(keys)
+    names = [int.from_bytes(k[2:4], "big", signed=True) for k in encoded.dictionary.to_pylist()]
+    groups = [k[4:4 + n].decode("utf-8") if n >= 0 else None
+              for k, n in zip(encoded.dictionary.to_pylist(), names, strict=True)]
+    return pa.array(groups, pa.string()).take(encoded.indices)
+
+
+def write_input(source: Path, target: Path, *, cut_ms: int, share: float) -> tuple[int, int]:
+    """`source` without the records of the inactive groups at or after `cut_ms` into `target` (one
+    Parquet file per source file); (active groups, groups)."""
+    dataset = ds.dataset(str(source), format="parquet")
+    everyone = sorted(set(pc.unique(_key_groups(dataset.to_table(columns=["key"]).column("key").combine_chunks()))
+                          .to_pylist()) - {None})
+    active = pa.array(everyone[:max(1, round(share * len(everyone)))], pa.string())
+    target.mkdir(parents=True)
+    for i, fragment in enumerate(dataset.get_fragments()):
+        table = fragment.to_table()
+        ts = pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("ms", "UTC"), safe=False), pa.int64())
+        keep = pc.or_(pc.less(ts, cut_ms), pc.is_in(_key_groups(table.column("key").combine_chunks()), active))
+        pq.write_table(table.filter(keep), target / f"part-{i:05d}.parquet")
+    return len(active), len(everyone)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_idle", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=int, default=5_000_000, help="records of the input (default 5,000,000)")
+    p.add_argument("--groups", type=int, default=1250, help="consumer groups of the input (default 1,250)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--active", default="0.1,1", help="shares of groups with records in the second window (default 0.1,1)")
+    p.add_argument("--repeats", type=int, default=3, help="chains per share (default 3; the first also warms up)")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "bench")
+    p.add_argument("--work-dir", type=Path, help="parent of the inputs' and outputs' temp dir (default: system temp)")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    args = p.parse_args(argv)
+    shares = [float(s) for s in args.active.split(",")]
+    if not shares or any(not 0 < s <= 1 for s in shares):
+        p.error("--active: shares in (0, 1], comma-separated")
+    if args.repeats < 1:
+        p.error("--repeats must be at least 1")
+
+    source, _ = ensure_input(scale_config(args.records, args.groups, args.seed), args.cache_dir)
+    (first, _), (cut, last) = window_bounds(source, 2)
+    work = Path(tempfile.mkdtemp(prefix="bench-idle-", dir=args.work_dir))
+    spark = build_session(master=args.master, conf={"spark.driver.memory": DEFAULT_DRIVER_MEMORY})
+    spark.sparkContext.setLogLevel("ERROR")
+    figures: dict[str, Any] = {}
+    try:
+        inputs = {}
+        for share in shares:
+            inputs[share] = (work / f"input-{share}", *write_input(source, work / f"input-{share}",
+                                                                   cut_ms=int(cut.timestamp() * 1000), share=share))
+            print(f"input for share {share}: {inputs[share][1]:,} of {inputs[share][2]:,} groups active after "
+                  f"{cut.isoformat()}", flush=True)
+        runs: dict[float, list[dict[str, Any]]] = {s: [] for s in shares}
+        for repeat in range(args.repeats):
+            for share in shares:  # alternating shares: a drift of the machine's load touches each alike
+                path, active, groups = inputs[share]
+                out = work / f"out-{share}-{repeat}"
+                seconds = []
+                for since, until in ((first, cut), (cut, last)):
+                    cfg = load_config(None, {"input.path": str(path), "input.format": "parquet",
+                                             "output.path": str(out), "window.since": since.isoformat(),
+                                             "window.until": until.isoformat()})
+                    tee = StageTee(sys.stderr)
+                    t0 = time.perf_counter()
+                    with contextlib.redirect_stderr(tee):
+                        summary = run_audit(spark, cfg)
+                    seconds.append(time.perf_counter() - t0)
+                replay = next((float(m.group(1)) for line in tee.lines if (m := _REPLAY_STAGE.match(line))), None)
+                records = summary.counts.get("records_in", 0) - summary.counts.get("filtered_by_window", 0)
+                runs[share].append({"seconds": round(seconds[1], 3), "replay_s": replay, "records": records,
+                                    "idle_groups": groups - active})
+                print(f"repeat {repeat} share {share}: second window {seconds[1]:.2f} s (replay stage "
+                      f"{replay} s), {records:,} records, {groups - active:,} idle groups", flush=True)
+                shutil.rmtree(out, ignore_errors=True)
+        for share, rows in runs.items():
+            kept = rows[1:] or rows  # the first repeat warms the session up
+            figures[str(share)] = {"second_window_s": float(np.median([r["seconds"] for r in kept])),
+                                   "replay_stage_s": float(np.median([r["replay_s"] or 0 for r in kept])),
+                                   "records": rows[0]["records"], "idle_groups": rows[0]["idle_groups"]}
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(figures, indent=1))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"figures": figures}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
