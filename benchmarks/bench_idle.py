@@ -9,7 +9,8 @@ come from the groups that ran. The input is the main benchmark's scale-mode inpu
 1,250 groups by default) cut in two windows at its median record time. The first window holds
 every group's records; the second only those of the active groups (the first `share` of the
 groups in name order). Each share gets a copy of the input without the other groups' records after
-the cut, written once under the work dir.
+the cut (each partition's offsets numbered again without holes, as if those groups had written
+nothing), written once under the work dir.
 
 Each repeat audits both windows into a fresh output (one session, warmed by the first repeat) and
 times the second window: the figure per share is the median of the second window's seconds, its
@@ -57,19 +58,29 @@ def _key_groups(keys: pa.Array) -> pa.Array:
     return pa.array(groups, pa.string()).take(encoded.indices)
 
 
-def write_input(source: Path, target: Path, *, cut_ms: int, share: float) -> tuple[int, int]:
-    """`source` without the records of the inactive groups at or after `cut_ms` into `target` (one
-    Parquet file per source file); (active groups, groups)."""
-    dataset = ds.dataset(str(source), format="parquet")
-    everyone = sorted(set(pc.unique(_key_groups(dataset.to_table(columns=["key"]).column("key").combine_chunks()))
-                          .to_pylist()) - {None})
+def write_input(source: Path, target: Path, *, cut_ms: int, share: float, files: int = 8) -> tuple[int, int]:
+    """`source` without the records of the inactive groups at or after `cut_ms`, into `target`
+    (`files` Parquet files); (active groups, groups). Each partition's offsets are numbered again
+    without holes, as in a log those groups never wrote to: a hole would be offsets never read,
+    which the job reports as a `history_gap` on every group of the partition."""
+    table = ds.dataset(str(source), format="parquet").to_table()
+    groups = _key_groups(table.column("key").combine_chunks())
+    everyone = sorted(set(pc.unique(groups).to_pylist()) - {None})
     active = pa.array(everyone[:max(1, round(share * len(everyone)))], pa.string())
+    ts = pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("ms", "UTC"), safe=False), pa.int64())
+    table = table.filter(pc.or_(pc.less(ts, cut_ms), pc.is_in(groups, active)))
+    table = table.sort_by([("partition", "ascending"), ("offset", "ascending")])
+    partition = table.column("partition").to_numpy()
+    offset = table.column("offset").to_numpy()
+    starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]]))
+    rank = np.arange(len(offset)) - np.repeat(starts, np.diff(np.append(starts, len(offset))))
+    renumbered = np.repeat(offset[starts], np.diff(np.append(starts, len(offset)))) + rank
+    table = table.set_column(table.schema.get_field_index("offset"), "offset",
+                             pa.array(renumbered, table.schema.field("offset").type))
     target.mkdir(parents=True)
-    for i, fragment in enumerate(dataset.get_fragments()):
-        table = fragment.to_table()
-        ts = pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("ms", "UTC"), safe=False), pa.int64())
-        keep = pc.or_(pc.less(ts, cut_ms), pc.is_in(_key_groups(table.column("key").combine_chunks()), active))
-        pq.write_table(table.filter(keep), target / f"part-{i:05d}.parquet")
+    step = -(-table.num_rows // files)
+    for i in range(files):
+        pq.write_table(table.slice(i * step, step), target / f"part-{i:05d}.parquet")
     return len(active), len(everyone)
 
 

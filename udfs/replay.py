@@ -53,11 +53,12 @@ table's rows in the order the audit produced them); the wide output has no other
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pyarrow as pa
@@ -117,6 +118,7 @@ __all__ = [
     "REPLAY_SCHEMA",
     "STATE_FIELDS",
     "STATE_TABLE",
+    "STATE_WINDOWS_TYPE",
     "STRETCH_COLUMNS",
     "TIMING_FIELDS",
     "ResumeMode",
@@ -156,9 +158,10 @@ record. The replay merges them into the open offset window (`GroupAuditor.merge_
 evidence come out of the audit as if every commit had been fed."""
 
 STATE_WINDOWS_COLUMN = "state_windows"
-"""Optional input column of a saved-state row: the group's open offset summaries as JSON (the
-`group_state.offset_windows` array, `OFFSET_WINDOW_STRUCT` objects), restored into the resumed
-audit (`GroupAuditor.restore_summaries`)."""
+"""Optional input column of a saved-state row: the group's open offset summaries, as
+`group_state.offset_windows` stores them (a list of `OFFSET_WINDOW_STRUCT`, `STATE_WINDOWS_TYPE`
+in Arrow), restored into the resumed audit (`GroupAuditor.restore_summaries`), or passed on as
+they are for a group that reads no record."""
 
 ResumeMode = Literal["resume", "rerun", "warmup"]
 
@@ -349,6 +352,8 @@ def _wide_batch(out: _TableOut, rows: list[Any], *, schema: pa.Schema, carried: 
 
 _WINDOWS_POSITION = _ARROW_SCHEMA.get_field_index(_column(STATE_TABLE, "offset_windows"))
 _WINDOWS_TYPE = _ARROW_SCHEMA.field(_WINDOWS_POSITION).type
+STATE_WINDOWS_TYPE: pa.DataType = _WINDOWS_TYPE
+"""`STATE_WINDOWS_COLUMN`'s Arrow type: the `offset_windows` column of the `_state` rows."""
 
 
 STATE_STORED_TABLE = "group_state"
@@ -378,6 +383,34 @@ def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
     fields = [pa.array(col, type=struct_type.field(k).type) for k, col in enumerate(columns)]
     values = pa.StructArray.from_arrays(fields, fields=list(struct_type))
     return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), values, type=_WINDOWS_TYPE)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _KeptWindows:
+    """A saved state's offset windows passed on as they came in: row `index` of `array` (an input
+    batch's `STATE_WINDOWS_COLUMN`; None: the input has none, the windows are empty)."""
+
+    array: pa.Array | None
+    index: int
+
+
+def _state_windows(items: list[_OpenWindows | _KeptWindows]) -> pa.Array:
+    """The `offset_windows` column of some `_state` rows, in order: built from the open rows
+    (`_open_windows`) or taken from the input (`_KeptWindows`; a null taken as empty), run by run."""
+    parts: list[pa.Array] = []
+    for kept, run in itertools.groupby(items, key=lambda w: isinstance(w, _KeptWindows)):
+        if not kept:
+            parts.append(_open_windows(cast(list[_OpenWindows], list(run))))
+            continue
+        for _, refs in itertools.groupby(cast(Iterable[_KeptWindows], run), key=lambda w: id(w.array)):
+            taken = list(refs)
+            source = taken[0].array
+            if source is None:
+                parts.append(pa.array([[]] * len(taken), _WINDOWS_TYPE))
+                continue
+            values = source.take(pa.array([w.index for w in taken], pa.int64())).cast(_WINDOWS_TYPE)
+            parts.append(pc.fill_null(values, pa.scalar([], _WINDOWS_TYPE)))
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
 class _Output:
@@ -415,14 +448,14 @@ class _Output:
         self._state(auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
                     auditor.window(), auditor.window_record_value(), changed, open_rows, auditor.open_summaries())
 
-    def add_rest(self, rest: AtRest, state: str) -> None:
+    def add_rest(self, rest: AtRest, state: str, windows: _KeptWindows) -> None:
         """The counts and `_state` rows of a group resumed from `state` (its saved auditor state, as
-        saved) that read no record (`rest`: `GroupAuditor.at_rest`)."""
+        saved) and `windows` (its saved offset windows) that read no record (`rest`: `GroupAuditor.
+        at_rest`): both come out as they came in."""
         if self.wants(COUNTS_TABLE):
             self.add_counts(rest.group_id, NO_COUNTS, (0.0, 0.0, 0.0))
         if self.wants(STATE_TABLE):
-            self._state(rest.group_id, state, rest.window, rest.window_record_value, False,
-                        [r for r in rest.window_rows if type(r) is OffsetCommitRow], rest.summaries)
+            self.states.append((rest.group_id, state, *rest.window, rest.window_record_value, False, windows))
 
     def _state(self, group_id: str | None, state: str, window: tuple[Any, Any, Any, Any], value: bytes | None,
                changed: bool, open_rows: list[OffsetCommitRow], summaries: Mapping[tuple[str, int], OffsetSummary],
@@ -462,7 +495,7 @@ class _Output:
         if self.counts:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts, schema=schema))
         if self.states:
-            windows = _open_windows([state[-1] for state in self.states])
+            windows = _state_windows([state[-1] for state in self.states])
             if files is not None and files.writes(STATE_STORED_TABLE):
                 files.add(STATE_STORED_TABLE, [*row_columns(self.states, _but_last, len(STATE_FIELDS) - 1), windows])
             else:
@@ -481,9 +514,9 @@ class _Output:
 
 
 _Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any],
-                 dict[str, list[Any]] | None, list[Any] | None]
+                 dict[str, list[Any]] | None, pa.Array | None]
 """One input batch as Python lists, in INPUT_COLUMNS order, then the `STRETCH_COLUMNS` (None when
-the input has none) and the `STATE_WINDOWS_COLUMN` (None when absent)."""
+the input has none), and the `STATE_WINDOWS_COLUMN` as Arrow (None when absent)."""
 
 
 def group_runs(groups: list[Any]) -> Iterator[tuple[Any, int, int]]:
@@ -616,10 +649,10 @@ def _stretch_rows(auditor: GroupAuditor, x: dict[str, list[Any]], i: int, p: int
                                  first_commit_record_ts=x["first_commit_record_ts"][i] if commits else None)
 
 
-def _summaries(windows_json: Any) -> dict[tuple[str, int], OffsetSummary]:
-    """A saved state's open offset summaries (`STATE_WINDOWS_COLUMN`: `OFFSET_WINDOW_STRUCT` objects)."""
+def _summaries(windows: Sequence[Mapping[str, Any]] | None) -> dict[tuple[str, int], OffsetSummary]:
+    """A saved state's open offset summaries (a `STATE_WINDOWS_COLUMN` value: `OFFSET_WINDOW_STRUCT` dicts)."""
     out: dict[tuple[str, int], OffsetSummary] = {}
-    for w in json.loads(windows_json) if windows_json else ():
+    for w in windows or ():
         out[(w["topic"], w["partition"])] = OffsetSummary.of_stretch(
             w["commits"], w["tombstones"], w["regressions"], w["first_offset"], w["last_offset"],
             w["first_commit_timestamp"], w["last_commit_timestamp"], w["first_source_offset"],
@@ -627,8 +660,7 @@ def _summaries(windows_json: Any) -> dict[tuple[str, int], OffsetSummary]:
     return out
 
 
-def _at_rest(state: Any, windows_json: Any, mode: ResumeMode, gaps: Mapping[int, HistoryGap]
-             ) -> tuple[AtRest, str] | None:
+def _at_rest(state: Any, mode: ResumeMode, gaps: Mapping[int, HistoryGap]) -> tuple[AtRest, str] | None:
     """A saved group that read no record, carried forward without resuming its audit (`GroupAuditor.
     at_rest`; with its saved state's JSON as saved), when that gives what resuming it would: under
     `resume` (its unchanged open rows are dropped; `rerun` would carry them again), from a state
@@ -641,19 +673,20 @@ def _at_rest(state: Any, windows_json: Any, mode: ResumeMode, gaps: Mapping[int,
     data = json.loads(text)
     if data.get("window", {}).get("summaries"):
         return None
-    rest = GroupAuditor.at_rest(data, _summaries(windows_json))
+    rest = GroupAuditor.at_rest(data)
     if any(p in gaps for p in rest.partitions):
         return None
     return rest, text
 
 
-def _resumed(group_id: Any, state: Any, windows_json: Any, load_path: bool, observe: bool) -> GroupAuditor:
+def _resumed(group_id: Any, state: Any, windows: Sequence[Mapping[str, Any]] | None, load_path: bool,
+             observe: bool) -> GroupAuditor:
     """The auditor of a saved state (`STATE_FIELDS`' auditor_state; empty: a group the earlier run
     saw only through offset commits, which starts afresh), its open offset summaries put back from
-    `windows_json` when given and not empty."""
+    `windows` when given and not empty."""
     auditor = (GroupAuditor.from_dict(json.loads(state), load_path=load_path, observe=observe) if state
                else GroupAuditor(group_id, load_path=load_path, observe=observe))
-    summaries = _summaries(windows_json)
+    summaries = _summaries(windows)
     if summaries:
         auditor.restore_summaries(summaries)
     return auditor
@@ -671,23 +704,24 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     gaps = gaps or {}
     group: _Group | None = None
     current: object = object()  # no group yet (None is a real key: records whose key did not parse)
-    saved: tuple[Any, Any] | None = None
+    saved: tuple[Any, _KeptWindows] | None = None
     """The current group's saved state and offset windows, until its first record resumes it (a
     group that reads none is carried forward without resuming, when `_at_rest` allows)."""
 
     def resume() -> _Group:
         nonlocal saved
         assert saved is not None
-        auditor = _resumed(current, saved[0], saved[1], load_path, observe)
+        state, kept = saved
+        windows = kept.array[kept.index].as_py() if kept.array is not None else None
         saved = None
-        return _Group(auditor, mode, gaps, keep=derive)
+        return _Group(_resumed(current, state, windows, load_path, observe), mode, gaps, keep=derive)
 
     def close() -> None:
         nonlocal group, saved
         if group is None and saved is not None:
-            rest = _at_rest(saved[0], saved[1], mode, gaps)
+            rest = _at_rest(saved[0], mode, gaps)
             if rest is not None:
-                out.add_rest(*rest)
+                out.add_rest(*rest, saved[1])
                 saved = None
                 return
             group = resume()
@@ -717,7 +751,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 current = gid
             while start < end and states[start] is not None:  # a saved state: resumed at the group's first record
                 if group is None and saved is None:
-                    saved = (states[start], windows[start] if windows is not None else None)
+                    saved = (states[start], _KeptWindows(windows, start))
                 start += 1
             if start == end:
                 continue
@@ -774,7 +808,7 @@ def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
     states = c("state").to_pylist() if "state" in names else [None] * n
     missing = c("missing").to_pylist() if "missing" in names else [None] * n
     stretch = {name: c(name).to_pylist() for name in STRETCH_COLUMNS} if "_kind" in names else None
-    windows = c(STATE_WINDOWS_COLUMN).to_pylist() if STATE_WINDOWS_COLUMN in names else None
+    windows = c(STATE_WINDOWS_COLUMN) if STATE_WINDOWS_COLUMN in names else None
     return (c("group_id").to_pylist(), c("partition").to_pylist(), c("offset").to_pylist(),
             c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist(), states, missing,
             stretch, windows)
@@ -900,9 +934,9 @@ _SCAN_TYPES = {name: t for name, t, _ in SCAN_FIELDS}
 _HANDED_SCHEMA = pa.schema([
     ("group_id", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp_ms", pa.int64()),
     ("key", pa.binary()), ("value", pa.binary()), ("state", pa.binary()), ("missing", pa.int64()),
-    *((name, _SCAN_TYPES[name]) for name in STRETCH_COLUMNS), (STATE_WINDOWS_COLUMN, pa.string())])
+    *((name, _SCAN_TYPES[name]) for name in STRETCH_COLUMNS), (STATE_WINDOWS_COLUMN, _WINDOWS_TYPE)])
 """The replay's input (`replay_input`'s columns) as the handoff's replay tasks build it."""
-_STATE_SCHEMA = pa.schema([("group_id", pa.string()), ("state", pa.binary()), (STATE_WINDOWS_COLUMN, pa.string())])
+_STATE_SCHEMA = pa.schema([("group_id", pa.string()), ("state", pa.binary()), (STATE_WINDOWS_COLUMN, _WINDOWS_TYPE)])
 _STATE_COLUMNS = tuple(_STATE_SCHEMA.names)
 HANDOFF_REPORT_SCHEMA = "path string, bucket int, row_group int, rows long"
 """Spark schema of `make_handoff_fn`'s output (`udfs.handoff.REPORT_FIELDS`)."""
@@ -946,7 +980,7 @@ def handed_input(rows: pa.Table | None, states: pa.Table | None, *,
             "missing": (_side_missing(rows, side, consts) if consts is not None else pa.nulls(n, pa.int64())),
             "_kind": pc.if_else(pa.array(side), pa.scalar(None, pa.string()), kind),
             **{name: rows.column(name) for name in STRETCH_COLUMNS[1:]},
-            STATE_WINDOWS_COLUMN: pa.nulls(n, pa.string())}
+            STATE_WINDOWS_COLUMN: pa.nulls(n, _WINDOWS_TYPE)}
         tables.append(pa.table(columns).cast(_HANDED_SCHEMA))
     if states is not None and states.num_rows:
         n = states.num_rows
@@ -1068,10 +1102,10 @@ def replay_input(records: DataFrame, stretches: DataFrame | None = None, states:
     """The replay's input rows as `replay_frame` takes them: `records` (group_id, partition, offset,
     timestamp_ms, key, value, and `missing` when the job tracks it), the single pass's `stretches`
     (`Scan.stretches`: group_id, partition, offset, timestamp_ms and `STRETCH_COLUMNS`) and saved
-    `states` (group_id, `state` as JSON bytes, `STATE_WINDOWS_COLUMN`), each with the others'
-    columns null, repartitioned by group into `shards` partitions and sorted within them by
+    `states` (group_id, `state` as JSON bytes, `STATE_WINDOWS_COLUMN`: `group_state.offset_windows`),
+    each with the others' columns null, repartitioned by group into `shards` partitions and sorted within them by
     (group, partition, offset)."""
-    from pyspark.sql.types import BinaryType, LongType, StringType
+    from pyspark.sql.types import BinaryType, LongType
 
     def typed(df: DataFrame, name: str, t: Any) -> Any:
         return F.col(name) if name in df.columns else F.lit(None).cast(t).alias(name)
@@ -1087,7 +1121,7 @@ def replay_input(records: DataFrame, stretches: DataFrame | None = None, states:
             "group_id", F.lit(-1).cast("int").alias("partition"), F.lit(-1).cast("long").alias("offset"),
             F.lit(None).cast(LongType()).alias("timestamp_ms"),
             *[F.lit(None).cast(BinaryType()).alias(c) for c in ("key", "value")], F.col("state").cast(BinaryType()),
-            F.lit(None).cast(LongType()).alias("missing"), F.col(STATE_WINDOWS_COLUMN).cast(StringType())))
+            F.lit(None).cast(LongType()).alias("missing"), F.col(STATE_WINDOWS_COLUMN)))
     out = frames[0]
     for df in frames[1:]:
         out = out.unionByName(df, allowMissingColumns=True)

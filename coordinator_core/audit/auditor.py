@@ -104,8 +104,7 @@ NO_COUNTS = AuditCounts(0, 0, 0, 0, 0, 0, 0, 0, 0)
 class AtRest:
     """What an audit resumed from a saved state and fed no record reports at its end, read from the
     state without resuming it (`GroupAuditor.at_rest`): no GroupMetadata record is decoded or
-    replayed, no generation or assignment row is built. Its rows and state are those of the saved
-    state, unchanged."""
+    replayed, no row is built. Its rows and state are those of the saved state, unchanged."""
 
     group_id: str
     partitions: tuple[int, ...]
@@ -114,10 +113,6 @@ class AtRest:
     """As `GroupAuditor.window()`."""
     window_record_value: bytes | None
     """As `GroupAuditor.window_record_value()`."""
-    window_rows: list[AuditRow]
-    """The open window's `offset_commits` rows, as `GroupAuditor.finish` gives them."""
-    summaries: dict[TopicPartition, OffsetSummary]
-    """As `GroupAuditor.open_summaries()`."""
 
 
 _LOAD_CONFIG = CoordinatorConfig()
@@ -394,23 +389,18 @@ class GroupAuditor:
         return self
 
     @staticmethod
-    def at_rest(data: dict[str, Any], summaries: dict[TopicPartition, OffsetSummary]) -> AtRest:
-        """What `from_dict(data)` with `restore_summaries(summaries)` would report after `finish()`
-        with no record fed (`AtRest`), without resuming: a run that reads none of a group's records
-        carries its state forward at the cost of reading the JSON. `summaries` replace those saved
-        in `data` when there are some, as in `_resumed`; a state saved with `to_dict(summaries=False)`
-        is its own `to_dict(summaries=False)` after resuming."""
+    def at_rest(data: dict[str, Any]) -> AtRest:
+        """What `from_dict(data)` would report after `finish()` with no record fed (`AtRest`),
+        without resuming: a run that reads none of a group's records carries its state forward at
+        the cost of reading the JSON. A state saved with `to_dict(summaries=False)` is its own
+        `to_dict(summaries=False)` after resuming, and its open summaries (kept apart) are unchanged."""
         if data.get("format") != STATE_FORMAT:
             raise ValueError(f"audit state format {data.get('format')!r} is not {STATE_FORMAT}")
-        group_id = data["group_id"]
-        window = OffsetWindow.from_dict(data["window"], None)
-        if summaries:
-            window.summaries = summaries
+        w = OffsetWindow.from_dict(data["window"], None)
         rec = data["group_record"]
-        return AtRest(group_id, tuple(sorted(int(p) for p, _ in data["positions"])),
-                      (window.generation_id, window.state, window.start_partition, window.start_offset),
-                      base64.b64decode(rec["value"]) if rec is not None else None,
-                      window.rows(group_id or "", end_offset=None), summaries)
+        return AtRest(data["group_id"], tuple(sorted(int(p) for p, _ in data["positions"])),
+                      (w.generation_id, w.state, w.start_partition, w.start_offset),
+                      base64.b64decode(rec["value"]) if rec is not None else None)
 
     # ------------------------------------------------------------------------------------------
     # slow path: first record of a topic-partition, GroupMetadata, anything unusual

@@ -29,7 +29,7 @@ from jobs.audit import run_audit
 from jobs.config import load_config
 from tests.spark.test_spark_nightly import _scale_log
 from udfs import handoff as H
-from udfs.replay import handed_input
+from udfs.replay import STATE_WINDOWS_TYPE, handed_input
 from udfs.scan import KIND_PARTIAL, KIND_RANGE, KIND_SIDE, SCAN_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ def test_a_buckets_input_is_sorted_filtered_and_counted_as_spark_does_it() -> No
         {"_kind": KIND_SIDE, "group_id": "a", "partition": 0, "offset": 3, "chunk": 8, "records_in": 1},
         {"_kind": KIND_SIDE, "group_id": "skip-me", "partition": 0, "offset": 1, "chunk": 7, "records_in": 0},
     ])])
-    states = pa.table({"group_id": ["b"], "state": [b"{}"], "state_windows": ["[]"]})
+    states = pa.table({"group_id": ["b"], "state": [b"{}"], "state_windows": pa.array([[]], STATE_WINDOWS_TYPE)})
     consts = {(7, 1): 100}  # chunk 8 has none: its side records' count stays unknown
     out = handed_input(rows, states, consts=consts, group_ok=lambda g: not g.startswith("skip"))
     assert out is not None

@@ -25,6 +25,7 @@ from udfs.replay import (
     REPLAY_DERIVED_SCHEMA,
     REPLAY_SCHEMA,
     STATE_TABLE,
+    STATE_WINDOWS_TYPE,
     group_runs,
     make_replay_fn,
     replay_frame,
@@ -120,13 +121,19 @@ def test_arrow_batches_give_the_audits_rows_in_bounded_batches() -> None:
         assert sum(b.num_rows for b in out) == sum(sum(c.values()) for c in expected.values()) + states
 
 
-def _windows_json(auditor: GroupAuditor) -> str:
-    """The auditor's open summaries as `group_state.offset_windows` keeps them (JSON)."""
+def _windows(auditor: GroupAuditor) -> list[dict[str, Any]]:
+    """The auditor's open summaries as `group_state.offset_windows` keeps them."""
     gen, state, _, start = auditor.window()
-    return json.dumps([{**dataclasses.asdict(s.row("grp-a", t, p, generation_id=gen, window_state=state,
-                                                    window_start_offset=start, window_end_offset=None)),
-                        "last_commit_source_offset": s.last_commit_source_offset}
-                       for (t, p), s in auditor.open_summaries().items()])
+    assert auditor.group_id is not None
+    return [{**dataclasses.asdict(s.row(auditor.group_id, t, p, generation_id=gen, window_state=state,
+                                        window_start_offset=start, window_end_offset=None)),
+             "last_commit_source_offset": s.last_commit_source_offset}
+            for (t, p), s in auditor.open_summaries().items()]
+
+
+STATE_INPUT_SCHEMA = pa.schema([*INPUT_SCHEMA, pa.field("state", pa.binary()), pa.field("missing", pa.int64()),
+                                pa.field("state_windows", STATE_WINDOWS_TYPE)])
+"""The records' columns, a saved state's and its offset windows'."""
 
 
 @pytest.mark.parametrize("summaries", ["in_state", "apart"])
@@ -141,12 +148,10 @@ def test_a_resumed_group_gives_the_rows_of_one_pass_with_the_earlier_open_rows_c
         first = GroupAuditor("grp-a")
         earlier = [*first.feed([r[1:] for r in log[:k]]), *first.finish()]
         state = first.to_dict(summaries=summaries == "in_state")
-        windows = _windows_json(first) if summaries == "apart" else None
+        windows = _windows(first) if summaries == "apart" else None
         marker = ("grp-a", -1, -1, None, None, None, json.dumps(state).encode(), None, windows)
         rows = [(*r, None, None, None) for r in log[k:]]
-        table = pa.table(list(zip(*[marker, *rows], strict=True)), schema=pa.schema(
-            [*INPUT_SCHEMA, pa.field("state", pa.binary()), pa.field("missing", pa.int64()),
-             pa.field("state_windows", pa.string())]))
+        table = pa.table(list(zip(*[marker, *rows], strict=True)), schema=STATE_INPUT_SCHEMA)
         out = pa.Table.from_batches(list(make_replay_fn(mode="resume")(iter(table.to_batches()))))
         carried = out.filter(pc.fill_null(out.column("_carried"), False))
         new = out.filter(pc.invert(pc.fill_null(out.column("_carried"), False)))
@@ -249,11 +254,9 @@ def test_a_group_saved_without_auditor_state_resumes_with_its_open_offset_summar
            .commit("t", 0, 7).records]
     first = GroupAuditor("grp-c")
     (open_row,) = [*first.feed([r[1:] for r in log[:2]]), *first.finish()]
-    windows = _windows_json(first).replace('"grp-a"', '"grp-c"')
+    windows = _windows(first)
     marker = ("grp-c", -1, -1, None, None, None, b"", None, windows)
-    table = pa.table(list(zip(*[marker, *[(*r, None, None, None) for r in log[2:]]], strict=True)), schema=pa.schema(
-        [*INPUT_SCHEMA, pa.field("state", pa.binary()), pa.field("missing", pa.int64()),
-         pa.field("state_windows", pa.string())]))
+    table = pa.table(list(zip(*[marker, *[(*r, None, None, None) for r in log[2:]]], strict=True)), schema=STATE_INPUT_SCHEMA)
     out = pa.Table.from_batches(list(make_replay_fn(mode="resume")(iter(table.to_batches()))))
     rows = [r for r in out.to_pylist() if r["_table"] == "offset_commits"]
     assert len(rows) == 1 and rows[0]["_carried"]
@@ -324,12 +327,10 @@ def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_wo
             first = GroupAuditor(group)
             list(first.feed(records))
             state = first.to_dict(summaries=summaries == "in_state")
-            windows = _windows_json(first).replace("grp-a", group) if summaries == "apart" else None
+            windows = _windows(first) if summaries == "apart" else None
             markers.append((group, None, None, None, None, None, json.dumps(state, separators=(",", ":")).encode(),
                             None, windows))
-        table = pa.table(list(zip(*markers, strict=True)), schema=pa.schema(
-            [*INPUT_SCHEMA, pa.field("state", pa.binary()), pa.field("missing", pa.int64()),
-             pa.field("state_windows", pa.string())]))
+        table = pa.table(list(zip(*markers, strict=True)), schema=STATE_INPUT_SCHEMA)
         for mode, gaps in (("resume", None), ("resume", {3: HistoryGap(3, 1, 9, 7, 1_700_000_000_000)}),
                            ("rerun", None)):
             carried = _replayed(table, mode=mode, gaps=gaps)
