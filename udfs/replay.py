@@ -27,10 +27,11 @@ that run's first attempt touched are all rewritten), `warmup` (the state was reb
 from records before the window: no earlier rows exist, every row is new). One more row per group,
 `_table == "_state"`, carries its state after this run (`STATE_FIELDS`), so the next run can resume.
 A group's audit is resumed at its first record: a group that reads none is carried forward from
-its saved state as it is (`GroupAuditor.at_rest`; its open rows unchanged, its counts zero), which
-is what resuming and finishing it would give, without decoding its GroupMetadata record, replaying
-it or rebuilding its rows (`_at_rest` says when: under `resume`, no gap on its partitions). A
-nightly run over a cluster whose groups are mostly idle pays for the groups that moved.
+its saved state as it is (`GroupAuditor.at_rest`; its state JSON and offset windows passed on as
+they came in, its counts zero), which is what resuming and finishing it would give, without
+decoding its GroupMetadata record, replaying it or rebuilding its rows (`_at_rest` says when: under
+`resume`, no gap on its partitions). A nightly run over a cluster whose groups are mostly idle
+pays for the groups that moved.
 
 Derived tables (`replay_frame(derive=True)`). When a run's own rows are all the derivation needs
 (a fresh output: no earlier run's rows to add; no broker account to attach), each group's
