@@ -21,14 +21,11 @@ idle group costs a run.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
 import re
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +35,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from benchmarks.bench_nightly import window_bounds
-from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ROOT, ensure_input, scale_config
-from benchmarks.measures import StageTee
-from jobs.audit import run_audit
-from jobs.config import load_config
+from benchmarks.bench_nightly import audit_window, chain_arguments, window_bounds
+from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ensure_input, scale_config
 from jobs.spark_session import build_session
 
 _REPLAY_STAGE = re.compile(r"^stage replay .*: .* in ([0-9.]+) s")
@@ -85,17 +79,9 @@ def write_input(source: Path, target: Path, *, cut_ms: int, share: float, files:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_idle", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--records", type=int, default=5_000_000, help="records of the input (default 5,000,000)")
-    p.add_argument("--groups", type=int, default=1250, help="consumer groups of the input (default 1,250)")
-    p.add_argument("--seed", type=int, default=0)
+    p = chain_arguments("python -m benchmarks.bench_idle", __doc__)
     p.add_argument("--active", default="0.1,1", help="shares of groups with records in the second window (default 0.1,1)")
     p.add_argument("--repeats", type=int, default=3, help="chains per share (default 3; the first also warms up)")
-    p.add_argument("--master", default="local[2]")
-    p.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "bench")
-    p.add_argument("--work-dir", type=Path, help="parent of the inputs' and outputs' temp dir (default: system temp)")
-    p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
     shares = [float(s) for s in args.active.split(",")]
     if not shares or any(not 0 < s <= 1 for s in shares):
@@ -121,21 +107,13 @@ def main(argv: list[str] | None = None) -> int:
             for share in shares:  # alternating shares: a drift of the machine's load touches each alike
                 path, active, groups = inputs[share]
                 out = work / f"out-{share}-{repeat}"
-                seconds = []
-                for since, until in ((first, cut), (cut, last)):
-                    cfg = load_config(None, {"input.path": str(path), "input.format": "parquet",
-                                             "output.path": str(out), "window.since": since.isoformat(),
-                                             "window.until": until.isoformat()})
-                    tee = StageTee(sys.stderr)
-                    t0 = time.perf_counter()
-                    with contextlib.redirect_stderr(tee):
-                        summary = run_audit(spark, cfg)
-                    seconds.append(time.perf_counter() - t0)
-                replay = next((float(m.group(1)) for line in tee.lines if (m := _REPLAY_STAGE.match(line))), None)
+                audit_window(spark, path, out, first, cut)
+                summary, seconds, stages = audit_window(spark, path, out, cut, last)
+                replay = next((float(m.group(1)) for line in stages if (m := _REPLAY_STAGE.match(line))), None)
                 records = summary.counts.get("records_in", 0) - summary.counts.get("filtered_by_window", 0)
-                runs[share].append({"seconds": round(seconds[1], 3), "replay_s": replay, "records": records,
+                runs[share].append({"seconds": round(seconds, 3), "replay_s": replay, "records": records,
                                     "idle_groups": groups - active})
-                print(f"repeat {repeat} share {share}: second window {seconds[1]:.2f} s (replay stage "
+                print(f"repeat {repeat} share {share}: second window {seconds:.2f} s (replay stage "
                       f"{replay} s), {records:,} records, {groups - active:,} idle groups", flush=True)
                 shutil.rmtree(out, ignore_errors=True)
         for share, rows in runs.items():

@@ -62,17 +62,36 @@ def growth(seconds: list[float]) -> float:
     return float(np.polyfit(x, np.asarray(seconds[1:]), 1)[0])
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_nightly", description=__doc__,
+def audit_window(spark: Any, input_dir: Path, out: Path, since: datetime, until: datetime, *,
+                 run_id: str | None = None) -> tuple[Any, float, list[str]]:
+    """One window of a chain audited into `out`: (the run's summary, its seconds, its stage lines)."""
+    cfg = load_config(None, {"input.path": str(input_dir), "input.format": "parquet", "output.path": str(out),
+                             "window.since": since.isoformat(), "window.until": until.isoformat()})
+    tee = StageTee(sys.stderr)
+    t0 = time.perf_counter()
+    with contextlib.redirect_stderr(tee):
+        summary = run_audit(spark, cfg, run_id=run_id)
+    return summary, time.perf_counter() - t0, tee.lines
+
+
+def chain_arguments(prog: str, description: str | None) -> argparse.ArgumentParser:
+    """The options of a benchmark that audits the scale-mode input as a chain of windows: the
+    input (records, groups, seed, cache dir), the master, the work dir and the JSON figures."""
+    p = argparse.ArgumentParser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--records", type=int, default=5_000_000, help="records of the input (default 5,000,000)")
     p.add_argument("--groups", type=int, default=1250, help="consumer groups of the input (default 1,250)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--windows", type=int, default=60, help="consecutive windows (nightly runs; default 60)")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "bench")
-    p.add_argument("--work-dir", type=Path, help="parent of the output's temp dir (default: system temp)")
+    p.add_argument("--work-dir", type=Path, help="parent of the temp dir it works in (default: system temp)")
     p.add_argument("--json", type=Path, help="also write the figures here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = chain_arguments("python -m benchmarks.bench_nightly", __doc__)
+    p.add_argument("--windows", type=int, default=60, help="consecutive windows (nightly runs; default 60)")
     p.add_argument("--keep", type=Path, help="move the output here at the end (replacing it) instead of deleting it")
     args = p.parse_args(argv)
     if args.windows < 3:
@@ -87,19 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     try:
         for i, (since, until) in enumerate(bounds):
-            cfg = load_config(None, {"input.path": str(input_dir), "input.format": "parquet",
-                                     "output.path": str(out), "window.since": since.isoformat(),
-                                     "window.until": until.isoformat()})
-            tee = StageTee(sys.stderr)
             t0 = time.perf_counter()
-            with contextlib.redirect_stderr(tee):
-                summary = run_audit(spark, cfg, run_id=f"bench-nightly-{i:04d}")
-            seconds = time.perf_counter() - t0
+            summary, seconds, stages = audit_window(spark, input_dir, out, since, until, run_id=f"bench-nightly-{i:04d}")
             table_highlights(spark, summary)  # what the command prints after a run (read back from Delta)
             summary_s = time.perf_counter() - t0 - seconds
             in_window = summary.counts.get("records_in", 0) - summary.counts.get("filtered_by_window", 0)
             rows.append({"window": i, "seconds": round(seconds, 3), "summary_s": round(summary_s, 3),
-                         "records": in_window, "resume": summary.resume, "stages": tee.lines})
+                         "records": in_window, "resume": summary.resume, "stages": stages})
             print(f"window {i:3d}/{len(bounds)}: {seconds:6.2f} s + summary {summary_s:5.2f} s, {in_window:,} "
                   f"records, {summary.resume}", flush=True)
     finally:

@@ -301,3 +301,36 @@ def test_peer_decode_reads_the_documented_layouts() -> None:
                                              GroupMetadataValue("consumer", 9, "range", "m-1", 0, ())))
     got = peer_decode(key, value)
     assert got is not None and got[0] == 2 and got[1] == "g" and got[9:] == (9, "consumer", "range", "m-1")
+
+
+def test_idle_input_keeps_the_active_groups_after_the_cut_without_holes(tmp_path: Path) -> None:
+    """`bench_idle.write_input`: every record before the cut, only the active groups' after it, each
+    partition's offsets numbered again from its first without a hole, the records in log order."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from benchmarks.bench_idle import write_input
+
+    def key(group: str) -> bytes:
+        return b"\x00\x01" + len(group).to_bytes(2, "big") + group.encode() + b"\x00\x01t\x00\x00\x00\x00"
+
+    groups = ["a", "b", "c", "d"]
+    rows = [(p, 100 + i, 1_000 * i, key(groups[(i + p) % 4])) for p in (0, 1) for i in range(20)]
+    source = tmp_path / "src"
+    source.mkdir()
+    pq.write_table(pa.table({"partition": pa.array([r[0] for r in rows], pa.int32()),
+                             "offset": pa.array([r[1] for r in rows], pa.int64()),
+                             "timestamp": pa.array([r[2] for r in rows], pa.timestamp("ms", "UTC")),
+                             "key": pa.array([r[3] for r in rows], pa.binary()),
+                             "value": pa.array([b"v%d" % i for i in range(len(rows))], pa.binary())}),
+                   source / "part-0.parquet")
+    assert write_input(source, tmp_path / "out", cut_ms=10_000, share=0.5, files=3) == (2, 4)
+    out = ds.dataset(str(tmp_path / "out"), format="parquet").to_table().to_pylist()
+    for p in (0, 1):
+        mine = [r for r in out if r["partition"] == p]
+        assert [r["offset"] for r in mine] == list(range(100, 100 + len(mine)))  # no hole
+        before = [r for r in rows if r[0] == p and r[2] < 10_000]
+        after = [r for r in rows if r[0] == p and r[2] >= 10_000 and r[3] in (key("a"), key("b"))]
+        assert [r["key"] for r in mine] == [r[3] for r in before + after]  # log order kept
+        assert len(mine) < 20
