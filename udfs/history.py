@@ -557,9 +557,8 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
     first, horizon = min(times), max(times) + 1
     days = range(_day_start(first), horizon, DAY_MS)
     acc: dict[int, dict[str, Any]] = {d: {"done": 0, "aborted": 0, "hours": defaultdict(int), "rebalancing": 0,
-                                          "unowned": 0, "empty": 0, "parts": set(), "static": set(),
-                                          "dynamic": set(), "joined": 0, "left": 0, "violations": 0,
-                                          "last_commit": None} for d in days}
+                                          "unowned": 0, "empty": 0, "joined": 0, "left": 0, "violations": 0,
+                                          "last_commit": None} for d in days}  # parts and owners: per day below
 
     def bucket(ms: int) -> dict[str, Any] | None:
         return acc.get(_day_start(ms))

@@ -352,8 +352,7 @@ def _wide_batch(out: _TableOut, rows: list[Any], *, schema: pa.Schema, carried: 
 
 
 _WINDOWS_POSITION = _ARROW_SCHEMA.get_field_index(_column(STATE_TABLE, "offset_windows"))
-_WINDOWS_TYPE = _ARROW_SCHEMA.field(_WINDOWS_POSITION).type
-STATE_WINDOWS_TYPE: pa.DataType = _WINDOWS_TYPE
+STATE_WINDOWS_TYPE: pa.DataType = _ARROW_SCHEMA.field(_WINDOWS_POSITION).type
 """`STATE_WINDOWS_COLUMN`'s Arrow type: the `offset_windows` column of the `_state` rows."""
 
 
@@ -378,12 +377,12 @@ def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
     ends = [0]
     for group_rows, _ in groups:
         ends.append(ends[-1] + len(group_rows))
-    struct_type = _WINDOWS_TYPE.value_type
+    struct_type = STATE_WINDOWS_TYPE.value_type
     columns = _columns(_ROW_TABLES[OffsetCommitRow], rows)
     columns.append([o for _, offsets in groups for o in offsets])
     fields = [pa.array(col, type=struct_type.field(k).type) for k, col in enumerate(columns)]
     values = pa.StructArray.from_arrays(fields, fields=list(struct_type))
-    return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), values, type=_WINDOWS_TYPE)
+    return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), values, type=STATE_WINDOWS_TYPE)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -407,10 +406,10 @@ def _state_windows(items: list[_OpenWindows | _KeptWindows]) -> pa.Array:
             taken = list(refs)
             source = taken[0].array
             if source is None:
-                parts.append(pa.array([[]] * len(taken), _WINDOWS_TYPE))
+                parts.append(pa.array([[]] * len(taken), STATE_WINDOWS_TYPE))
                 continue
-            values = source.take(pa.array([w.index for w in taken], pa.int64())).cast(_WINDOWS_TYPE)
-            parts.append(pc.fill_null(values, pa.scalar([], _WINDOWS_TYPE)))
+            values = source.take(pa.array([w.index for w in taken], pa.int64())).cast(STATE_WINDOWS_TYPE)
+            parts.append(pc.fill_null(values, pa.scalar([], STATE_WINDOWS_TYPE)))
     return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
@@ -446,8 +445,11 @@ class _Output:
     def add_state(self, auditor: GroupAuditor, changed: bool, open_rows: list[OffsetCommitRow]) -> None:
         """The group's `_state` row; `open_rows`: the open window's `offset_commits` rows, which
         `GroupAuditor.finish` gave at the group's end."""
-        self._state(auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
-                    auditor.window(), auditor.window_record_value(), changed, open_rows, auditor.open_summaries())
+        summaries = auditor.open_summaries()
+        windows: _OpenWindows = (open_rows, [summaries[(r.topic, r.partition)].last_commit_source_offset
+                                             for r in open_rows])
+        self.states.append((auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
+                            *auditor.window(), auditor.window_record_value(), changed, windows))
 
     def add_rest(self, rest: AtRest, state: str, windows: _KeptWindows) -> None:
         """The counts and `_state` rows of a group resumed from `state` (its saved auditor state, as
@@ -457,13 +459,6 @@ class _Output:
             self.add_counts(rest.group_id, NO_COUNTS, (0.0, 0.0, 0.0))
         if self.wants(STATE_TABLE):
             self.states.append((rest.group_id, state, *rest.window, rest.window_record_value, False, windows))
-
-    def _state(self, group_id: str | None, state: str, window: tuple[Any, Any, Any, Any], value: bytes | None,
-               changed: bool, open_rows: list[OffsetCommitRow], summaries: Mapping[tuple[str, int], OffsetSummary],
-               ) -> None:
-        windows: _OpenWindows = (open_rows, [summaries[(r.topic, r.partition)].last_commit_source_offset
-                                             for r in open_rows])
-        self.states.append((group_id, state, *window, value, changed, windows))
 
     def close_files(self) -> None:
         """Closes the task's files (the rows are all flushed): they come out at the next flush."""
@@ -935,9 +930,9 @@ _SCAN_TYPES = {name: t for name, t, _ in SCAN_FIELDS}
 _HANDED_SCHEMA = pa.schema([
     ("group_id", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp_ms", pa.int64()),
     ("key", pa.binary()), ("value", pa.binary()), ("state", pa.binary()), ("missing", pa.int64()),
-    *((name, _SCAN_TYPES[name]) for name in STRETCH_COLUMNS), (STATE_WINDOWS_COLUMN, _WINDOWS_TYPE)])
+    *((name, _SCAN_TYPES[name]) for name in STRETCH_COLUMNS), (STATE_WINDOWS_COLUMN, STATE_WINDOWS_TYPE)])
 """The replay's input (`replay_input`'s columns) as the handoff's replay tasks build it."""
-_STATE_SCHEMA = pa.schema([("group_id", pa.string()), ("state", pa.binary()), (STATE_WINDOWS_COLUMN, _WINDOWS_TYPE)])
+_STATE_SCHEMA = pa.schema([("group_id", pa.string()), ("state", pa.binary()), (STATE_WINDOWS_COLUMN, STATE_WINDOWS_TYPE)])
 _STATE_COLUMNS = tuple(_STATE_SCHEMA.names)
 HANDOFF_REPORT_SCHEMA = "path string, bucket int, row_group int, rows long"
 """Spark schema of `make_handoff_fn`'s output (`udfs.handoff.REPORT_FIELDS`)."""
@@ -981,7 +976,7 @@ def handed_input(rows: pa.Table | None, states: pa.Table | None, *,
             "missing": (_side_missing(rows, side, consts) if consts is not None else pa.nulls(n, pa.int64())),
             "_kind": pc.if_else(pa.array(side), pa.scalar(None, pa.string()), kind),
             **{name: rows.column(name) for name in STRETCH_COLUMNS[1:]},
-            STATE_WINDOWS_COLUMN: pa.nulls(n, _WINDOWS_TYPE)}
+            STATE_WINDOWS_COLUMN: pa.nulls(n, STATE_WINDOWS_TYPE)}
         tables.append(pa.table(columns).cast(_HANDED_SCHEMA))
     if states is not None and states.num_rows:
         n = states.num_rows
