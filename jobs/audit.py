@@ -52,6 +52,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyspark import SparkContext, StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -75,6 +76,7 @@ from udfs.replay import (
     STATE_WINDOWS_COLUMN,
     TIMING_FIELDS,
     ResumeMode,
+    saved_states_table,
     split_counts,
     split_files,
     split_state,
@@ -241,6 +243,17 @@ class AuditPass:
     """Tables whose new rows the replay's tasks wrote as files themselves (`udfs.table_files`)."""
 
 
+def saved_states(state: DataFrame, groups: Sequence[str] = ()) -> DataFrame:
+    """The replay's saved states (group_id, `state`, `STATE_WINDOWS_COLUMN`) from `group_state` rows:
+    every group `groups` keeps that the base run kept a state for (a group it saw only through offset
+    commits has no auditor_state: it resumes afresh, with its open offset summaries), the state as
+    UTF-8 bytes (empty for none). `udfs.replay.saved_states_table` is its Arrow twin."""
+    return filter_groups(state, groups).where(
+        F.col("auditor_state").isNotNull() | (F.size("offset_windows") > 0)).select(
+        "group_id", F.encode(F.coalesce("auditor_state", F.lit("")), "UTF-8").alias("state"),
+        F.col("offset_windows").alias(STATE_WINDOWS_COLUMN))
+
+
 _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "warmup": "warmup"}
 """The replay's mode for a pass's `resume` (a plan's "fresh" replays as "resume": no group has state)."""
 
@@ -249,6 +262,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                  stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
                  derive: bool = False, direct: DirectWrite | None = None, resumes: bool = True,
+                 state_table: Callable[[], pa.Table] | None = None,
                  ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame], dict[str, delta_io.StagedFiles]]:
     """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted,
     {table: StagedFiles}).
@@ -265,16 +279,19 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     replay's tasks write the new rows of its tables themselves (`udfs.table_files`; the derived
     rows cut to the run's window): those tables are in the last dict, as the files written, not in
     `tables`. `resumes` False: `state` is known to be empty (a fresh chain): no state is read.
-    The replay reads the pass's rows from its handed-off files when it left some (`Scan.replay`)."""
+    The replay reads the pass's rows from its handed-off files when it left some (`Scan.replay`);
+    `state_table` then reads the same rows as `state` in the driver (a path-based output), and the
+    driver hands them off itself, without a Spark job."""
     with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
-        saved = None
+        saved: DataFrame | pa.Table | None = None
         if state is not None and resumes:
-            # every group the base run kept a state for (a group it saw only through offset commits
-            # has no auditor_state: it resumes afresh, with its open offset summaries)
-            saved = filter_groups(state, groups).where(
-                F.col("auditor_state").isNotNull() | (F.size("offset_windows") > 0)).select(
-                "group_id", F.encode(F.coalesce("auditor_state", F.lit("")), "UTF-8").alias("state"),
-                F.col("offset_windows").alias(STATE_WINDOWS_COLUMN))
+            if state_table is not None and scan.hands_off:
+                t0 = time.perf_counter()
+                saved = saved_states_table(state_table(), groups)
+                _log(f"saved states: {saved.num_rows:,} groups' read by the driver in "
+                     f"{time.perf_counter() - t0:.2f} s and handed to the replay (no Spark job)")
+            else:
+                saved = saved_states(state, groups)
         mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
         # a local checkpoint, not a cache: building Spark's columnar cache of the 33-column wide
         # output cost about 3 s of a 20M-record warm audit (17.6-19.6 s against 20.7-24.9 s,
@@ -356,8 +373,9 @@ def _scan_reader(cfg: AuditConfig, data: Any) -> str:
 def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: datetime | None,
                 until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
                 base_missing: Mapping[int, int], resume: str, gap_time: datetime | None,
-                derive: bool = False, direct: DirectWrite | None = None, scratch: str | None = None) -> AuditPass:
-    """Scan and replay one window (module docstring, steps 2-3); `derive`, `direct`: see `build_tables`;
+                derive: bool = False, direct: DirectWrite | None = None, scratch: str | None = None,
+                state_table: Callable[[], pa.Table] | None = None) -> AuditPass:
+    """Scan and replay one window (module docstring, steps 2-3); `derive`, `direct`, `state_table`: see `build_tables`;
     `scratch`: a local directory for the replay's handed-off input (`jobs.offsets_path.scan_log`'s
     `handoff_root`), None: it goes through Spark."""
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
@@ -378,7 +396,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     consts, missing_end = scan.missing_counts(start_after, base_missing)
     tables, counts, persisted, staged = build_tables(
         spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage, state=state, resume=resume, gaps=found_gaps,
-        missing=consts, derive=derive, direct=direct, resumes=resumes)
+        missing=consts, derive=derive, direct=direct, resumes=resumes, state_table=state_table)
     if scan.handoff is not None:
         _log(f"replay input: handed from task to task as local files ({scan.handoff.buckets} buckets), not "
              f"through Spark's shuffle")
@@ -488,6 +506,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
                           text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
     state = None
+    state_table: Callable[[], pa.Table] | None = None
     start_after = plan.start_after
     base_missing = dict(plan.base.missing_offsets) if plan.base is not None else {}
     resume: str = plan.resume
@@ -495,6 +514,8 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
     if plan.base is not None:
         state = nightly.read_state(spark, loc("group_state"), plan.base, is_table=is_table).persist(
             StorageLevel.MEMORY_AND_DISK)
+        if not is_table:  # the driver reads it itself when the replay's input is handed off
+            state_table = functools.partial(nightly.read_state_table, loc("group_state"), plan.base)
     elif cfg.since is not None:
         # warm-up: the input's records before the window rebuild the state they leave behind
         _log(f"warm-up: replaying the input's records before {cfg.since.isoformat()} to rebuild the groups' state "
@@ -528,7 +549,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
     try:  # until the writer takes the replay's files over, a failure deletes them (nothing is committed)
         main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
                            base_missing=base_missing, resume=resume, gap_time=cfg.since, derive=derive_in_replay,
-                           direct=direct, scratch=scratch)
+                           direct=direct, scratch=scratch, state_table=state_table)
         tables = main.tables
         rejected = data.rejected()
         if rejected:
@@ -558,7 +579,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
                                  if name in BASE_INPUTS}}
             base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in new_rows.items()}
             tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
-                                                 until=cfg.until, base_path=cfg.output_path, stage=stage))
+                                                 until=cfg.until, base_path=cfg.output_path, stage=stage, log=_log))
         if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
             with stage(spark, "count the earlier windows' rows this run closes"):
                 merged_rows = {name: int(df.count()) for name, df in carried.items()}

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from jobs.delta_io import PARTITION_COLUMN, _is_delta_table, delta_spark_available, read_table
 from jobs.delta_read import may_reach
-from udfs.derived import BASE_INPUTS, derive_wide, overlapping_window, split_wide
+from udfs.derived import BASE_INPUTS, derive_wide, overlapping_window, split_wide, wide_schema
 from udfs.schemas import epoch_ms
 
 if TYPE_CHECKING:
@@ -94,16 +94,28 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
     return out
 
 
+def _nothing_to_derive(group_ids: Sequence[str]) -> bool:
+    """Whether a run whose `generations` rows (new and closed) are of `group_ids` derives no row: a
+    group's rows derive from its generations (`udfs.history.derive_group` gives none without one),
+    and the history read back is that of the run's groups. So a run in which no generation opened or
+    closed (a quiet night: offset commits only) needs no stage."""
+    return not group_ids
+
+
 def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id: str, run_window: str,
                            since: datetime | None, until: datetime | None, base_path: str | None,
-                           stage: Callable[..., Any]) -> dict[str, DataFrame]:
+                           stage: Callable[..., Any], log: Callable[[str], None] = print) -> dict[str, DataFrame]:
     """{derived table: DataFrame} for the run (module docstring), computed once (checkpointed), in a
     stage of its own: for a run whose derivation reads more than its own rows (earlier runs' rows,
-    a broker account); otherwise the replay derives the tables (`udfs.replay.replay_frame`)."""
+    a broker account); otherwise the replay derives the tables (`udfs.replay.replay_frame`). Empty,
+    without a stage, when the run has no `generations` row (`log` says so)."""
     base = {name: tables[name] for name in BASE_INPUTS}
+    group_ids = [r[0] for r in tables["generations"].select("group_id").distinct().collect()]
+    if _nothing_to_derive(group_ids):
+        log("derived tables: no generation opened or closed in this run: nothing to derive")
+        return split_wide(spark.createDataFrame([], wide_schema()))
     history = None
     if base_path:
-        group_ids = [r[0] for r in tables["generations"].select("group_id").distinct().collect()]
         history = stored_history(spark, base_path, group_ids, run_window=run_window, since=since)
     if history is not None:
         base = {name: df.withColumn("run_id", F.lit(run_id)).unionByName(history[name], allowMissingColumns=True)

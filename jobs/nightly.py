@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from coordinator_core.audit import HistoryGap
@@ -39,7 +41,7 @@ from jobs.delta_read import read_arrow
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["ChainRun", "RunPlan", "WindowConflict", "gaps", "home_windows", "plan_run", "read_state"]
+__all__ = ["ChainRun", "RunPlan", "WindowConflict", "gaps", "home_windows", "plan_run", "read_state", "read_state_table"]
 
 Resume = Literal["fresh", "resume", "rerun", "warmup"]
 
@@ -188,6 +190,14 @@ def read_state(spark: SparkSession, location: str, base: ChainRun, *, is_table: 
     df = spark.table(location) if is_table else read_table(
         spark, location, files=lambda action: (action.get("partition") or {}).get("run_window") == base.run_window)
     return df.where((F.col("run_window") == base.run_window) & (F.col("run_id") == base.run_id))
+
+
+def read_state_table(location: str, base: ChainRun) -> pa.Table:
+    """`read_state` of a path-based table, read by the driver with pyarrow (`jobs.delta_read.
+    read_arrow`: only the files of the base run's window), no Spark job: the saved states of a
+    cluster's groups are a few MB that the replay's handoff needs in the driver anyway."""
+    rows = read_arrow(location, equals=("run_window", base.run_window))
+    return rows.filter(pc.equal(rows.column("run_id"), pa.scalar(base.run_id, rows.schema.field("run_id").type)))
 
 
 def gaps(start_after: Mapping[int, int], ranges: Mapping[int, tuple[int, int, int]],

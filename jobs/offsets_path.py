@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from coordinator_core.errors import ConfigError
@@ -42,6 +43,7 @@ from udfs.handoff import Handoff, Parts, buckets_for, parts_by_bucket
 from udfs.replay import (
     HANDOFF_REPORT_SCHEMA,
     STRETCH_COLUMNS,
+    hand_off_states,
     make_handoff_fn,
     replay_frame,
     replay_handed_off,
@@ -178,20 +180,34 @@ class Scan:
         if self.handoff is not None:
             shutil.rmtree(self.handoff.directory, ignore_errors=True)
 
-    def replay(self, *, shards: int, groups: Sequence[str] = (), states: DataFrame | None = None,
+    @property
+    def hands_off(self) -> bool:
+        """Whether the replay reads this pass's rows from handed-off local files (`replay`)."""
+        return self.handoff is not None and self.parts is not None
+
+    def replay(self, *, shards: int, groups: Sequence[str] = (), states: DataFrame | pa.Table | None = None,
                missing: Mapping[tuple[int, int], int] | None = None, **replay_options: Any) -> DataFrame:
         """The replay's wide output (`udfs.replay.replay_frame`) over this pass's rows, the groups
         `groups` keeps, and `states` (group_id, state, state_windows; the groups to resume) when given; `missing`:
         `missing_counts()[0]`. From the handed-off files when there are some (`udfs.replay.
-        replay_handed_off`; `states` handed off too), else through Spark (`replay_input`)."""
+        replay_handed_off`; `states` handed off too: by a Spark job, or by the driver when they are an
+        Arrow table it read, `udfs.replay.saved_states_table`), else through Spark (`replay_input`;
+        `states` then must be a DataFrame)."""
         if self.handoff is not None and self.parts is not None:
             state_parts = None
             if states is not None:
                 state_dir = tempfile.mkdtemp(prefix="states-", dir=self.handoff.directory)
-                fn = make_handoff_fn(Handoff(state_dir, self.handoff.buckets))
-                state_parts = parts_by_bucket(tuple(r) for r in states.mapInArrow(fn, HANDOFF_REPORT_SCHEMA).collect())
+                if isinstance(states, pa.Table):
+                    state_parts = hand_off_states(states, Handoff(state_dir, self.handoff.buckets))
+                else:
+                    fn = make_handoff_fn(Handoff(state_dir, self.handoff.buckets))
+                    state_parts = parts_by_bucket(
+                        tuple(r) for r in states.mapInArrow(fn, HANDOFF_REPORT_SCHEMA).collect())
             return replay_handed_off(self.df.sparkSession, self.parts, buckets=self.handoff.buckets, shards=shards,
                                      state_parts=state_parts, consts=missing, groups=groups, **replay_options)
+        if isinstance(states, pa.Table):
+            raise ValueError("Scan.replay: saved states given as an Arrow table need the handed-off replay input "
+                             "(this pass's rows go through Spark): give them as a DataFrame")
         records = filter_groups(self.side(missing), groups).withColumn(
             "missing", F.col("missing_before") if missing is not None else F.lit(None).cast("long"))
         return replay_frame(replay_input(records, filter_groups(self.stretches(), groups), states, shards=shards),

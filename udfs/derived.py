@@ -43,6 +43,7 @@ __all__ = [
     "overlapping_window",
     "pack_base",
     "split_wide",
+    "wide_schema",
 ]
 
 DERIVED_TABLES: tuple[str, ...] = tuple(schemas.DERIVED_TABLES)
@@ -83,7 +84,9 @@ _TAG = "_base_table"
 """The packed input's column naming the base table of a row (`violations` has a `kind` already)."""
 
 
-def _wide_schema() -> Any:
+def wide_schema() -> StructType:
+    """The derivation's output before the split (`derive_wide`): a `table` column, then one struct
+    column per derived table."""
     return StructType([StructField("table", StringType(), False),
                        *[StructField(name, schema, True) for name, schema in DERIVED_SCHEMAS.items()]])
 
@@ -94,7 +97,7 @@ _ARROW_SCHEMA: list[pa.Schema] = []
 def _arrow_schema() -> pa.Schema:
     """The wide schema in Arrow, built once per Python worker (not once per group)."""
     if not _ARROW_SCHEMA:
-        _ARROW_SCHEMA.append(to_arrow_schema(_wide_schema()))
+        _ARROW_SCHEMA.append(to_arrow_schema(wide_schema()))
     return _ARROW_SCHEMA[0]
 
 
@@ -191,7 +194,7 @@ def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
 def derive_packed(packed: DataFrame) -> DataFrame:
     """`derive_wide` of the packed base rows (`pack_base`)."""
     return packed.repartition("group_id").sortWithinPartitions("group_id").mapInArrow(
-        derive_partition, schema=_wide_schema())
+        derive_partition, schema=wide_schema())
 
 
 def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:

@@ -94,7 +94,7 @@ from coordinator_core.audit import (
     Regression,
 )
 from udfs.gc_batches import collected_in_bulk
-from udfs.handoff import Handoff, HandoffWriter, Parts, read_bucket
+from udfs.handoff import Handoff, HandoffWriter, Parts, parts_by_bucket, read_bucket
 from udfs.history import BASE_INPUTS, derive_from_tables
 from udfs.scan import KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
 from udfs.schemas import (
@@ -124,6 +124,7 @@ __all__ = [
     "TIMING_FIELDS",
     "ResumeMode",
     "group_runs",
+    "hand_off_states",
     "make_handoff_fn",
     "make_handoff_replay_fn",
     "make_replay_fn",
@@ -131,6 +132,7 @@ __all__ = [
     "replay_handed_off",
     "replay_input",
     "row_columns",
+    "saved_states_table",
     "sorted_runs",
     "split_counts",
     "split_files",
@@ -1041,6 +1043,38 @@ def make_handoff_fn(handoff: Handoff, columns: Sequence[str] = _STATE_COLUMNS
             yield HandoffWriter.report_batch(reports)
 
     return hand_off
+
+
+def saved_states_table(rows: pa.Table, groups: Sequence[str] = ()) -> pa.Table:
+    """The replay's saved states (`group_id`, `state`, `STATE_WINDOWS_COLUMN`) from `group_state`
+    rows the driver read itself (`jobs.nightly.read_state_table`): the Arrow twin of
+    `jobs.audit.saved_states`. Every group `groups` keeps (fnmatch globs; none: all) that has an
+    auditor state or open offset windows (a group an earlier run saw only through offset commits has
+    no auditor state: it resumes afresh with its windows), its state as UTF-8 bytes (empty for none)."""
+    auditor = rows.column("auditor_state")
+    keep = pc.or_(pc.is_valid(auditor),
+                  pc.greater(pc.fill_null(pc.list_value_length(rows.column("offset_windows")), 0), 0))
+    group_ok = group_matcher(groups)
+    if group_ok is not None:
+        keep = pc.and_(keep, pa.array([g is not None and group_ok(g) for g in rows.column("group_id").to_pylist()],
+                                      pa.bool_()))
+    kept = rows.filter(keep)
+    state = pc.fill_null(kept.column("auditor_state").cast(pa.string()), "").cast(pa.binary())
+    return pa.Table.from_arrays([kept.column("group_id").cast(pa.string()), state,
+                                 kept.column("offset_windows").cast(STATE_WINDOWS_TYPE)], schema=_STATE_SCHEMA)
+
+
+def hand_off_states(states: pa.Table, handoff: Handoff) -> Parts:
+    """Hands `saved_states_table`'s rows off from the driver, cut into `handoff`'s buckets as a
+    pass task cuts its rows (one file): the `state_parts` of `replay_handed_off`, without a Spark job."""
+    writer = HandoffWriter(handoff, 0, columns=_STATE_COLUMNS)
+    try:
+        for batch in states.select(list(_STATE_COLUMNS)).cast(_STATE_SCHEMA).to_batches():
+            writer.add(batch)
+        return parts_by_bucket(writer.close())
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards: int, state_parts: Parts | None = None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,12 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from jobs import query
+from jobs import derived_step, query
 from jobs.audit import run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table
 from jobs.delta_read import _outside, may_hold, may_reach, plain_type, read_arrow
 from jobs.derived_step import _ALIVE, HISTORY_LOOKBACK_MS, stored_history
+from tests.spark.test_spark_nightly import _scale_log
 from udfs.derived import NATURAL_KEYS
 from udfs.history import derive_group, latest
 from udfs.schemas import TIME_COMPANIONS, stored_schema
@@ -27,6 +28,7 @@ from udfs.schemas import TIME_COMPANIONS, stored_schema
 pytestmark = pytest.mark.spark
 
 DERIVED = ("partition_ownership", "rebalances", "group_health")
+BASE_TABLES = ("generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine")
 RUN_COLUMNS = ("run_id", "run_window")
 CUT = "2026-11-21T23:43:40Z"
 """Where `two_windows` cuts the real broker's log."""
@@ -125,6 +127,33 @@ def _view_typed_files(table: Path) -> list[str]:
     dt = DeltaTable(str(table))
     return [u for u in dt.file_uris()
             if any(pa.types.is_string_view(f.type) for f in pq.read_schema(u))]
+
+
+def test_a_window_without_a_generation_runs_no_derivation_and_misses_no_row(spark, tmp_path, monkeypatch,
+                                                                            capfd) -> None:
+    """A quiet window (offset commits only: no generation opens or closes) skips the derived stage,
+    and every table equals the same chain's whose quiet window runs the stage anyway."""
+    log = _scale_log(tmp_path / "log" / "log.parquet", 5)
+    rows = pq.read_table(log, columns=["key", "timestamp"]).to_pylist()
+    last_group_record = max(r["timestamp"] for r in rows if r["key"][:2] == b"\x00\x02")  # key version 2
+    cut = (last_group_record.replace(microsecond=0) + timedelta(seconds=1)).astimezone(UTC).isoformat()
+    assert sum(r["timestamp"] >= datetime.fromisoformat(cut) for r in rows) > 1000  # commits after the cut
+    outputs = {}
+    for forced in (False, True):
+        if forced:
+            monkeypatch.setattr(derived_step, "_nothing_to_derive", lambda group_ids: False)
+        out = tmp_path / f"forced-{forced}"
+        for since, until in (("2000-01-01", cut), (cut, "2100-01-01")):
+            capfd.readouterr()
+            run_audit(spark, load_config(None, {"input.path": str(log), "input.format": "parquet",
+                                                "output.path": str(out), "job.shards": 2,
+                                                "window.since": since, "window.until": until}))
+        err = capfd.readouterr().err
+        assert ("nothing to derive" in err) is not forced
+        assert ("stage derived tables" in err) is forced
+        outputs[forced] = {t: _content(_rows(out, t)) for t in (*DERIVED, *BASE_TABLES, "group_state")}
+    assert outputs[False] == outputs[True]
+    assert all(outputs[False][t] for t in DERIVED)  # the first window derived rows
 
 
 def test_tables_a_merge_rewrote_are_read_and_filtered(two_windows: Path) -> None:

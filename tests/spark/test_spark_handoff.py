@@ -11,6 +11,7 @@ tables through the files as through Spark's shuffle; the run's scratch directory
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,14 +24,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import offsets_path as op
-from jobs.audit import run_audit
+from jobs.audit import run_audit, saved_states
 from jobs.config import load_config
 from tests.spark.test_spark_nightly import _scale_log
 from udfs import handoff as H
-from udfs.replay import STATE_WINDOWS_TYPE, handed_input
+from udfs.replay import STATE_WINDOWS_TYPE, handed_input, saved_states_table
 from udfs.scan import KIND_PARTIAL, KIND_RANGE, KIND_SIDE, SCAN_FIELDS
+from udfs.schemas import GROUP_STATE_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "data" / "samples"
@@ -135,7 +138,7 @@ def _tables(out: Path) -> dict[str, Counter]:
 
 
 @pytest.mark.spark
-def test_audits_through_the_files_and_through_spark_are_the_same(spark, tmp_path, monkeypatch) -> None:
+def test_audits_through_the_files_and_through_spark_are_the_same(spark, tmp_path, monkeypatch, capfd) -> None:
     log = _scale_log(tmp_path / "log" / "log.parquet", 5)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -147,12 +150,50 @@ def test_audits_through_the_files_and_through_spark_are_the_same(spark, tmp_path
                 "job.replay_input": how, "groups.include": ["*1", "*2", "*3", "*5"]}
         # two windows: the second resumes from the first's saved states (handed off too)
         first = run_audit(spark, load_config(None, {**base, "window.until": _middle(log)}))
+        capfd.readouterr()
         second = run_audit(spark, load_config(None, {**base, "window.since": _middle(log)}))
         assert second.resume == "resume" and first.counts["records_replayed"] > 0
+        # through the files, the driver reads the saved states itself and hands them off
+        read_by_driver = re.search(r"saved states: (\d+) groups' read by the driver", capfd.readouterr().err)
+        assert (read_by_driver is not None) == (how == "auto")
+        if read_by_driver is not None:
+            assert int(read_by_driver.group(1)) == len(outputs.setdefault("states", _states(out)))
         outputs[how] = _tables(out)
     assert outputs["auto"] == outputs["spark"]
     assert sum(len(rows) for rows in outputs["auto"].values()) > 1000
     assert list(scratch.iterdir()) == []  # every run deleted its scratch directory
+
+
+def _states(out: Path) -> list[str]:
+    """The groups of the first window's `group_state` rows (the ones the second window resumes)."""
+    rows = DeltaTable(str(out / "group_state")).to_pyarrow_table(columns=["group_id", "run_window"]).to_pylist()
+    return sorted(r["group_id"] for r in rows if not r["run_window"].endswith("--open"))
+
+
+@pytest.mark.spark
+def test_saved_states_the_driver_reads_are_those_spark_selects(spark) -> None:
+    """`saved_states_table` (the driver's Arrow read) against `jobs.audit.saved_states` (Spark) on
+    the same `group_state` rows: a state without windows, windows without a state (a group seen
+    only through offset commits), neither (left out), null windows, and a group filter."""
+    windows_type = GROUP_STATE_SCHEMA["offset_windows"].dataType
+    window = {f.name: None for f in windows_type.elementType.fields}
+    window |= {"group_id": "g", "topic": "t", "partition": 0, "generation_id": 3, "window_state": "Stable", "window_start_offset": 7,
+              "window_end_offset": None, "commits": 2, "tombstones": 0, "first_offset": 10, "last_offset": 12,
+              "first_commit_timestamp": 100, "last_commit_timestamp": 200, "regressions": 0, "source_partition": 4,
+              "first_source_offset": 8, "last_source_offset": 9, "last_commit_source_offset": 9}
+    rows = [("g-1", '{"format":1}', [window]), ("g-2", None, [window, {**window, "partition": 1}]),
+            ("g-3", None, []), ("h-1", '{"format":1,"x":"\u00e9"}', []), ("h-2", None, None), ("g-4", "{}", None)]
+    df = spark.createDataFrame(
+        rows, StructType([StructField("group_id", StringType()), StructField("auditor_state", StringType()),
+                          StructField("offset_windows", windows_type)]))
+    table = df.toArrow()
+    for groups in ((), ("g-*",), ("h-1", "g-2")):
+        by_spark = saved_states(df, groups).toArrow()
+        by_driver = saved_states_table(table, groups)
+        assert by_driver.sort_by("group_id").to_pylist() == by_spark.sort_by("group_id").to_pylist()
+        expected = {(): ["g-1", "g-2", "g-4", "h-1"], ("g-*",): ["g-1", "g-2", "g-4"], ("h-1", "g-2"): ["g-2", "h-1"]}
+        assert sorted(by_driver.column("group_id").to_pylist()) == expected[groups]
+    assert saved_states_table(table).sort_by("group_id").column("state").to_pylist()[1] == b""
 
 
 def _middle(log: Path) -> str:
