@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import SparkContext, StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -62,8 +64,15 @@ from coordinator_core.errors import ConfigError, CoordinatorAuditError
 from jobs import delta_io, nightly
 from jobs.config import AuditConfig, load_config
 from jobs.delta_io import read_table
-from jobs.delta_read import may_hold
-from jobs.derived_step import derived_highlights, derived_tables_for_run, has_history
+from jobs.delta_read import may_hold, read_arrow
+from jobs.derived_step import (
+    EXACT_MEDIAN_ROWS,
+    HIGHLIGHT_COLUMNS,
+    derived_highlights,
+    derived_highlights_arrow,
+    derived_tables_for_run,
+    has_history,
+)
 from jobs.inputs import filter_groups, read_input
 from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafka
 from jobs.offsets_path import local_session, scan_log
@@ -660,10 +669,78 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
                       {name: r.rows_merged for name, r in results.items() if r.rows_merged}, note, kafka_offsets)
 
 
+SUMMARY_DRIVER_ROWS = 2_000_000
+"""A run that wrote at most this many rows (new and merged) on a local file system has its summary
+read back by the driver itself (`table_highlights`)."""
+
+_HIGHLIGHT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "generations": ("group_id", "missing_generations"),
+    "assignments": ("group_id", "member_id", "topic", "partition"),
+    "offset_commits": ("commits", "regressions"),
+    "rebalance_causes": ("cause", "is_primary"),
+    "violations": ("kind",),
+    "quarantine": ("key_type",),
+    **HIGHLIGHT_COLUMNS,
+}
+"""The columns the summary reads of each table."""
+
+
 def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]:
     """A one-line summary of each written table, read back from Delta (so it also proves the
     tables are readable): what a person checks first after a run. It reads the rows that carry this
-    run's id: the new ones and the earlier windows' rows this run closed or updated (merged)."""
+    run's id: the new ones and the earlier windows' rows this run closed or updated (merged). A run
+    on the local file system that wrote at most `SUMMARY_DRIVER_ROWS` rows is read back by the
+    driver with pyarrow (`_highlights_arrow`: the same lines, without a Spark job per table);
+    otherwise by Spark."""
+    rows = sum(summary.table_rows.values()) + sum(summary.rows_merged.values())
+    local = all(_local_path(loc) for loc in summary.locations.values())
+    if local and rows <= SUMMARY_DRIVER_ROWS and summary.table_rows.get("rebalances", 0) < EXACT_MEDIAN_ROWS:
+        return _highlights_arrow(summary)
+    return _highlights_spark(spark, summary)
+
+
+def _local_path(location: str) -> bool:
+    return location.startswith("file:") or os.path.isabs(location)
+
+
+def _top_line(column: pa.ChunkedArray | pa.Array, n: int = 6) -> str:
+    """The `n` most frequent values of `column` with their counts (ties by value, null first), as
+    `_highlights_spark`'s `top` writes them."""
+    counted = Counter(column.to_pylist()).most_common()
+    counted.sort(key=lambda vc: (-vc[1], vc[0] is not None, vc[0] if vc[0] is not None else 0))
+    return ", ".join(f"{v} {c}" for v, c in counted[:n]) or "none"
+
+
+def _highlights_arrow(summary: RunSummary) -> dict[str, str]:
+    """`_highlights_spark`'s lines from the run's rows read by the driver (`jobs.delta_read.read_arrow`
+    with the run id: only the files and row groups whose statistics admit it)."""
+    t = {name: read_arrow(loc, equals=("run_id", summary.run_id), columns=_HIGHLIGHT_COLUMNS[name])
+         for name, loc in summary.locations.items() if name in _HIGHLIGHT_COLUMNS}
+    gens = t["generations"]
+    groups = len({g for g in gens.column("group_id").to_pylist() if g is not None})
+    missing = [m for m in gens.column("missing_generations").to_pylist() if m is not None]
+    a = t["assignments"].to_pydict()
+    members = {k for k in zip(a["group_id"], a["member_id"], strict=True) if None not in k}
+    partitions = {k for k in zip(a["group_id"], a["topic"], a["partition"], strict=True) if None not in k}
+    o = t["offset_commits"]
+    commits, regressions = (pc.sum(o.column(c)).as_py() for c in ("commits", "regressions"))
+    causes = t["rebalance_causes"]
+    primary = causes.filter(pc.fill_null(causes.column("is_primary"), False)).column("cause")
+    return {
+        "generations": f"{gens.num_rows} generations of {groups} groups ({sum(missing) if missing else 0} generation "
+                       "ids skipped)" + (f"; {summary.rows_merged['generations']} of them earlier windows' rows this "
+                                         f"run closed or updated" if summary.rows_merged.get("generations") else ""),
+        "assignments": f"{len(members)} member ids owning {len(partitions)} group partitions over time",
+        "rebalance_causes": "primary causes: " + _top_line(primary),
+        "violations": "by kind: " + _top_line(t["violations"].column("kind")),
+        "offset_commits": f"{commits or 0} commits, {regressions or 0} regressions",
+        "quarantine": "by record type: " + _top_line(t["quarantine"].column("key_type")),
+        **(derived_highlights_arrow(t) if "group_health" in t else {}),
+    }
+
+
+def _highlights_spark(spark: SparkSession, summary: RunSummary) -> dict[str, str]:
+    """`table_highlights` read back by Spark."""
     def top(df: DataFrame, column: str, n: int = 6) -> str:
         rows = df.groupBy(column).count().orderBy(F.desc("count"), column).limit(n).collect()
         return ", ".join(f"{r[column]} {r['count']}" for r in rows) or "none"

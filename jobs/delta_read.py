@@ -25,7 +25,7 @@ those are read whole by deltalake and filtered afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -146,20 +146,34 @@ def _where(table: pa.Table, equals: tuple[str, Any] | None) -> pa.Table:
     return table.filter(pc.equal(table[column], pa.scalar(value, table.schema.field(column).type)))
 
 
-def read_arrow(path: str, *, equals: tuple[str, Any] | None = None, dt: DeltaTable | None = None) -> pa.Table:
+def read_arrow(path: str, *, equals: tuple[str, Any] | None = None, dt: DeltaTable | None = None,
+               columns: Sequence[str] | None = None) -> pa.Table:
     """The current version of the Delta table at `path` (opened once by the caller as `dt`, else
     here) in its schema without view types; only the rows whose column `equals[0]` equals
-    `equals[1]` when given (see the module docstring for how files and row groups are skipped)."""
+    `equals[1]` when given (see the module docstring for how files and row groups are skipped);
+    only `columns` (in that order) when given."""
     dt = dt if dt is not None else DeltaTable(path)
     schema = plain_schema(dt)
     if equals is not None and equals[0] not in schema.names:
         raise KeyError(f"{path}: no column {equals[0]!r} to filter on (columns: {', '.join(schema.names)})")
+    if columns is not None:
+        unknown = [c for c in columns if c not in schema.names]
+        if unknown:
+            raise KeyError(f"{path}: no column(s) {unknown} (columns: {', '.join(schema.names)})")
+        needed = {*columns, *((equals[0],) if equals is not None else ())}
+        schema = pa.schema([f for f in schema if f.name in needed])  # (the filter column is read, then dropped)
+    return _read(dt, schema, equals).select(list(columns) if columns is not None else schema.names)
+
+
+def _read(dt: DeltaTable, schema: pa.Schema, equals: tuple[str, Any] | None) -> pa.Table:
+    """`read_arrow`'s rows in `schema` (the table's, or some of its columns)."""
     try:  # local paths, s3://, gs://, hdfs://, abfs://: pyarrow's own filesystems
         fs, root = pafs.FileSystem.from_uri(dt.table_uri)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
         fs = None
     if fs is None or not_file_readable(dt) is not None:  # deltalake reads it whole
-        return _where(dt.to_pyarrow_table().cast(schema), equals)
+        whole = dt.to_pyarrow_table(columns=schema.names)
+        return _where(whole.cast(schema), equals)
     partition_cols = list(dt.metadata().partition_columns)
     actions = pa.table(dt.get_add_actions(flatten=True))
     wanted = ["path", *(f"partition.{c}" for c in partition_cols)]

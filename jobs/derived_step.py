@@ -11,10 +11,12 @@ left open by one run and closed by the next is read closed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from jobs.delta_io import PARTITION_COLUMN, _is_delta_table, delta_spark_available, read_table
@@ -25,7 +27,7 @@ from udfs.schemas import epoch_ms
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["HISTORY_LOOKBACK_MS", "derived_highlights", "derived_tables_for_run", "has_history", "stored_history"]
+__all__ = ["EXACT_MEDIAN_ROWS", "HIGHLIGHT_COLUMNS", "HISTORY_LOOKBACK_MS", "derived_highlights", "derived_highlights_arrow", "derived_tables_for_run", "has_history", "stored_history"]
 
 HISTORY_LOOKBACK_MS = 86_400_000
 """Stored rows still current this long before the run's window are read back as history."""
@@ -135,11 +137,50 @@ def derived_highlights(t: Mapping[str, DataFrame]) -> dict[str, str]:
     r = t["rebalances"].where("outcome != 'aborted'").agg(
         F.count("*").alias("n"), F.percentile_approx("duration_ms", 0.5).alias("p50"),
         F.max("duration_ms").alias("max")).collect()[0]
-    worst = t["group_health"].orderBy(F.desc("flapping_score"), F.desc("violations"), "group_id").limit(3).collect()
+    worst = t["group_health"].orderBy(F.desc("flapping_score"), F.desc("violations"), "group_id", "day").limit(3).collect()
     return {
         "partition_ownership": f"{o['gaps'] or 0} unowned stretches, {(o['ms'] or 0) / 1000:,.1f} partition-seconds "
                                f"unowned by rebalances",
         "rebalances": f"{r['n']} join phases, duration median {r['p50'] or 0:,} ms, max {r['max'] or 0:,} ms",
+        "group_health": "worst: " + (", ".join(f"{w['group_id']} {w['day']} {w['flapping_score']:.2f} ({w['status']})"
+                                               for w in worst) or "none"),
+    }
+
+
+HIGHLIGHT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "partition_ownership": ("owned", "unowned_reason", "duration_ms"),
+    "rebalances": ("outcome", "duration_ms"),
+    "group_health": ("group_id", "day", "flapping_score", "violations", "status"),
+}
+"""The columns `derived_highlights` reads of each derived table."""
+
+EXACT_MEDIAN_ROWS = 10_000
+"""Below this many values, Spark's `percentile_approx` (its default accuracy, 10,000) is exact: it
+keeps every value and returns the one at rank ceil(p * n) (`ApproximatePercentile`)."""
+
+
+def derived_highlights_arrow(t: Mapping[str, pa.Table]) -> dict[str, str]:
+    """`derived_highlights` of the run's rows read by the driver (`HIGHLIGHT_COLUMNS` of each table),
+    the same lines; the rebalances' median needs fewer than `EXACT_MEDIAN_ROWS` of them."""
+    own = t["partition_ownership"].to_pydict()
+    gap_ms = [d for owned, reason, d in zip(own["owned"], own["unowned_reason"], own["duration_ms"], strict=True)
+              if owned is False and reason is not None and reason != "group_empty" and d is not None]
+    gaps = sum(1 for owned in own["owned"] if owned is False)
+    reb = t["rebalances"].to_pydict()
+    done = [d for outcome, d in zip(reb["outcome"], reb["duration_ms"], strict=True)
+            if outcome is not None and outcome != "aborted"]
+    durations = sorted(d for d in done if d is not None)
+    if len(durations) >= EXACT_MEDIAN_ROWS:
+        raise ValueError(f"derived_highlights_arrow: {len(durations):,} rebalances, more than Spark's "
+                         f"percentile_approx keeps exactly ({EXACT_MEDIAN_ROWS:,}): use derived_highlights")
+    p50 = durations[math.ceil(0.5 * len(durations)) - 1] if durations else None
+    worst = t["group_health"].sort_by([("flapping_score", "descending"), ("violations", "descending"),
+                                       ("group_id", "ascending"), ("day", "ascending")]).slice(0, 3).to_pylist()
+    return {
+        "partition_ownership": f"{gaps} unowned stretches, {(sum(gap_ms) if gap_ms else 0) / 1000:,.1f} "
+                               f"partition-seconds unowned by rebalances",
+        "rebalances": f"{len(done)} join phases, duration median {p50 or 0:,} ms, max "
+                      f"{max(durations) if durations else 0:,} ms",
         "group_health": "worst: " + (", ".join(f"{w['group_id']} {w['day']} {w['flapping_score']:.2f} ({w['status']})"
                                                for w in worst) or "none"),
     }
