@@ -297,7 +297,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
             if state_table is not None and scan.hands_off:
                 t0 = time.perf_counter()
                 saved = saved_states_table(state_table(), groups)
-                _log(f"saved states: {saved.num_rows:,} groups' read by the driver in "
+                _log(f"saved states: those of {saved.num_rows:,} groups read by the driver in "
                      f"{time.perf_counter() - t0:.2f} s and handed to the replay (no Spark job)")
             else:
                 saved = saved_states(state, groups)

@@ -154,7 +154,7 @@ def test_audits_through_the_files_and_through_spark_are_the_same(spark, tmp_path
         second = run_audit(spark, load_config(None, {**base, "window.since": _middle(log)}))
         assert second.resume == "resume" and first.counts["records_replayed"] > 0
         # through the files, the driver reads the saved states itself and hands them off
-        read_by_driver = re.search(r"saved states: (\d+) groups' read by the driver", capfd.readouterr().err)
+        read_by_driver = re.search(r"saved states: those of (\d+) groups read by the driver", capfd.readouterr().err)
         assert (read_by_driver is not None) == (how == "auto")
         if read_by_driver is not None:
             assert int(read_by_driver.group(1)) == len(outputs.setdefault("states", _states(out)))
