@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake.exceptions import DeltaError
 from pyspark import SparkContext, StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -296,10 +297,13 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         if state is not None and resumes:
             if state_table is not None and scan.hands_off:
                 t0 = time.perf_counter()
-                saved = saved_states_table(state_table(), groups)
-                _log(f"saved states: those of {saved.num_rows:,} groups read by the driver in "
-                     f"{time.perf_counter() - t0:.2f} s and handed to the replay (no Spark job)")
-            else:
+                try:
+                    saved = saved_states_table(state_table(), groups)
+                    _log(f"saved states: those of {saved.num_rows:,} groups read by the driver in "
+                         f"{time.perf_counter() - t0:.2f} s and handed to the replay (no Spark job)")
+                except (DeltaError, pa.ArrowException, OSError) as e:  # e.g. a table feature delta-rs cannot read
+                    _log(f"saved states: the driver cannot read group_state ({type(e).__name__}: {e}); Spark reads them")
+            if saved is None:
                 saved = saved_states(state, groups)
         mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
         # a local checkpoint, not a cache: building Spark's columnar cache of the 33-column wide

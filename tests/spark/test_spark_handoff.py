@@ -24,8 +24,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaProtocolError
 from pyspark.sql.types import StringType, StructField, StructType
 
+from jobs import nightly
 from jobs import offsets_path as op
 from jobs.audit import run_audit, saved_states
 from jobs.config import load_config
@@ -162,6 +164,29 @@ def test_audits_through_the_files_and_through_spark_are_the_same(spark, tmp_path
     assert outputs["auto"] == outputs["spark"]
     assert sum(len(rows) for rows in outputs["auto"].values()) > 1000
     assert list(scratch.iterdir()) == []  # every run deleted its scratch directory
+
+
+@pytest.mark.spark
+def test_saved_states_the_driver_cannot_read_are_read_by_spark(spark, tmp_path, monkeypatch, capfd) -> None:
+    """A `group_state` table delta-rs cannot read (e.g. a reader feature it lacks) falls back to
+    Spark's read, with a line that says why, and the same tables."""
+    log = SAMPLES / "real_broker_3_9_0.parquet"
+    outputs = {}
+    for unreadable in (False, True):
+        if unreadable:
+            def refuse(location: str, base: object) -> None:
+                raise DeltaProtocolError("the table has reader features this reader lacks: deletionVectors")
+            monkeypatch.setattr(nightly, "read_state_table", refuse)
+        out = tmp_path / f"unreadable-{unreadable}"
+        for window in ({"window.until": "2026-11-21T23:43:40Z"}, {"window.since": "2026-11-21T23:43:40Z"}):
+            capfd.readouterr()
+            run_audit(spark, load_config(None, {"input.path": str(log), "input.format": "parquet",
+                                                "output.path": str(out), "job.shards": 2, **window}))
+        err = capfd.readouterr().err
+        assert ("the driver cannot read group_state (DeltaProtocolError" in err) is unreadable
+        assert ("read by the driver" in err) is not unreadable
+        outputs[unreadable] = _tables(out)
+    assert outputs[True] == outputs[False]
 
 
 def _states(out: Path) -> list[str]:
