@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -704,7 +705,9 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
 
 
 def _local_path(location: str) -> bool:
-    return location.startswith("file:") or os.path.isabs(location)
+    """Whether a table location is a path on the driver's file system (absolute or relative, or a
+    `file:` URI), not a remote URI (`s3://`, `dbfs:/`) nor a catalog table's name."""
+    return urlparse(location).scheme in ("", "file") and "/" in location
 
 
 def _top_line(column: pa.ChunkedArray | pa.Array, n: int = 6) -> str:

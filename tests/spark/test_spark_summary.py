@@ -46,7 +46,9 @@ def test_a_large_or_remote_run_is_read_back_by_spark(spark, derived_run: Path, m
     summary = audit.RunSummary("r", "all", {}, {"generations": 3}, {"generations": str(derived_run / "generations")},
                                "embedded", 1.0)
     assert audit._local_path(summary.locations["generations"])
-    assert not audit._local_path("s3://bucket/out/generations") and not audit._local_path("main.audit.generations")
+    assert audit._local_path("out/delta/generations") and audit._local_path("file:///out/generations")
+    for remote in ("s3://bucket/out/generations", "dbfs:/mnt/out/generations", "main.audit.generations"):
+        assert not audit._local_path(remote)
     monkeypatch.setattr(audit, "SUMMARY_DRIVER_ROWS", 2)
     chosen = []
     monkeypatch.setattr(audit, "_highlights_spark", lambda spark, s: chosen.append("spark") or {})
