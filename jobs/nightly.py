@@ -41,7 +41,7 @@ from jobs.delta_read import read_arrow
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["ChainRun", "RunPlan", "WindowConflict", "gaps", "home_windows", "plan_run", "read_state", "read_state_table"]
+__all__ = ["STATE_TABLE_COLUMNS", "ChainRun", "RunPlan", "WindowConflict", "gaps", "home_windows", "plan_run", "read_state", "read_state_table"]
 
 Resume = Literal["fresh", "resume", "rerun", "warmup"]
 
@@ -192,11 +192,16 @@ def read_state(spark: SparkSession, location: str, base: ChainRun, *, is_table: 
     return df.where((F.col("run_window") == base.run_window) & (F.col("run_id") == base.run_id))
 
 
+STATE_TABLE_COLUMNS = ("group_id", "auditor_state", "offset_windows")
+"""The `group_state` columns a run resumes from (`udfs.replay.saved_states_table` reads these)."""
+
+
 def read_state_table(location: str, base: ChainRun) -> pa.Table:
     """`read_state` of a path-based table, read by the driver with pyarrow (`jobs.delta_read.
-    read_arrow`: only the files of the base run's window), no Spark job: the saved states of a
-    cluster's groups are a few MB that the replay's handoff needs in the driver anyway."""
-    rows = read_arrow(location, equals=("run_window", base.run_window))
+    read_arrow`: only the files of the base run's window, only `STATE_TABLE_COLUMNS` and `run_id`),
+    no Spark job: the saved states of a cluster's groups are a few MB that the replay's handoff
+    needs in the driver anyway."""
+    rows = read_arrow(location, equals=("run_window", base.run_window), columns=(*STATE_TABLE_COLUMNS, "run_id"))
     return rows.filter(pc.equal(rows.column("run_id"), pa.scalar(base.run_id, rows.schema.field("run_id").type)))
 
 

@@ -1038,7 +1038,7 @@ def make_handoff_fn(handoff: Handoff, columns: Sequence[str] = _STATE_COLUMNS
     def hand_off(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = TaskContext.get()
         writer = HandoffWriter(handoff, ctx.partitionId() if ctx is not None else 0, columns=columns)
-        reports = yield from writer.hand_off(batches)  # it takes every row: nothing passes through
+        reports = writer.write_all(batches)
         if reports:
             yield HandoffWriter.report_batch(reports)
 
@@ -1067,14 +1067,7 @@ def saved_states_table(rows: pa.Table, groups: Sequence[str] = ()) -> pa.Table:
 def hand_off_states(states: pa.Table, handoff: Handoff) -> Parts:
     """Hands `saved_states_table`'s rows off from the driver, cut into `handoff`'s buckets as a
     pass task cuts its rows (one file): the `state_parts` of `replay_handed_off`, without a Spark job."""
-    writer = HandoffWriter(handoff, 0, columns=_STATE_COLUMNS)
-    try:
-        for batch in states.select(list(_STATE_COLUMNS)).cast(_STATE_SCHEMA).to_batches():
-            writer.add(batch)
-        return parts_by_bucket(writer.close())
-    except BaseException:
-        writer.abort()
-        raise
+    return parts_by_bucket(HandoffWriter(handoff, 0, columns=_STATE_COLUMNS).write_all(states.to_batches()))
 
 
 def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards: int, state_parts: Parts | None = None,

@@ -87,6 +87,16 @@ def test_the_writer_hands_off_the_chosen_kinds_and_its_reports_lead_back_to_them
     assert len(reports) > len(parts)  # more than one row group per bucket
 
 
+def test_a_writer_of_every_row_reports_them_all_and_one_of_some_kinds_refuses(tmp_path) -> None:
+    rows = [{"_kind": KIND_SIDE, "group_id": f"g{i % 5}", "partition": 0, "offset": i} for i in range(40)]
+    reports = H.HandoffWriter(H.Handoff(str(tmp_path / "all"), 3), 0, columns=_SCAN.names).write_all(
+        [_scan_rows(rows[:25]), _scan_rows(rows[25:])])
+    assert sum(r[3] for r in reports) == 40 and len(H.parts_by_bucket(reports)) == 3
+    chosen = H.HandoffWriter(H.Handoff(str(tmp_path / "some"), 3), 0, columns=_SCAN.names, kinds=(KIND_SIDE,))
+    with pytest.raises(ValueError, match="takes only some kinds"):
+        chosen.write_all([_scan_rows(rows)])
+
+
 def test_a_buckets_input_is_sorted_filtered_and_counted_as_spark_does_it() -> None:
     rows = pa.Table.from_batches([_scan_rows([
         {"_kind": KIND_SIDE, "group_id": "b", "partition": 1, "offset": 50, "chunk": 7, "records_in": 4,
