@@ -395,7 +395,8 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
                         reader=_scan_reader(cfg, data), shards=cfg.shards,
-                        log=_log, start_after=start_after, handoff_root=scratch)
+                        log=_log, start_after=start_after, handoff_root=scratch,
+                        records_hint=data.records if isinstance(data, _KafkaInput) else None)
         st.rows = scan.counts["records_in"]
     sc = scan.counts
     _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
@@ -434,6 +435,8 @@ class _KafkaInput:
     where the pipeline reads it."""
 
     raw: DataFrame
+    records: int | None = None
+    """At most how many records `raw` holds (the offset ranges read): sizes the replay's handed-off input."""
     rejects: DataFrame | None = None
     format: str = "kafka"
 
@@ -510,7 +513,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             starting = {p: end + 1 for p, end in plan.start_after.items()}
         kafka = read_kafka(spark, cfg.kafka_bootstrap, options=parse_kafka_options(cfg.kafka_options),
                            starting_offsets=starting)
-        data = _KafkaInput(kafka.df)
+        data = _KafkaInput(kafka.df, sum(e - kafka.start_offsets[p] for p, e in kafka.end_offsets.items()))
         for partition, (asked, earliest) in kafka.gone.items():
             _log(f"kafka: __consumer_offsets-{partition} offsets {asked}..{earliest - 1} are no longer in the "
                  f"log (retention or deletion): they cannot be audited")

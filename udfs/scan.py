@@ -587,15 +587,21 @@ def _task_id() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-def make_scan_fn(*, chunk_rows: int, groups: Sequence[str] = ()
+def make_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), handoff: Handoff | None = None,
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `df.select(*INPUT_COLUMNS).mapInArrow(fn, SCAN_SCHEMA)`: gathers up to
-    `chunk_rows` rows per chunk (bounding the worker's memory), then runs `scan_chunk` on each."""
+    `chunk_rows` rows per chunk (bounding the worker's memory), then runs `scan_chunk` on each.
+    With `handoff`, the rows the replay reads go into a file of the task's own, as in
+    `make_file_scan_fn`."""
     patterns = tuple(groups)
 
     def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from _scan_stream(iter(batches), task=_task_id(), chunk_rows=chunk_rows,
-                                group_ok=group_matcher(patterns))
+        task = _task_id()
+        stream = _scan_stream(iter(batches), task=task, chunk_rows=chunk_rows, group_ok=group_matcher(patterns))
+        if handoff is None:
+            yield from stream
+            return
+        yield from handed_off(stream, HandoffWriter(handoff, task, columns=_ARROW_SCHEMA.names, kinds=HANDED_KINDS))
 
     return scan_partition
 

@@ -242,14 +242,20 @@ def _middle(log: Path) -> str:
 def test_the_offset_path_through_the_files_equals_it_through_spark(spark) -> None:
     df = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(SAMPLES))
     got = {}
-    for how, options in (("files", {}), ("spark", {"handoff_root": None})):
+    # the pass fed through Spark hands its rows off when told about how many records it reads (the
+    # Kafka source's offset ranges), and keeps them in its checkpoint when not
+    for how, options in (("files", {}), ("files, no handoff", {"handoff_root": None}),
+                         ("spark fed", {"reader": "spark"}),
+                         ("spark fed, handed off", {"reader": "spark", "records_hint": 5_000_000})):
         rows, violations, scan = op.offset_path(df, chunk_rows=300, **options)
-        assert (scan.handoff is not None) == (how == "files")
+        assert (scan.handoff is not None) == (how in ("files", "spark fed, handed off")), how
+        assert scan.reader == ("spark" if how.startswith("spark") else "arrow")
         got[how] = (sorted(map(repr, rows.collect())), sorted(map(repr, violations.collect())))
         scan.unpersist()
         if scan.handoff is not None:
             assert not Path(scan.handoff.directory).exists()
-    assert got["files"] == got["spark"] and len(got["files"][0]) > 100
+    assert len(got["files"][0]) > 100
+    assert got["files"] == got["files, no handoff"] == got["spark fed"] == got["spark fed, handed off"]
 
 
 @pytest.mark.spark
