@@ -299,6 +299,8 @@ def _points(config: ScaleConfig, path: Path, manifest: dict[str, Any], args: arg
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     skip = args.skip
+    if args.work_dir is not None:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
     rep: dict[str, Any] = {"parameters": {k: (str(v) if isinstance(v, Path) else sorted(v) if isinstance(v, set)
                                               else v) for k, v in vars(args).items()},
                            "environment": _environment(), "measurements": {}}
@@ -317,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for k, p, rows in _points(config, path, manifest, args, args.delta_factors):
             man = json.loads((p / "_manifest.json").read_text())
             delta_points.append((k, ensure_delta_input(p, man), rows))
+    elif "delta_input" not in skip:
+        _log("delta_input: not measured: it measures the audit, which --skip audit leaves out")
 
     if "replay" not in skip:
         _log("replay: pure-Python audit rates (one process)")
@@ -342,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _collect(rep, results, path, scale_points, delta_points, fixed_points, derived="derived" not in skip)
     if "kafka_input" not in skip and "audit" not in skip:
         m["kafka_input"] = _kafka_input(args, config, path, manifest)
+    elif "kafka_input" not in skip:
+        _log("kafka_input: not measured: it measures the audit, which --skip audit leaves out")
 
     rep["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     rep.setdefault("bare_scan_seconds", None)
@@ -676,11 +682,15 @@ def _series(get: Callable[[str], dict[str, Any] | None], points: Sequence[Point]
                 floors = [(r or {}).get("output_write") for r in rs]
                 if any(floors):
                     point["output_write"] = {**_best(floors), "rows": next((f["rows"] for f in floors if f), None)}
+                    arrow = [None if f is None else {"seconds": f.get("arrow_seconds")} for f in floors]
+                    if all(a is not None and a["seconds"] is not None for a in arrow):
+                        point["output_write_arrow"] = _best(arrow)
             if kind == "bare_scan":  # the read floors, measured in the same runs (`measure_read_floors`)
                 for floor in READ_FLOORS:
                     point[floor] = _best([(r or {}).get(floor) for r in rs])
         out_points.append(point)
-    fit_kinds = (kinds + (("output_write",) if all("output_write" in p for p in out_points) and out_points else ())
+    fit_kinds = (kinds + tuple(floor for floor in ("output_write", "output_write_arrow")
+                               if out_points and all(floor in p for p in out_points))
                  + (READ_FLOORS if "bare_scan" in kinds else ()))
     return {"points": out_points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(out_points, fit_kinds)}
 

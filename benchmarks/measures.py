@@ -11,6 +11,7 @@ import re
 import resource
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +26,8 @@ from coordinator_core.audit import GroupAuditor
 from jobs import offsets_path
 from jobs.audit import run_audit
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS, load_config
-from jobs.delta_io import read_table
+from jobs.delta_io import local_path, read_table
+from jobs.delta_read import read_arrow
 
 __all__ = ["REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
            "measure_read_floors", "replay_python_seconds", "replay_rates", "replay_stage_seconds"]
@@ -168,11 +170,14 @@ class StageTee(io.TextIOBase):
 
 
 def measure_output_write(spark: SparkSession, locations: dict[str, str], scratch: Path) -> dict[str, Any]:
-    """The floor an audit's marginal cost cannot go below: Spark writing the rows the audit wrote
-    (every table of `locations` but `runs`), already in memory, as plain Parquet into `scratch`,
-    one table after the other, timed. The rows grow with the input (groups, generations and
-    assignments scale with the records in the benchmark's inputs), so this cost has a slope of its
-    own, which no change to the audit's computation can remove."""
+    """What writing the rows the audit wrote costs alone (every table of `locations` but `runs`,
+    already in memory, as plain Parquet into `scratch`, one table after the other, timed), by
+    the two writers the job has: Spark (`seconds`: the native writer's floor) and pyarrow in as
+    many threads as the session has cores (`arrow_seconds`: the floor of the embedded writer,
+    whose replay tasks write their rows with pyarrow; measured when the tables are local). The rows
+    grow with the input (groups, generations and assignments scale with the records in the
+    benchmark's inputs), so these costs have slopes of their own that no change to the audit's
+    computation removes: the floor of an audit that writes through that writer."""
     frames = {name: read_table(spark, loc).drop("run_window", "run_id").cache()
               for name, loc in locations.items() if name != "runs"}
     rows = {name: df.count() for name, df in frames.items()}  # materialised before the clock starts
@@ -182,7 +187,34 @@ def measure_output_write(spark: SparkSession, locations: dict[str, str], scratch
     seconds = time.perf_counter() - t0
     for df in frames.values():
         df.unpersist()
-    return {"seconds": seconds, "rows": sum(rows.values()), "rows_per_table": rows}
+    out: dict[str, Any] = {"seconds": seconds, "rows": sum(rows.values()), "rows_per_table": rows}
+    if all(local_path(loc) for loc in locations.values()):
+        out["arrow_seconds"] = arrow_write_seconds(
+            {name: _without_run(read_arrow(loc)) for name, loc in locations.items() if name != "runs"},
+            scratch / "arrow", threads=spark.sparkContext.defaultParallelism)
+    return out
+
+
+def arrow_write_seconds(tables: dict[str, pa.Table], scratch: Path, *, threads: int) -> float:
+    """Wall seconds pyarrow takes to write `tables` (in memory) as Parquet files under `scratch`,
+    each cut into `threads` slices written by `threads` threads at once (pyarrow's writer releases
+    the GIL, as the replay's tasks write in parallel)."""
+    import pyarrow.parquet as pq
+
+    parts: list[tuple[pa.Table, Path]] = []
+    for name, table in tables.items():
+        (scratch / name).mkdir(parents=True, exist_ok=True)
+        step = max(1, -(-table.num_rows // threads))
+        parts += [(table.slice(i, step), scratch / name / f"part-{i // step:05d}.parquet")
+                 for i in range(0, max(table.num_rows, 1), step)]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(lambda part: pq.write_table(*part), parts))
+    return time.perf_counter() - t0
+
+
+def _without_run(table: pa.Table) -> pa.Table:
+    return table.drop_columns([c for c in ("run_window", "run_id") if c in table.column_names])
 
 
 def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str, shards: int | None,

@@ -64,7 +64,8 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
     the `fixed_groups` series' slopes (`fixed_groups_*`: the cost per record with the output held
     fixed)."""
     m = report["measurements"]
-    bare, offsets, audit, floor = (_fit(m, "scaling", k) for k in ("bare_scan", "offset_path", "audit", "output_write"))
+    bare, offsets, audit, floor, arrow_floor = (_fit(m, "scaling", k) for k in (
+        "bare_scan", "offset_path", "audit", "output_write", "output_write_arrow"))
     py_read, jvm_summary = (_fit(m, "scaling", k) for k in ("python_read", "jvm_commit_summary"))
     d_bare, d_audit = (_fit(m, "delta_input", k) for k in ("bare_scan", "audit"))
     k_bare, k_audit, k_read = (_fit(m, "kafka_input", k) for k in ("bare_scan", "audit", "python_read"))
@@ -84,6 +85,8 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
         "audit_fixed_seconds": audit.get("intercept_s"),
         "output_write_marginal_s_per_million": floor.get(slope),
         "output_write_marginal_over_bare_scan_marginal": _ratio(floor.get(slope), bare.get(slope)),
+        "output_write_arrow_marginal_s_per_million": arrow_floor.get(slope),
+        "output_write_arrow_marginal_over_bare_scan_marginal": _ratio(arrow_floor.get(slope), bare.get(slope)),
         "offset_path_fixed_seconds": offsets.get("intercept_s"),
         "python_read_marginal_s_per_million": py_read.get(slope),
         "python_read_marginal_over_bare_scan_marginal": _ratio(py_read.get(slope), bare.get(slope)),
@@ -129,8 +132,11 @@ def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     points = len((m.get("scaling") or {}).get("points", []))
     fit_note = "" if points >= 4 or not points else f"{points} scaling points: the target is stated on 5M-40M"
     floor = f.get("output_write_marginal_over_bare_scan_marginal")
+    arrow_floor = f.get("output_write_arrow_marginal_over_bare_scan_marginal")
     floor_note = "; ".join(x for x in (fit_note, "" if floor is None else (
-        f"floor: Spark writing the audit's output rows alone costs {floor:.1f}x the bare scan's marginal")) if x)
+        f"floor of the native writer: Spark writing the audit's output rows alone costs {floor:.1f}x the bare "
+        f"scan's marginal"), "" if arrow_floor is None else (
+        f"floor of the embedded writer (the one measured): pyarrow writing them costs {arrow_floor:.1f}x")) if x)
     read_floors = [(what, f.get(key)) for what, key in (
         ("reading the single pass's columns with pyarrow in the Python workers, nothing else done",
          "python_read_marginal_over_bare_scan_marginal"),
@@ -288,9 +294,12 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
               f"{sg['commits_per_s']:,.0f} commits/s", file=out)
     if m.get("scaling"):
         _print_fits("scaling (Parquet input)", m["scaling"], ("bare_scan", "offset_path", "audit", "output_write",
+                                                             "output_write_arrow",
                                                              "python_read", "jvm_commit_summary"), out)
-        print("  output_write: Spark writing the rows the audit wrote (in memory) as Parquet: the audit's floor",
-              file=out)
+        print("  output_write: Spark writing the rows the audit wrote (in memory) as Parquet: the floor of an "
+              "audit written by Spark (the native writer)", file=out)
+        print("  output_write_arrow: pyarrow writing the same rows, one thread per core: the floor of the embedded "
+              "writer's audit (measured here)", file=out)
         print("  python_read: the single pass's columns read with pyarrow in the Python workers, nothing done: "
               "the floor of a pass in Python", file=out)
         print("  jvm_commit_summary: group the commit records by key, count, min/max offset, in Spark alone: "

@@ -87,8 +87,8 @@ SPEC: dict[str, dict[str, _Key]] = {
         "scan_chunk_rows": _Key(int, DEFAULT_SCAN_CHUNK_ROWS, "rows per chunk of the single pass (bounds a Python worker's memory)"),
         "scan_reader": _Key(ScanReader, "auto", "how the single pass reads Parquet input: auto, arrow or spark"),
         "replay_input": _Key(ReplayInput, "auto", "how the replay gets its input from the single pass: auto "
-                                                  "(local files when the pass reads the files itself in a local "
-                                                  "session) or spark (Spark's shuffle)"),
+                                                  "(local files when the pass reads the files itself, or reads "
+                                                  "Kafka, in a local session) or spark (Spark's shuffle)"),
         "derived_tables": _Key(bool, True, "write partition_ownership, rebalances and group_health"),
     },
     "output": {

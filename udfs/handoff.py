@@ -1,6 +1,7 @@
 """The replay's input handed from task to task as local Parquet files, not through Spark's shuffle.
 
-When the single pass reads local Parquet files itself (`udfs.scan.make_file_scan_fn`) and the
+When the single pass reads local Parquet files itself (`udfs.scan.make_file_scan_fn`) or its
+input's size is known ahead (the Kafka source's offset ranges, `udfs.scan.make_scan_fn`), and the
 session runs on one machine, the rows the replay needs (the pass's `side`, `partial` and
 `regression` rows; the saved states of a resumed run) need not travel to the JVM, through a
 shuffle and a sort, and back into Python as Arrow: on the 20M-record benchmark that trip alone

@@ -108,6 +108,15 @@ def test_the_job_through_kafka_agrees_with_the_consumers(live, kafka_run) -> Non
     assert summary.kafka_offsets and sum(e - s for s, e in summary.kafka_offsets.values()) == run["records_in"]
 
 
+def test_the_replay_input_from_kafka_is_handed_off_as_local_files(kafka_run) -> None:
+    """In a local session the Kafka input's offset ranges size the handoff's buckets, so the pass's
+    rows reach the replay as local files, not through Spark's shuffle (the tables are those of the
+    Parquet export's run: `test_the_same_log_exported_to_parquet_gives_identical_tables`)."""
+    _, _, log = kafka_run
+    assert "replay input: handed from task to task as local files" in log
+    assert "single pass: spark reader" in log
+
+
 def test_secrets_never_reach_runs_or_the_log(kafka_run) -> None:
     _, tables, log = kafka_run
     config_json = tables["runs"][0]["config_json"]

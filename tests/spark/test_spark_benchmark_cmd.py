@@ -56,6 +56,7 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     floor = m["audit"]["output_write"]
     assert floor["rows"] == sum(m["audit"]["table_rows"].values()) > 0 and floor["seconds"] > 0
     assert floor["rows_per_table"]["assignments"] == m["audit"]["table_rows"]["assignments"]
+    assert floor["arrow_seconds"] > 0  # and by pyarrow, the embedded writer's floor (the output is local)
     # the job's replay-time line was read (milliseconds: a tiny run's merge may log 0.000 s)
     assert 0 <= m["replay_share"]["share"] < 1 and m["replay_share"]["audit_seconds"] == m["audit"]["seconds"]
     assert m["audit"]["replay_feed_seconds"] >= 0 and m["audit"]["replay_merge_seconds"] >= 0
@@ -126,6 +127,7 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     audit = {k: 5.0 + 0.3 * n / 1e6 for k, _, n in points}
     hwm = {1: 300.0, 2: 310.0, 4: 320.0, 8: 330.0}
     floor = {k: 0.2 + 0.25 * n / 1e6 for k, _, n in points}  # writing the output: 2.5x the bare scan's slope
+    arrow = {k: 0.1 + 0.03 * n / 1e6 for k, _, n in points}  # by pyarrow: 0.3x
     py_read = {k: 0.3 + 0.28 * n / 1e6 for k, _, n in points}  # the read floors: 2.8x and 1.7x
     jvm_summary = {k: 0.4 + 0.17 * n / 1e6 for k, _, n in points}
 
@@ -141,10 +143,12 @@ def test_scaling_points_and_figures_from_step_results() -> None:
             results["scaling.4x.offset_path.2"] = _ok(offsets[k] + 1)
             results["audit"] = _ok(audit[k] + 0.5, memory={"python_worker_peak_hwm_mib": hwm[k]},
                                    replay_stage_seconds=1.1, replay_feed_seconds=2.2, replay_merge_seconds=0.5,
-                                   cores=2, output_write={"seconds": floor[k] + 0.1, "rows": 40})
+                                   cores=2, output_write={"seconds": floor[k] + 0.1, "rows": 40,
+                                                          "arrow_seconds": arrow[k] + 0.2})
             results["audit.again"] = _ok(audit[k], replay_stage_seconds=1.0, replay_feed_seconds=2.0,
                                          replay_merge_seconds=0.4, cores=2,
-                                         output_write={"seconds": floor[k], "rows": 40})
+                                         output_write={"seconds": floor[k], "rows": 40,
+                                                       "arrow_seconds": arrow[k]})
             results["audit_base"] = results["audit_base.again"] = _ok(audit[k])
             continue
         for run in (1, 2):
@@ -152,7 +156,8 @@ def test_scaling_points_and_figures_from_step_results() -> None:
             results[f"scaling.{k}x.offset_path.{run}"] = _ok(offsets[k] + (2 - run))
             results[f"scaling.{k}x.audit.{run}"] = _ok(audit[k] + run - 1,
                                                        memory={"python_worker_peak_hwm_mib": hwm[k] - run},
-                                                       output_write={"seconds": floor[k] + run - 1, "rows": 10 * k})
+                                                       output_write={"seconds": floor[k] + run - 1, "rows": 10 * k,
+                                                                     "arrow_seconds": arrow[k] + 2 - run})
     rep: dict = {"measurements": {}, "parameters": {"skip": []}, "input": {"rows": 4_000_000}}
     harness._collect(rep, results, main, points, [])
     rep["ratios"] = report.ratios(rep)
@@ -169,6 +174,9 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     assert [p["output_write"]["seconds"] for p in sc["points"]] == pytest.approx([floor[k] for k, _, _ in points])
     assert [p["output_write"]["rows"] for p in sc["points"]] == [10, 20, 40, 80]
     assert f["output_write_marginal_over_bare_scan_marginal"] == pytest.approx(2.5)
+    assert [p["output_write_arrow"]["seconds"] for p in sc["points"]] == pytest.approx([arrow[k] for k, _, _ in points])
+    assert f["output_write_arrow_marginal_over_bare_scan_marginal"] == pytest.approx(0.3)
+    assert "pyarrow writing them costs 0.3x" in rep["targets"]["audit_marginal_over_bare_scan_marginal"]["note"]
     assert [p["python_read"]["seconds"] for p in sc["points"]] == pytest.approx([py_read[k] for k, _, _ in points])
     assert f["python_read_marginal_over_bare_scan_marginal"] == pytest.approx(2.8)
     assert f["jvm_commit_summary_marginal_over_bare_scan_marginal"] == pytest.approx(1.7)
@@ -178,7 +186,7 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     assert rep["measurements"]["replay_share"]["stage_share"] == pytest.approx(1.0 / audit[4])
     t = rep["targets"]
     assert t["audit_marginal_over_bare_scan_marginal"]["met"] is False
-    assert "floor: Spark writing the audit's output rows alone costs 2.5x" in t["audit_marginal_over_bare_scan_marginal"]["note"]
+    assert "floor of the native writer: Spark writing the audit's output rows alone costs 2.5x" in t["audit_marginal_over_bare_scan_marginal"]["note"]
     assert t["offset_path_marginal_over_bare_scan_marginal"]["met"] is True
     for name in ("audit_marginal_over_bare_scan_marginal", "offset_path_marginal_over_bare_scan_marginal"):
         note = t[name]["note"]
@@ -242,7 +250,7 @@ def test_fixed_group_points_share_the_main_point_and_fit_the_cost_per_record() -
     fg = rep["measurements"]["fixed_groups"]
     assert "scaling" not in rep["measurements"]
     assert [p["audit"]["output_rows"] for p in fg["points"]] == [100] * 4
-    assert "output_write" not in fg["fits"]  # measured at the shared main point only: no floor to fit
+    assert "output_write" not in fg["fits"] and "output_write_arrow" not in fg["fits"]  # main point only: no fit
     assert f["fixed_groups_audit_marginal_over_bare_scan_marginal"] == pytest.approx(1.8)
     assert f["fixed_groups_offset_path_marginal_over_bare_scan_marginal"] == pytest.approx(2.0)
     assert f["fixed_groups_python_read_marginal_over_bare_scan_marginal"] == pytest.approx(1.2)
