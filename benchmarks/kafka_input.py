@@ -164,22 +164,23 @@ def _checksums(df: Any) -> dict[str, int]:
     return {k: int(row[k] or 0) for k in ("records", "timestamp_ms_sum", "key_value_bytes")}
 
 
-def load_records(spark: SparkSession, path: str, bootstrap: str, partitions: int, interceptor: str
-                 ) -> dict[str, Any]:
+def load_records(spark: SparkSession, path: str, bootstrap: str, partitions: int, interceptor: str, *,
+                 append: bool = False) -> dict[str, Any]:
     """Appends the Parquet input at `path` (records of `__consumer_offsets` partitions 0 to
     `partitions` - 1) to the broker's `__consumer_offsets` and checks what it holds then (module
-    docstring); `interceptor` is `interceptor_jar`'s jar. Returns the records and the seconds the
-    produce took."""
+    docstring); `interceptor` is `interceptor_jar`'s jar. The topic must be empty unless `append`
+    (then the check covers the records after the ones it held). Returns the records and the
+    seconds the produce took."""
     counts = input_partition_counts(path)
     if set(counts) - set(range(partitions)):
         raise KafkaInputUnavailable(f"{path}: partitions {sorted(set(counts) - set(range(partitions)))[:5]} are "
                                     f"outside 0..{partitions - 1}")
-    expected = {p: counts.get(p, 0) for p in range(partitions)}
     _create_offsets_topic(spark, bootstrap, partitions)
     before = read_kafka(spark, bootstrap).end_offsets
-    if any(before.values()):
+    if any(before.values()) and not append:
         raise KafkaInputUnavailable(f"kafka {bootstrap}: {DEFAULT_TOPIC} is not empty ({sum(before.values())} "
                                     f"records): the benchmark loads a fresh broker only")
+    expected = {p: before.get(p, 0) + counts.get(p, 0) for p in range(partitions)}
     # one task per input file, so every partition's records are sent by one producer, in file order
     previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(1 << 40))
@@ -198,7 +199,7 @@ def load_records(spark: SparkSession, path: str, bootstrap: str, partitions: int
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
     seconds = time.perf_counter() - t0
-    read = read_kafka(spark, bootstrap)
+    read = read_kafka(spark, bootstrap, starting_offsets=before)
     wrong = {p: (read.end_offsets.get(p), n) for p, n in expected.items() if read.end_offsets.get(p) != n}
     if wrong:
         raise KafkaInputUnavailable(f"kafka {bootstrap}: end offsets differ from the input's record counts "
@@ -207,7 +208,7 @@ def load_records(spark: SparkSession, path: str, bootstrap: str, partitions: int
     if held != wanted:
         raise KafkaInputUnavailable(f"kafka {bootstrap}: the loaded log differs from the input: {held} != {wanted} "
                                     f"(records, summed timestamps, key and value bytes)")
-    return {"seconds": seconds, "records": sum(expected.values()), "partitions": len(expected)}
+    return {"seconds": seconds, "records": sum(counts.values()), "partitions": len(expected)}
 
 
 def measure_kafka_bare_scan(spark: SparkSession, bootstrap: str) -> dict[str, Any]:
