@@ -596,14 +596,21 @@ def make_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), handoff: Handof
     patterns = tuple(groups)
 
     def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        task = _task_id()
-        stream = _scan_stream(iter(batches), task=task, chunk_rows=chunk_rows, group_ok=group_matcher(patterns))
-        if handoff is None:
-            yield from stream
-            return
-        yield from handed_off(stream, HandoffWriter(handoff, task, columns=_ARROW_SCHEMA.names, kinds=HANDED_KINDS))
+        yield from _scan_task(iter(batches), chunk_rows=chunk_rows, patterns=patterns, handoff=handoff)
 
     return scan_partition
+
+
+def _scan_task(batches: Iterator[pa.RecordBatch | None], *, chunk_rows: int, patterns: tuple[str, ...],
+               handoff: Handoff | None) -> Iterator[pa.RecordBatch]:
+    """One pass task's output (`_scan_stream`), without the rows the replay reads when `handoff`
+    takes them into the task's file (`handed_off`)."""
+    task = _task_id()
+    stream = _scan_stream(batches, task=task, chunk_rows=chunk_rows, group_ok=group_matcher(patterns))
+    if handoff is None:
+        yield from stream
+        return
+    yield from handed_off(stream, HandoffWriter(handoff, task, columns=_ARROW_SCHEMA.names, kinds=HANDED_KINDS))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -745,12 +752,7 @@ def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: 
                 yield None  # a chunk never spans two units
 
     def scan_units(units: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        task = _task_id()
-        stream = _scan_stream(read(units), task=task, chunk_rows=chunk_rows, group_ok=group_matcher(patterns))
-        if handoff is None:
-            yield from stream
-            return
-        yield from handed_off(stream, HandoffWriter(handoff, task, columns=_ARROW_SCHEMA.names, kinds=HANDED_KINDS))
+        yield from _scan_task(read(units), chunk_rows=chunk_rows, patterns=patterns, handoff=handoff)
 
     return scan_units
 
