@@ -26,7 +26,7 @@ from coordinator_core.audit import GroupAuditor
 from jobs import offsets_path
 from jobs.audit import run_audit
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS, load_config
-from jobs.delta_io import local_path, read_table
+from jobs.delta_io import local_table_path, read_table
 from jobs.delta_read import read_arrow
 
 __all__ = ["REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
@@ -188,7 +188,7 @@ def measure_output_write(spark: SparkSession, locations: dict[str, str], scratch
     for df in frames.values():
         df.unpersist()
     out: dict[str, Any] = {"seconds": seconds, "rows": sum(rows.values()), "rows_per_table": rows}
-    if all(local_path(loc) for loc in locations.values()):
+    if all(local_table_path(loc) for loc in locations.values()):
         out["arrow_seconds"] = arrow_write_seconds(
             {name: _without_run(read_arrow(loc)) for name, loc in locations.items() if name != "runs"},
             scratch / "arrow", threads=spark.sparkContext.defaultParallelism)

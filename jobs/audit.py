@@ -52,7 +52,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -513,7 +512,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             starting = {p: end + 1 for p, end in plan.start_after.items()}
         kafka = read_kafka(spark, cfg.kafka_bootstrap, options=parse_kafka_options(cfg.kafka_options),
                            starting_offsets=starting)
-        data = _KafkaInput(kafka.df, sum(e - kafka.start_offsets[p] for p, e in kafka.end_offsets.items()))
+        data = _KafkaInput(kafka.df, kafka.records)
         for partition, (asked, earliest) in kafka.gone.items():
             _log(f"kafka: __consumer_offsets-{partition} offsets {asked}..{earliest - 1} are no longer in the "
                  f"log (retention or deletion): they cannot be audited")
@@ -701,16 +700,10 @@ def table_highlights(spark: SparkSession, summary: RunSummary) -> dict[str, str]
     driver with pyarrow (`_highlights_arrow`: the same lines, without a Spark job per table);
     otherwise by Spark."""
     rows = sum(summary.table_rows.values()) + sum(summary.rows_merged.values())
-    local = all(_local_path(loc) for loc in summary.locations.values())
+    local = all(delta_io.local_table_path(loc) for loc in summary.locations.values())
     if local and rows <= SUMMARY_DRIVER_ROWS and summary.table_rows.get("rebalances", 0) < EXACT_MEDIAN_ROWS:
         return _highlights_arrow(summary)
     return _highlights_spark(spark, summary)
-
-
-def _local_path(location: str) -> bool:
-    """Whether a table location is a path on the driver's file system (absolute or relative, or a
-    `file:` URI), not a remote URI (`s3://`, `dbfs:/`) nor a catalog table's name."""
-    return urlparse(location).scheme in ("", "file") and "/" in location
 
 
 def _top_line(column: pa.ChunkedArray | pa.Array, n: int = 6) -> str:

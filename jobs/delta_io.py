@@ -116,6 +116,7 @@ __all__ = [
     "delta_spark_available",
     "find_incomplete_runs",
     "local_path",
+    "local_table_path",
     "new_run_id",
     "plain_parquet_snapshot",
     "read_table",
@@ -329,6 +330,12 @@ def local_path(uri: str | None) -> bool:
         return False
     scheme = urlparse(uri).scheme
     return len(scheme) <= 1 or scheme == "file"
+
+
+def local_table_path(location: str) -> bool:
+    """Whether a table location (`table_location`) is a path on this machine's file system
+    (`local_path`), not a catalog table's name (a path has a "/", a `schema.table` name none)."""
+    return local_path(location) and "/" in location
 
 
 _Prepared = Any

@@ -87,6 +87,12 @@ class KafkaRead:
     """{partition: (asked start, earliest offset still in the log)} where retention or deletion
     removed records a starting offset asked for: they cannot be audited (the job logs them)."""
 
+    @property
+    def records(self) -> int:
+        """At most how many records `df` holds: the offsets [start, end) of every partition (fewer
+        where compaction removed some)."""
+        return sum(end - self.start_offsets[p] for p, end in self.end_offsets.items())
+
 
 def is_secret(key: str) -> bool:
     """True for keys whose values must never reach logs or tables (module docstring)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs import audit
+from jobs import audit, delta_io
 from jobs.audit import run_audit
 from jobs.config import load_config
 from jobs.derived_step import HIGHLIGHT_COLUMNS, derived_highlights, derived_highlights_arrow
@@ -45,10 +45,10 @@ def test_the_driver_reads_the_summary_spark_reads(spark, derived_input: Path, tm
 def test_a_large_or_remote_run_is_read_back_by_spark(spark, derived_run: Path, monkeypatch) -> None:
     summary = audit.RunSummary("r", "all", {}, {"generations": 3}, {"generations": str(derived_run / "generations")},
                                "embedded", 1.0)
-    assert audit._local_path(summary.locations["generations"])
-    assert audit._local_path("out/delta/generations") and audit._local_path("file:///out/generations")
+    assert delta_io.local_table_path(summary.locations["generations"])
+    assert delta_io.local_table_path("out/delta/generations") and delta_io.local_table_path("file:///out/generations")
     for remote in ("s3://bucket/out/generations", "dbfs:/mnt/out/generations", "main.audit.generations"):
-        assert not audit._local_path(remote)
+        assert not delta_io.local_table_path(remote)
     monkeypatch.setattr(audit, "SUMMARY_DRIVER_ROWS", 2)
     chosen = []
     monkeypatch.setattr(audit, "_highlights_spark", lambda spark, s: chosen.append("spark") or {})
