@@ -48,7 +48,10 @@ and the states still come out.
 Cost: the audit yields row objects; they are kept per table and turned into Arrow columns only at
 a flush (one `pa.array` per column of that table, `pa.nulls` for the other wide columns), so no
 per-row work touches the columns a row does not use. Within a flush the rows come table by table (each
-table's rows in the order the audit produced them); the wide output has no other order.
+table's rows in the order the audit produced them); the wide output has no other order. The
+single pass's stretches that open their topic-partition's summary in a window still open at the
+group's end never become objects at all: their `offset_commits` rows are sliced out of the input's
+columns (`_Group.hold`, `_held_rows`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from time import perf_counter
@@ -289,6 +293,7 @@ for _name, _cls in (*AUDIT_TABLES.items(), *DERIVED_TABLES.items()):
     _names = tuple(f.name for f in dataclasses.fields(_cls))
     # attrgetter of one name returns the value itself, not a 1-tuple; every row class has several fields
     _ROW_TABLES[_cls] = _table_out(_name, _names, attrgetter(*_names))
+_OFFSET_COMMITS_OUT = _ROW_TABLES[OffsetCommitRow]
 _COUNTS_OUT = _table_out(COUNTS_TABLE, ("group_id", *COUNT_FIELDS, *TIMING_FIELDS), _identity)
 _FILES_OUT = _table_out(FILES_TABLE, tuple(name for name, _ in FILES_FIELDS), _identity)
 _STATE_OUT = _table_out(STATE_TABLE, tuple(name for name, _ in STATE_FIELDS), _identity)
@@ -332,16 +337,19 @@ def _columns(out: _TableOut, rows: list[Any]) -> list[list[Any]]:
 
 
 def _wide_batch(out: _TableOut, rows: list[Any], *, schema: pa.Schema, carried: bool = False,
-                built: Mapping[int, pa.Array] | None = None) -> pa.RecordBatch:
+                built: Mapping[int, pa.Array] | None = None, columns: list[list[Any]] | None = None
+                ) -> pa.RecordBatch:
     """The wide RecordBatch of one table's rows in `schema` (`_ARROW_SCHEMA`, or its first columns
     `_BASE_ARROW_SCHEMA`): its own columns built from the rows (those at the positions of `built`:
-    given already), the rest null."""
-    n = len(rows)
+    given already; all of them from `columns` instead, when given), the rest null."""
+    if columns is None:
+        columns = _columns(out, rows)
+    n = len(columns[0])
     arrays = [pa.nulls(n, f.type) for f in schema]
     arrays[0] = pa.repeat(pa.scalar(out.name, pa.string()), n)
     if carried:
         arrays[_CARRIED_POSITION] = pa.repeat(pa.scalar(True, pa.bool_()), n)
-    for position, values in zip(out.positions, _columns(out, rows), strict=True):
+    for position, values in zip(out.positions, columns, strict=True):
         if built is not None and position in built:
             arrays[position] = built[position]
             continue
@@ -367,21 +375,31 @@ def _but_last(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return values[:-1]
 
 
-_OpenWindows = tuple[list[OffsetCommitRow], list[int | None]]
-"""A group's open offset windows: its open `offset_commits` rows and each one's last commit's log offset."""
+_HeldRows = tuple[list[list[Any]], list[int | None]]
+"""The open `offset_commits` rows of a run of stretches a group held back (`_Group.hold`), as
+columns (the table's, in `OffsetCommitRow` field order), and each row's last commit's log offset."""
+
+_OpenWindows = tuple[list[OffsetCommitRow], list[int | None], list[_HeldRows]]
+"""A group's open offset windows: its open `offset_commits` rows and each one's last commit's log
+offset, then the rows of the stretches it held back."""
 
 
 def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
     """The `offset_windows` column of some groups' `_state` rows (`OFFSET_WINDOW_STRUCT` lists: each
     open `offset_commits` row's fields, then its last commit's log offset), built column by column
-    from the rows rather than from a dict per window."""
-    rows = [r for group_rows, _ in groups for r in group_rows]
+    from the rows and the held stretches' columns rather than from a dict per window."""
+    out = _ROW_TABLES[OffsetCommitRow]
+    columns: list[list[Any]] = [[] for _ in range(len(out.positions) + 1)]
     ends = [0]
-    for group_rows, _ in groups:
-        ends.append(ends[-1] + len(group_rows))
+    for group_rows, offsets, held in groups:
+        n = len(group_rows)
+        parts = [[*_columns(out, group_rows), offsets]] if n else []
+        parts.extend([*held_columns, last_commits] for held_columns, last_commits in held)
+        for part in parts:
+            for column, values in zip(columns, part, strict=True):
+                column.extend(values)
+        ends.append(ends[-1] + n + sum(len(last_commits) for _, last_commits in held))
     struct_type = STATE_WINDOWS_TYPE.value_type
-    columns = _columns(_ROW_TABLES[OffsetCommitRow], rows)
-    columns.append([o for _, offsets in groups for o in offsets])
     fields = [pa.array(col, type=struct_type.field(k).type) for k, col in enumerate(columns)]
     values = pa.StructArray.from_arrays(fields, fields=list(struct_type))
     return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), values, type=STATE_WINDOWS_TYPE)
@@ -416,11 +434,12 @@ def _state_windows(items: list[_OpenWindows | _KeptWindows]) -> pa.Array:
 
 
 class _Output:
-    """Rows of the wide output since the last flush: audit row objects (any table) and counts tuples.
+    """Rows of the wide output since the last flush: audit row objects (any table), counts tuples,
+    and `offset_commits` rows given as columns (`held`: the open rows of held-back stretches).
     With `files`, the new rows of the tables it writes go to its Parquet files at a flush instead
     (`udfs.table_files`), and the files it wrote come out as `FILES_TABLE` rows at the end."""
 
-    __slots__ = ("carried", "counts", "files", "keep", "rows", "schema", "states", "written")
+    __slots__ = ("carried", "counts", "files", "held", "held_rows", "keep", "rows", "schema", "states", "written")
 
     def __init__(self, schema: pa.Schema, files: TableFiles | None = None,
                  keep: frozenset[str] | None = None) -> None:
@@ -433,9 +452,17 @@ class _Output:
         self.counts: list[tuple[Any, ...]] = []
         self.states: list[tuple[Any, ...]] = []
         self.written: list[tuple[str, str, int]] = []
+        self.held: list[list[list[Any]]] = []
+        self.held_rows = 0
 
     def __len__(self) -> int:
-        return len(self.rows) + len(self.carried) + len(self.counts) + len(self.states)
+        return len(self.rows) + len(self.carried) + len(self.counts) + len(self.states) + self.held_rows
+
+    def add_held(self, columns: list[list[Any]]) -> None:
+        """New `offset_commits` rows given as columns (`_HeldRows`), when that table's rows come out."""
+        if self.wants(_OFFSET_COMMITS_OUT.name):
+            self.held.append(columns)
+            self.held_rows += len(columns[0])
 
     def wants(self, table: str) -> bool:
         """Whether `table`'s rows come out (`keep`)."""
@@ -444,12 +471,14 @@ class _Output:
     def add_counts(self, group_id: str | None, counts: AuditCounts, seconds: tuple[float, float, float]) -> None:
         self.counts.append((group_id, *_COUNTS_VALUES(counts), *seconds))
 
-    def add_state(self, auditor: GroupAuditor, changed: bool, open_rows: list[OffsetCommitRow]) -> None:
+    def add_state(self, auditor: GroupAuditor, changed: bool, open_rows: list[OffsetCommitRow],
+                  held: list[_HeldRows]) -> None:
         """The group's `_state` row; `open_rows`: the open window's `offset_commits` rows, which
-        `GroupAuditor.finish` gave at the group's end."""
+        `GroupAuditor.finish` gave at the group's end; `held`: the open rows of the stretches it
+        held back."""
         summaries = auditor.open_summaries()
         windows: _OpenWindows = (open_rows, [summaries[(r.topic, r.partition)].last_commit_source_offset
-                                             for r in open_rows])
+                                             for r in open_rows], held)
         self.states.append((auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
                             *auditor.window(), auditor.window_record_value(), changed, windows))
 
@@ -479,12 +508,17 @@ class _Output:
         files = self.files
         for cls, rows in by_type.items():
             out = _ROW_TABLES[cls]
-            if not rows or not self.wants(out.name):
+            held = self.held if cls is OffsetCommitRow else []
+            if not (rows or held) or not self.wants(out.name):
                 continue
+            columns = _columns(out, rows)
+            for block in held:
+                for column, values in zip(columns, block, strict=True):
+                    column.extend(values)
             if files is not None and files.writes(out.name):
-                files.add(out.name, _columns(out, rows))
+                files.add(out.name, columns)
             else:
-                batches.append(_wide_batch(out, rows, schema=schema))
+                batches.append(_wide_batch(out, rows, schema=schema, columns=columns))
         carried: dict[type, list[Any]] = {}
         for row in self.carried:
             carried.setdefault(type(row), []).append(row)
@@ -506,6 +540,8 @@ class _Output:
         self.counts = []
         self.states = []
         self.written = []
+        self.held = []
+        self.held_rows = 0
         if not batches:
             return pa.RecordBatch.from_pylist([], schema=schema)
         return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
@@ -557,11 +593,69 @@ def _identity_key(row: Any) -> tuple[Any, ...] | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _HeldRun:
+    """Stretches of one input batch (`x`: its `STRETCH_COLUMNS`; `partitions`, `offsets`,
+    `timestamps`: its record columns) at `rows`, in log order, that a group holds back from its
+    auditor (`_Group.hold`)."""
+
+    x: dict[str, list[Any]]
+    partitions: list[Any]
+    offsets: list[Any]
+    timestamps: list[Any]
+    rows: range | list[int]
+
+    def column(self, values: list[Any]) -> list[Any]:
+        """The held stretches' values of an input column."""
+        rows = self.rows
+        if isinstance(rows, range):
+            return values[rows.start:rows.stop]
+        return [values[k] for k in rows]
+
+
+def _held_rows(group_id: str, window: tuple[int | None, str | None, int | None, int | None],
+               run: _HeldRun) -> _HeldRows:
+    """The open `offset_commits` rows of held-back stretches in the open `window` (`GroupAuditor.
+    window()`), column by column: what `GroupAuditor.merge_stretch` then `finish` give for stretches
+    that each open their topic-partition's summary (`OffsetSummary.of_stretch`, `OffsetSummary.row`):
+    no commit values for a stretch of tombstones only, its own regressions only in a Stable window."""
+    x, take = run.x, run.column
+    n = len(run.rows)
+    generation_id, state, _, start_offset = window
+    commits = take(x["commits"])
+    values = {name: take(x[name]) for name in ("first_offset", "last_offset", "first_commit_timestamp",
+                                               "last_commit_timestamp", "last_commit_source_offset")}
+    if 0 in commits:
+        values = {name: [v if c else None for v, c in zip(column, commits, strict=True)]
+                  for name, column in values.items()}
+    columns = [[group_id] * n, take(x["topic"]), take(x["partition_key"]), [generation_id] * n, [state] * n,
+               [start_offset] * n, [None] * n, commits, take(x["tombstones"]), values["first_offset"],
+               values["last_offset"], values["first_commit_timestamp"], values["last_commit_timestamp"],
+               take(x["regressions"]) if state == "Stable" else [0] * n, take(run.partitions), take(run.offsets),
+               take(x["last_source_offset"])]
+    return columns, values["last_commit_source_offset"]
+
+
+_HELD_COMMIT_INPUTS = tuple([f.name for f in dataclasses.fields(OffsetCommitRow)].index(name)
+                            for name in BASE_INPUTS["offset_commits"])
+"""Where the derivation's `offset_commits` columns (`BASE_INPUTS`) are among a `_HeldRows`' columns."""
+
+
 class _Group:
     """One group's audit in the replay, resumed from a saved state or new; sorts its rows into new
-    rows and carried rows (rows the previous run left open, see the module docstring)."""
+    rows and carried rows (rows the previous run left open, see the module docstring).
 
-    __slots__ = ("auditor", "before", "changed", "derive_seconds", "feed_seconds", "kept", "merge_seconds", "mode")
+    Held-back stretches. Of a run of the single pass's stretches, those whose topic-partition opens
+    its summary in the open window (it has no other stretch in the run, is not summarised there
+    yet, no stretch of it is held back) are held back instead of being merged stretch by stretch
+    (`hold`; the others, and the regression candidates, are merged at once): if the group ends with
+    the window still open, which is where most of a group's commits are (after its last
+    rebalance), their rows are built column by column from the input's columns (`_held_rows`), with
+    no summary or row object per stretch; a record the audit is given first merges them
+    (`merge_held`), as they would have been, since it may close the window or read its summaries."""
+
+    __slots__ = ("auditor", "before", "changed", "derive_seconds", "feed_seconds", "held", "held_tps", "kept",
+                 "merge_seconds", "mode", "resumed_windows")
 
     def __init__(self, auditor: GroupAuditor, mode: ResumeMode | None,
                  gaps: Mapping[int, HistoryGap], *, keep: bool = False) -> None:
@@ -577,6 +671,11 @@ class _Group:
                 key = _identity_key(row)
                 if key is not None:
                     self.before[key] = row
+        self.resumed_windows = any(key[0] == "o" for key in self.before)
+        """Whether the previous run left offset windows open (their rows are routed one by one:
+        nothing is held back)."""
+        self.held: list[_HeldRun] = []
+        self.held_tps: set[tuple[str, int]] = set()
         if mode is not None:
             for p in auditor.partitions:
                 if p in gaps:
@@ -598,14 +697,75 @@ class _Group:
         if self.kept is not None:
             self.kept.append(row)
 
-    def derived_rows(self) -> list[Any]:
-        """The ownership, rebalance and health rows of the group's kept rows (`derive_group`)."""
+    def hold(self, x: dict[str, list[Any]], partitions: list[Any], offsets: list[Any], timestamps: list[Any],
+             start: int, end: int, out: _Output) -> Iterable[int]:
+        """Holds back the stretches [start, end) of an input batch that may be (class docstring);
+        the rows of the others, to merge now, in order."""
+        rows = range(start, end)
+        if self.resumed_windows:
+            return rows
+        kinds = x["_kind"][start:end]
+        tps = list(zip(x["topic"][start:end], x["partition_key"][start:end], strict=True))
+        distinct = set(tps)
+        if not distinct.isdisjoint(self.held_tps):  # a later stretch of a held-back one: both merged
+            self.merge_held(out)
+        summaries = self.auditor.open_summaries()
+        held: range | list[int]
+        now: list[int]
+        if len(distinct) == len(tps) and KIND_REGRESSION not in kinds and distinct.isdisjoint(summaries):
+            held, now = rows, []
+        else:
+            blocked = {tp for tp, n in Counter(tps).items() if n > 1 or tp in summaries}
+            held, now = [], []
+            for k, tp, kind in zip(rows, tps, kinds, strict=True):
+                (now if kind == KIND_REGRESSION or tp in blocked else held).append(k)
+            if not held:
+                return now
+        run = _HeldRun(x, partitions, offsets, timestamps, held)
+        self.held.append(run)
+        self.held_tps.update(tps if isinstance(held, range) else (tps[k - start] for k in held))
+        held_partitions, last_offsets = run.column(partitions), run.column(x["last_source_offset"])
+        if held_partitions.count(held_partitions[0]) == len(held_partitions):  # a group's records: one partition
+            self.auditor.reached(held_partitions[0], max(last_offsets))
+        else:
+            for p, o in zip(held_partitions, last_offsets, strict=True):
+                self.auditor.reached(p, o)
+        return now
+
+    def merge_held(self, out: _Output) -> None:
+        """Merges the stretches held back into the auditor, in order (`GroupAuditor.merge_stretch`)."""
+        for run in self.held:
+            for i in run.rows:
+                for row in _stretch_rows(self.auditor, run.x, i, run.partitions[i], run.offsets[i],
+                                         run.timestamps[i]):
+                    self.route(row, out)
+        self.held = []
+        self.held_tps = set()
+
+    def take_held(self) -> list[_HeldRows]:
+        """The open rows of the stretches held back (at the group's end), which are let go."""
+        group_id = self.auditor.group_id
+        assert group_id is not None or not self.held  # a stretch is of a group whose key was read
+        window = self.auditor.window()
+        rows = [_held_rows(group_id or "", window, run) for run in self.held]
+        self.held = []
+        self.held_tps = set()
+        return rows
+
+    def derived_rows(self, held: Sequence[_HeldRows] = ()) -> list[Any]:
+        """The ownership, rebalance and health rows of the group's kept rows (`derive_group`) and of
+        `held`, the open rows of the stretches it held back."""
         assert self.kept is not None
         inputs: dict[str, list[dict[str, Any]]] = {name: [] for name in BASE_INPUTS}
         for row in self.kept:
             spec = _BASE_ROWS.get(type(row))
             if spec is not None:
                 inputs[spec[0]].append(spec[1](row))
+        names = BASE_INPUTS["offset_commits"]
+        for columns, _ in held:
+            inputs["offset_commits"].extend(
+                dict(zip(names, values, strict=True))
+                for values in zip(*(columns[k] for k in _HELD_COMMIT_INPUTS), strict=True))
         self.kept = []
         group_id = self.auditor.group_id
         assert group_id is not None
@@ -728,16 +888,19 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             finished = auditor.finish()
             for row in (*auditor.gap_rows(), *finished):
                 group.route(row, out)
+            held = group.take_held()
+            for columns, _ in held:
+                out.add_held(columns)
             if group.kept is not None and auditor.group_id is not None:
                 t0 = perf_counter()
-                out.rows.extend(group.derived_rows())
+                out.rows.extend(group.derived_rows(held))
                 group.derive_seconds += perf_counter() - t0
             key = current if isinstance(current, str) else None  # a group is open: current is its key
             if out.wants(COUNTS_TABLE):
                 out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
                                (group.feed_seconds, group.merge_seconds, group.derive_seconds))
             if auditor.group_id is not None and out.wants(STATE_TABLE):
-                out.add_state(auditor, group.changed, [r for r in finished if type(r) is OffsetCommitRow])
+                out.add_state(auditor, group.changed, [r for r in finished if type(r) is OffsetCommitRow], held)
 
     for groups, partitions, offsets, timestamps, keys, values, states, missing, stretch, windows in batches:
         kinds = stretch["_kind"] if stretch is not None else None
@@ -763,12 +926,16 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 t0 = perf_counter()
                 if kinds is not None and kinds[i] is not None:  # summarised stretches of offset commits
                     assert stretch is not None  # kinds come from it
-                    while i < end and kinds[i] is not None:
-                        for row in _stretch_rows(auditor, stretch, i, partitions[i], offsets[i], timestamps[i]):
+                    k = i + 1
+                    while k < end and kinds[k] is not None:
+                        k += 1
+                    for r in group.hold(stretch, partitions, offsets, timestamps, i, k, out):
+                        for row in _stretch_rows(auditor, stretch, r, partitions[r], offsets[r], timestamps[r]):
                             group.route(row, out)
-                        i += 1
+                    i = k
                     group.merge_seconds += perf_counter() - t0
                     continue
+                group.merge_held(out)  # the records fed next may close the window or read its summaries
                 j = i + 1
                 if kinds is None:
                     j = end

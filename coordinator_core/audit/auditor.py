@@ -258,8 +258,7 @@ class GroupAuditor:
             stretch.regressions = 0
         tp = (topic, partition)
         p = stretch.source_partition
-        if self._positions.get(p, _NO_POSITION) < stretch.last_source_offset:
-            self._positions[p] = stretch.last_source_offset
+        self.reached(p, stretch.last_source_offset)
         before = w.summaries.get(tp)
         if before is None:
             w.summaries[tp] = stretch
@@ -273,6 +272,13 @@ class GroupAuditor:
         back = Regression(before.last_offset, before.last_commit_timestamp, before.last_commit_source_offset)
         return [w.regression_row(self._group_id or "", tp, back, first, stretch.first_commit_timestamp, p,
                                  first_commit_source_offset, first_commit_record_ts or 0)]
+
+    def reached(self, partition: int, offset: int) -> None:
+        """Notes that this group's records were read up to `offset` of `partition` (what
+        `merge_stretch` does for a stretch's last record): for a caller that holds stretches back
+        and merges them later, or writes their rows itself (the Spark job's replay)."""
+        if self._positions.get(partition, _NO_POSITION) < offset:
+            self._positions[partition] = offset
 
     def stretch_regression(self, topic: str, partition: int, regression: Regression, offset: int,
                            commit_timestamp: int, source_partition: int, source_offset: int,

@@ -281,9 +281,13 @@ def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
     rows = [summary.row("g", "t", p, generation_id=5, window_state="Stable", window_start_offset=7,
                         window_end_offset=None) for p, summary in enumerate((s, only_tombstones))]
     last = [s.last_commit_source_offset, only_tombstones.last_commit_source_offset]
-    got = _open_windows([(rows, last), ([], []), (rows[:1], last[:1])]).to_pylist()
+    got = _open_windows([(rows, last, []), ([], [], []), (rows[:1], last[:1], [])]).to_pylist()
     want = [{**dataclasses.asdict(r), "last_commit_source_offset": o} for r, o in zip(rows, last, strict=True)]
     assert got == [want, [], want[:1]]
+    # rows held back as columns come after a group's row objects, in its list
+    held = ([list(values) for values in zip(*map(dataclasses.astuple, rows), strict=True)], last)
+    got = _open_windows([(rows[1:], last[1:], [held]), ([], [], [held])]).to_pylist()
+    assert got == [[want[1], *want], want]
     assert last == [41, None] and list(got[0][0]) == [f.name for f in OFFSET_WINDOW_STRUCT.fields]
 
 

@@ -2,20 +2,26 @@
 its partial summaries, given their windows and merged in log order with `OffsetSummary.merge`
 (what the replay's `GroupAuditor.merge_stretch` does), equal the summaries the core folds record
 by record, for any cut of the log into chunks, whether each chunk closes its stretches or the task
-carries them from chunk to chunk (Spark-free)."""
+carries them from chunk to chunk; and the replay of the kernel's rows, whatever stretches it holds
+back, gives the pure audit's offset_commits rows, offset_regression violations and open offset
+windows, however its input is cut into batches (Spark-free)."""
 
 from __future__ import annotations
 
 import itertools
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from coordinator_core.audit import GroupAuditor
 from coordinator_core.audit.offsets import OffsetSummary
 from tests.spark.test_spark_offsets_path import T, _commit, _gm, _gm_tombstone, _member, _tombstone
+from tests.spark.test_spark_replay import _expected, _wide_rows, _windows
 from tests.spark.test_spark_scan import _batch
-from udfs.scan import KIND_PARTIAL, TaskKeys, scan_chunk
+from udfs.replay import STATE_TABLE, handed_input, make_replay_fn, wide_column
+from udfs.scan import HANDED_KINDS, KIND_PARTIAL, TaskKeys, scan_chunk
 
 GROUPS = ("g", "h")
 TPS = (("t", 0), ("t", 1), ("u", 0))
@@ -113,3 +119,38 @@ def test_kernel_partials_merged_are_the_core_fold(events, cuts) -> None:
     assert stretches == len(core)
     # a task that forgets its keys between chunks closes its open stretches first
     assert _kernel(records, meta, cuts, carry=True, max_keys=0)[0] == core
+
+
+@settings(max_examples=200, deadline=None)
+# a chunk boundary splits t-0's stretch in two: the second merges into the first, held back or not
+@example([("commit", "g", ("t", 0), 1), ("commit", "g", ("t", 1), 2), ("commit", "g", ("t", 0), 0)], [2], False, 9)
+# a held-back stretch, then a GroupMetadata record that closes its window (in the same batch and not)
+@example([("gm", "g", "Stable"), ("commit", "g", ("t", 0), 3), ("gm", "g", "Empty"), ("tombstone", "g", ("t", 0))],
+         [], True, 2)
+@given(st.lists(_event, min_size=1, max_size=60), st.lists(st.integers(0, 60), max_size=6), st.booleans(),
+       st.integers(1, 12))
+def test_the_replay_of_the_kernels_rows_is_the_pure_audit(events, cuts, carry, batch_rows) -> None:
+    records, meta = _records(events)
+    batch = _batch(records)
+    keys = TaskKeys()
+    bounds = [0, *sorted(set(cuts)), len(records)]
+    outputs = [scan_chunk(pa.Table.from_batches([batch.slice(lo, hi - lo)]), chunk=i, keys=keys, final=not carry)
+               for i, (lo, hi) in enumerate(itertools.pairwise(bounds)) if hi > lo]
+    rows = pa.concat_tables([*outputs, *(pa.Table.from_batches([b]) for b in keys.flush())])
+    rows = rows.filter(pc.is_in(rows.column("_kind"), pa.array(HANDED_KINDS)))
+    table = handed_input(rows, None)
+    assert table is not None
+    out = pa.Table.from_batches(list(make_replay_fn(batch_rows=batch_rows)(iter(table.to_batches(batch_rows)))))
+
+    log = [(e[1], 0, o, T + o, *records[o]) for o, e in enumerate(meta)]
+    expected, got = _expected(log), _wide_rows(out)
+    assert got["offset_commits"] == expected["offset_commits"]
+    assert got["violations"] == expected["violations"]
+    windows = {}
+    for group in dict.fromkeys(e[1] for e in meta):
+        auditor = GroupAuditor(group)
+        list(auditor.feed([r[1:] for r in log if r[0] == group]))
+        windows[group] = sorted(_windows(auditor), key=lambda w: (w["topic"], w["partition"]))
+    states = {r[wide_column(STATE_TABLE, "group_id")]: r[wide_column(STATE_TABLE, "offset_windows")]
+              for r in out.to_pylist() if r["_table"] == STATE_TABLE}
+    assert {g: sorted(w, key=lambda w: (w["topic"], w["partition"])) for g, w in states.items()} == windows
