@@ -384,6 +384,11 @@ _OpenWindows = tuple[list[OffsetCommitRow], list[int | None], list[_HeldRows]]
 offset, then the rows of the stretches it held back."""
 
 
+_OFFSET_COMMIT_FIELDS = [f.name for f in dataclasses.fields(OffsetCommitRow)]
+_SOURCE_PARTITION = _OFFSET_COMMIT_FIELDS.index("source_partition")
+_FIRST_SOURCE_OFFSET = _OFFSET_COMMIT_FIELDS.index("first_source_offset")
+
+
 def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
     """The `offset_windows` column of some groups' `_state` rows (`OFFSET_WINDOW_STRUCT` lists: each
     open `offset_commits` row's fields, then its last commit's log offset), built column by column
@@ -395,6 +400,11 @@ def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
         n = len(group_rows)
         parts = [[*_columns(out, group_rows), offsets]] if n else []
         parts.extend([*held_columns, last_commits] for held_columns, last_commits in held)
+        if len(parts) > 1:  # in the order of the auditor's summaries: by each one's first record
+            whole = [list(itertools.chain.from_iterable(part[c] for part in parts)) for c in range(len(columns))]
+            first_records = list(zip(whole[_SOURCE_PARTITION], whole[_FIRST_SOURCE_OFFSET], strict=True))
+            order = sorted(range(len(first_records)), key=first_records.__getitem__)
+            parts = [[[column[k] for k in order] for column in whole]]
         for part in parts:
             for column, values in zip(columns, part, strict=True):
                 column.extend(values)
@@ -636,8 +646,7 @@ def _held_rows(group_id: str, window: tuple[int | None, str | None, int | None, 
     return columns, values["last_commit_source_offset"]
 
 
-_HELD_COMMIT_INPUTS = tuple([f.name for f in dataclasses.fields(OffsetCommitRow)].index(name)
-                            for name in BASE_INPUTS["offset_commits"])
+_HELD_COMMIT_INPUTS = tuple(_OFFSET_COMMIT_FIELDS.index(name) for name in BASE_INPUTS["offset_commits"])
 """Where the derivation's `offset_commits` columns (`BASE_INPUTS`) are among a `_HeldRows`' columns."""
 
 
@@ -646,16 +655,17 @@ class _Group:
     rows and carried rows (rows the previous run left open, see the module docstring).
 
     Held-back stretches. Of a run of the single pass's stretches, those whose topic-partition opens
-    its summary in the open window (it has no other stretch in the run, is not summarised there
-    yet, no stretch of it is held back) are held back instead of being merged stretch by stretch
-    (`hold`; the others, and the regression candidates, are merged at once): if the group ends with
+    its summary in the open window (it is not summarised there yet, no stretch of it is held back,
+    no regression candidate of it is in the run) are held back instead of being merged stretch by
+    stretch (`hold`; several stretches of one topic-partition in the run, which a task boundary
+    makes, held back as their merged summary, `_fold`; the others merged at once): if the group ends with
     the window still open, which is where most of a group's commits are (after its last
     rebalance), their rows are built column by column from the input's columns (`_held_rows`), with
     no summary or row object per stretch; a record the audit is given first merges them
     (`merge_held`), as they would have been, since it may close the window or read its summaries."""
 
-    __slots__ = ("auditor", "before", "changed", "derive_seconds", "feed_seconds", "held", "held_tps", "kept",
-                 "merge_seconds", "mode", "resumed_windows")
+    __slots__ = ("auditor", "before", "changed", "derive_seconds", "feed_seconds", "folded", "held", "held_tps",
+                 "kept", "merge_seconds", "mode", "resumed_windows")
 
     def __init__(self, auditor: GroupAuditor, mode: ResumeMode | None,
                  gaps: Mapping[int, HistoryGap], *, keep: bool = False) -> None:
@@ -675,6 +685,8 @@ class _Group:
         """Whether the previous run left offset windows open (their rows are routed one by one:
         nothing is held back)."""
         self.held: list[_HeldRun] = []
+        self.folded: dict[tuple[str, int], OffsetSummary] = {}
+        """Topic-partitions whose stretches in one run are held back merged (`_fold`)."""
         self.held_tps: set[tuple[str, int]] = set()
         if mode is not None:
             for p in auditor.partitions:
@@ -715,10 +727,22 @@ class _Group:
         if len(distinct) == len(tps) and KIND_REGRESSION not in kinds and distinct.isdisjoint(summaries):
             held, now = rows, []
         else:
-            blocked = {tp for tp, n in Counter(tps).items() if n > 1 or tp in summaries}
+            repeated = {tp for tp, n in Counter(tps).items() if n > 1}
+            blocked = {tp for tp in distinct if tp in summaries}
+            blocked.update(tp for tp, kind in zip(tps, kinds, strict=True) if kind == KIND_REGRESSION)
             held, now = [], []
+            folds: dict[tuple[str, int], list[int]] = {}
             for k, tp, kind in zip(rows, tps, kinds, strict=True):
-                (now if kind == KIND_REGRESSION or tp in blocked else held).append(k)
+                if kind == KIND_REGRESSION or tp in blocked:
+                    now.append(k)
+                elif tp in repeated:
+                    folds.setdefault(tp, []).append(k)
+                else:
+                    held.append(k)
+            for tp, ks in folds.items():
+                if not self._fold(tp, x, partitions, offsets, ks):
+                    now.extend(ks)
+            now.sort()
             if not held:
                 return now
         run = _HeldRun(x, partitions, offsets, timestamps, held)
@@ -732,14 +756,49 @@ class _Group:
                 self.auditor.reached(p, o)
         return now
 
+    def _fold(self, tp: tuple[str, int], x: dict[str, list[Any]], partitions: list[Any], offsets: list[Any],
+              rows: list[int]) -> bool:
+        """Holds back the stretches of one topic-partition at `rows` (in log order) as their merged
+        summary (`OffsetSummary.merge`, as `GroupAuditor.merge_stretch` merges them into the open
+        window, where the topic-partition has none yet), unless merging them finds a backwards
+        step, whose `offset_regression` row only the auditor writes (False: merge them now)."""
+        stable = self.auditor.window()[1] == "Stable"
+        folded: OffsetSummary | None = None
+        for k in rows:
+            s = _stretch_summary(x, k, partitions[k], offsets[k])
+            if not stable:
+                s.regressions = 0
+            if folded is None:
+                folded = s
+                continue
+            if stable and folded.commits and s.first_offset is not None and s.first_offset < folded.last_offset:
+                return False
+            folded = folded.merge(s, stable=stable)
+        assert folded is not None
+        for k in rows:
+            self.auditor.reached(partitions[k], x["last_source_offset"][k])
+        self.folded[tp] = folded
+        self.held_tps.add(tp)
+        return True
+
     def merge_held(self, out: _Output) -> None:
-        """Merges the stretches held back into the auditor, in order (`GroupAuditor.merge_stretch`)."""
-        for run in self.held:
-            for i in run.rows:
-                for row in _stretch_rows(self.auditor, run.x, i, run.partitions[i], run.offsets[i],
-                                         run.timestamps[i]):
-                    self.route(row, out)
+        """Merges the stretches held back into the auditor in log order (`GroupAuditor.merge_stretch`:
+        the window's summaries are then in the order they would have been)."""
+        if not (self.held or self.folded):
+            return
+        items: list[tuple[int, int, _HeldRun | OffsetSummary, Any]] = [
+            (run.partitions[i], run.offsets[i], run, i) for run in self.held for i in run.rows]
+        items.extend((s.source_partition, s.first_source_offset, s, tp) for tp, s in self.folded.items())
+        items.sort(key=lambda item: (item[0], item[1]))
+        for p, o, what, ref in items:
+            if isinstance(what, OffsetSummary):  # opens its topic-partition's summary: no row
+                self.auditor.merge_stretch(ref[0], ref[1], what, first_commit_source_offset=None,
+                                           first_commit_record_ts=None)
+                continue
+            for row in _stretch_rows(self.auditor, what.x, ref, p, o, what.timestamps[ref]):
+                self.route(row, out)
         self.held = []
+        self.folded = {}
         self.held_tps = set()
 
     def take_held(self) -> list[_HeldRows]:
@@ -748,7 +807,15 @@ class _Group:
         assert group_id is not None or not self.held  # a stretch is of a group whose key was read
         window = self.auditor.window()
         rows = [_held_rows(group_id or "", window, run) for run in self.held]
+        if self.folded:
+            generation_id, state, _, start_offset = window
+            folded = [s.row(group_id or "", topic, partition, generation_id=generation_id, window_state=state,
+                            window_start_offset=start_offset, window_end_offset=None)
+                      for (topic, partition), s in self.folded.items()]
+            rows.append((_columns(_OFFSET_COMMITS_OUT, folded),
+                         [s.last_commit_source_offset for s in self.folded.values()]))
         self.held = []
+        self.folded = {}
         self.held_tps = set()
         return rows
 
@@ -799,12 +866,17 @@ def _stretch_rows(auditor: GroupAuditor, x: dict[str, list[Any]], i: int, p: int
         return auditor.stretch_regression(x["topic"][i], x["partition_key"][i], back, x["offset_value"][i],
                                           x["commit_timestamp"][i], p, o, ts or 0)
     commits = x["commits"][i]
-    s = OffsetSummary.of_stretch(commits, x["tombstones"][i], x["regressions"][i], x["first_offset"][i],
-                                 x["last_offset"][i], x["first_commit_timestamp"][i], x["last_commit_timestamp"][i],
-                                 o, x["last_source_offset"][i], x["last_commit_source_offset"][i], p)
-    return auditor.merge_stretch(x["topic"][i], x["partition_key"][i], s,
+    return auditor.merge_stretch(x["topic"][i], x["partition_key"][i], _stretch_summary(x, i, p, o),
                                  first_commit_source_offset=x["first_commit_source_offset"][i] if commits else None,
                                  first_commit_record_ts=x["first_commit_record_ts"][i] if commits else None)
+
+
+def _stretch_summary(x: dict[str, list[Any]], i: int, p: int, o: int) -> OffsetSummary:
+    """The summary of the single pass's stretch at row `i` (its first record at `p`/`o`)."""
+    return OffsetSummary.of_stretch(x["commits"][i], x["tombstones"][i], x["regressions"][i], x["first_offset"][i],
+                                    x["last_offset"][i], x["first_commit_timestamp"][i],
+                                    x["last_commit_timestamp"][i], o, x["last_source_offset"][i],
+                                    x["last_commit_source_offset"][i], p)
 
 
 def _summaries(windows: Sequence[Mapping[str, Any]] | None) -> dict[tuple[str, int], OffsetSummary]:

@@ -284,10 +284,11 @@ def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
     got = _open_windows([(rows, last, []), ([], [], []), (rows[:1], last[:1], [])]).to_pylist()
     want = [{**dataclasses.asdict(r), "last_commit_source_offset": o} for r, o in zip(rows, last, strict=True)]
     assert got == [want, [], want[:1]]
-    # rows held back as columns come after a group's row objects, in its list
+    # rows held back as columns join a group's row objects in the order of their first records (log
+    # order: the order the auditor's summaries would have had)
     held = ([list(values) for values in zip(*map(dataclasses.astuple, rows), strict=True)], last)
     got = _open_windows([(rows[1:], last[1:], [held]), ([], [], [held])]).to_pylist()
-    assert got == [[want[1], *want], want]
+    assert got == [[want[0], want[1], want[1]], want]
     assert last == [41, None] and list(got[0][0]) == [f.name for f in OFFSET_WINDOW_STRUCT.fields]
 
 
