@@ -786,6 +786,7 @@ class _Group:
         the window's summaries are then in the order they would have been)."""
         if not (self.held or self.folded):
             return
+        merged_before = bool(self.auditor.open_summaries())
         items: list[tuple[int, int, _HeldRun | OffsetSummary, Any]] = [
             (run.partitions[i], run.offsets[i], run, i) for run in self.held for i in run.rows]
         items.extend((s.source_partition, s.first_source_offset, s, tp) for tp, s in self.folded.items())
@@ -797,6 +798,10 @@ class _Group:
                 continue
             for row in _stretch_rows(self.auditor, what.x, ref, p, o, what.timestamps[ref]):
                 self.route(row, out)
+        if merged_before:  # stretches merged at once came first: the summaries by first record, as fed
+            summaries = self.auditor.open_summaries()
+            self.auditor.restore_summaries(dict(sorted(
+                summaries.items(), key=lambda item: (item[1].source_partition, item[1].first_source_offset))))
         self.held = []
         self.folded = {}
         self.held_tps = set()

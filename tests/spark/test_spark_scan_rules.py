@@ -128,6 +128,10 @@ def test_kernel_partials_merged_are_the_core_fold(events, cuts) -> None:
 # log order, so the open windows keep the order of the auditor's summaries
 @example([("commit", "g", ("t", 0), 1), ("commit", "g", ("t", 1), 2), ("commit", "g", ("t", 0), 3),
           ("commit", "g", ("t", 1), 4)], [2, 3], False, 3)
+# t-1 merged at once (a regression candidate), t-0 held back, then t-0's next stretch in the next
+# batch merges it: the window's summaries are put back in log order
+@example([("commit", "g", ("t", 0), 5), ("commit", "g", ("t", 1), 5), ("commit", "g", ("t", 1), 3),
+          ("commit", "g", ("t", 0), 6)], [3], False, 3)
 # a held-back stretch, then a GroupMetadata record that closes its window (in the same batch and not)
 @example([("gm", "g", "Stable"), ("commit", "g", ("t", 0), 3), ("gm", "g", "Empty"), ("tombstone", "g", ("t", 0))],
          [], True, 2)
