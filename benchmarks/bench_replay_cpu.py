@@ -1,0 +1,129 @@
+"""CPU cost of the replay's body (`udfs.replay.make_replay_fn`) over the single pass's real output,
+without Spark's scheduling; prints figures.
+
+    .venv/bin/python -m benchmarks.bench_replay_cpu --input .cache/bench/input-r20221159-g5000-s0
+        [--work-dir .cache/bench] [--files N] [--repeat 3] [--json F]
+
+Input: the replay's input for a benchmark input (`python -m benchmarks`' cache, Parquet with the
+Kafka-source schema): the single pass (`jobs.offsets_path.scan_log`) and `udfs.replay.replay_input`
+in a local[2] Spark session, as the job's Spark path builds it (the records it did not summarise
+and its stretches, sorted by group within each of 2 shards), written once under `--work-dir`
+(`replay-input-<input name>`) and reused; Spark is stopped before anything is timed. Each file
+(`--files`: the first N only) is cut into Arrow batches of 10,000 rows.
+
+Measured in this one process, CPU seconds, best of `--repeat`, per configuration of the replay:
+
+* `offset_path`: what the offset path's replay runs (`tables=("offset_commits", "violations")`,
+  `observe=False`);
+* `audit`: what the embedded audit's replay runs on a fresh output (`derive=True`: every table,
+  derived ones included, and the saved states);
+
+each with `rows_out` and `sha256`, a hash of the output rows (every column, in a canonical order,
+the counts rows without their Python timings), so that two versions of the code can be compared
+on the same input: the same hash, the same rows. To time another tree (e.g. a `git worktree` of an
+earlier commit), run this file by its path with `PYTHONPATH` set to that tree's root:
+`PYTHONPATH=OTHER .venv/bin/python benchmarks/bench_replay_cpu.py --input ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the project's packages (a PYTHONPATH set first wins)
+    sys.path.append(str(ROOT))
+
+from udfs.replay import COUNTS_TABLE, make_replay_fn  # noqa: E402
+
+CONFIGURATIONS: dict[str, dict[str, Any]] = {
+    "offset_path": {"tables": ("offset_commits", "violations"), "observe": False},
+    "audit": {"derive": True},
+}
+BATCH_ROWS = 10_000
+
+
+def replay_input(input_dir: Path, work_dir: Path) -> Path:
+    """The replay's input for `input_dir`, built with Spark unless `work_dir` holds it already."""
+    out = work_dir / f"replay-input-{input_dir.name}"
+    if (out / "_SUCCESS").exists():
+        return out
+    from jobs.offsets_path import scan_log
+    from jobs.spark_session import build_session
+    from udfs.replay import replay_input as build_input
+
+    print(f"[bench_replay_cpu] building the replay input of {input_dir} under {out} (Spark, local[2])", flush=True)
+    spark = build_session(master="local[2]")
+    try:
+        scan = scan_log(spark.read.parquet(str(input_dir)))
+        build_input(scan.side(), scan.stretches(), shards=2).write.mode("overwrite").parquet(str(out))
+    finally:
+        spark.stop()
+    return out
+
+
+def _rows_hash(batches: list[pa.RecordBatch]) -> str:
+    rows = []
+    for batch in batches:
+        for r in batch.to_pylist():
+            if r["_table"] == COUNTS_TABLE:  # its Python timings differ from run to run
+                r = {k: v for k, v in r.items() if not k.startswith("double_")}
+            rows.append(repr(sorted(r.items())))
+    digest = hashlib.sha256()
+    for row in sorted(rows):
+        digest.update(row.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def measure(tables: list[pa.Table], options: dict[str, Any], repeat: int) -> dict[str, Any]:
+    """Best CPU seconds of `repeat` replays of every table (each its own task), rows and hash."""
+    best = float("inf")
+    out: list[pa.RecordBatch] = []
+    for _ in range(repeat):
+        out = []
+        start = time.process_time()
+        for table in tables:
+            out.extend(make_replay_fn(**options)(iter(table.to_batches(max_chunksize=BATCH_ROWS))))
+        best = min(best, time.process_time() - start)
+    return {"cpu_s": round(best, 3), "rows_out": sum(b.num_rows for b in out), "sha256": _rows_hash(out)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_replay_cpu", description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", type=Path, required=True, help="a benchmark input (Kafka-source Parquet)")
+    p.add_argument("--work-dir", type=Path, default=ROOT / ".cache" / "bench", help="where the replay input is kept")
+    p.add_argument("--files", type=int, default=None, help="replay only the first N files of the replay input")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = p.parse_args(argv)
+    if not args.input.is_dir():
+        p.error(f"--input {args.input}: no such directory (python -m benchmarks writes them under .cache/bench)")
+    if args.repeat < 1 or (args.files is not None and args.files < 1):
+        p.error("--repeat and --files must be >= 1")
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    source = replay_input(args.input, args.work_dir)
+    files = sorted(source.glob("part-*.parquet"))[:args.files]
+    tables = [pq.read_table(f) for f in files]
+    figures: dict[str, Any] = {"input": str(args.input), "replay_input_rows": sum(t.num_rows for t in tables),
+                               "files": len(files)}
+    print(f"replay input: {figures['replay_input_rows']:,} rows in {len(files)} files of {source}", flush=True)
+    for name, options in CONFIGURATIONS.items():
+        figures[name] = measure(tables, options, args.repeat)
+        f = figures[name]
+        print(f"{name:12s} {f['cpu_s']:8.3f} s CPU  {f['rows_out']:>10,} rows out  sha256 {f['sha256'][:16]}", flush=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
