@@ -18,6 +18,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -76,8 +77,6 @@ def _python_read_counts(batches: Any) -> Any:
     """mapInArrow body of `measure_read_floors`' Python read: each unit's row groups read with
     pyarrow as the single pass's file reader reads them (its columns, `key` dictionary-decoded),
     the rows and the key and value bytes counted, nothing else done."""
-    import pyarrow.parquet as pq
-
     rows = nbytes = 0
     for ub in batches:
         for path, row_groups in zip(ub.column("path").to_pylist(), ub.column("row_groups").to_pylist(), strict=True):
@@ -199,8 +198,6 @@ def arrow_write_seconds(tables: dict[str, pa.Table], scratch: Path, *, threads: 
     """Wall seconds pyarrow takes to write `tables` (in memory) as Parquet files under `scratch`,
     each cut into `threads` slices written by `threads` threads at once (pyarrow's writer releases
     the GIL, as the replay's tasks write in parallel)."""
-    import pyarrow.parquet as pq
-
     parts: list[tuple[pa.Table, Path]] = []
     for name, table in tables.items():
         (scratch / name).mkdir(parents=True, exist_ok=True)

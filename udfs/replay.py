@@ -393,7 +393,7 @@ def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
     """The `offset_windows` column of some groups' `_state` rows (`OFFSET_WINDOW_STRUCT` lists: each
     open `offset_commits` row's fields, then its last commit's log offset), built column by column
     from the rows and the held stretches' columns rather than from a dict per window."""
-    out = _ROW_TABLES[OffsetCommitRow]
+    out = _OFFSET_COMMITS_OUT
     columns: list[list[Any]] = [[] for _ in range(len(out.positions) + 1)]
     ends = [0]
     for group_rows, offsets, held in groups:
