@@ -310,15 +310,16 @@ def _last_commits(gens: list[dict[str, Any]], commits: Iterable[Mapping[str, Any
     see (generation_id null) and that an earlier run's rows explain."""
     out: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
     starts = [g["record_timestamp"] for g in gens]
+    first, single = starts[0], len(starts) == 1
     for c in commits:
         ts = c.get("last_commit_timestamp")
-        if ts is None:
+        if ts is None or ts < first:
             continue
-        i = bisect_right(starts, ts) - 1
-        if i < 0:
-            continue
+        last = out[0 if single else bisect_right(starts, ts) - 1]
         key = (c["topic"], c["partition"])
-        out[i][key] = max(ts, out[i].get(key, ts))
+        known = last.get(key)
+        if known is None or ts > known:
+            last[key] = ts
     return out
 
 
@@ -349,8 +350,10 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                last_commit: Mapping[int, Mapping[tuple[str, int], int]],
                cause_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[OwnershipRow]:
     offset_at = {g["record_timestamp"]: g.get("source_offset") for g in gens}
-    segments: dict[tuple[str, int], list[_Segment]] = defaultdict(list)
-    ending_at: dict[int, list[_Segment]] = defaultdict(list)
+    # per partition, its assignments in generation order; one whose end a join phase moves becomes a
+    # `_Segment` (most never do: no object per assignment)
+    segments: dict[tuple[str, int], list[Mapping[str, Any] | _Segment]] = defaultdict(list)
+    ending_at: dict[int, list[tuple[tuple[str, int], int]]] = defaultdict(list)
     owned_in: list[set[tuple[str, int]]] = []
     owner_parts: list[dict[str, list[tuple[str, int]]]] = []
     for i in range(len(gens)):
@@ -358,12 +361,11 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         parts: dict[str, list[tuple[str, int]]] = defaultdict(list)
         for a in by_gen.get(i, ()):
             key = (a["topic"], a["partition"])
+            segs = segments[key]
             end = a.get("valid_to")
-            s = _Segment(a, a["valid_from"], end, "record", a.get("source_offset"), "record",
-                         None if end is None else offset_at.get(end))
-            segments[key].append(s)
             if end is not None:
-                ending_at[end].append(s)
+                ending_at[end].append((key, len(segs)))
+            segs.append(a)
             owned.add(key)
             parts[a["member_id"]].append(key)
         owned_in.append(owned)
@@ -375,22 +377,28 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         prev, g = gens[i - 1], gens[i]
         if g["generation_id"] == prev["generation_id"]:
             continue  # same-generation rewrite (a static replacement, KIP-345): no join phase
+        ending = ending_at.get(g["record_timestamp"])
+        if not ending:
+            continue
         eager = not _is_cooperative(prev, g)
         empty = g["state"] == "Empty"
         gone = _departed(cause_rows.get(g["generation_id"], ()))
         gap_end, to_ev, to_off = g["record_timestamp"], "record", g.get("source_offset")
         if empty and g.get("state_timestamp") is not None and g["state_timestamp"] >= 0:
             gap_end, to_ev, to_off = min(g["state_timestamp"], g["record_timestamp"]), "group_emptied", None
-        for s in ending_at.get(g["record_timestamp"], ()):
-            member = s.row["member_id"]
-            if s.row["generation_id"] != prev["generation_id"]:
+        for key, j in ending:
+            found = segments[key][j]
+            row = found.row if isinstance(found, _Segment) else found
+            member = row["member_id"]
+            if row["generation_id"] != prev["generation_id"]:
                 continue
             if not (eager or empty or member in gone):
                 continue  # COOPERATIVE: the owner kept it until the new assignment (KIP-429)
+            s = found if isinstance(found, _Segment) else _segment(row, offset_at)
+            segments[key][j] = s
             t, ev = _revocation(s, i - 1, g, owner_parts[i - 1][member], last_commit)
             s.end, s.to_evidence, s.to_offset = t, ev, None
             reason = "eager_join_phase" if eager and not empty and member not in gone else "owner_departed"
-            key = (s.row["topic"], s.row["partition"])
             gaps[key].append(_Gap(t, max(t, gap_end), reason, g["generation_id"], ev, to_ev, to_offset=to_off))
 
     # 2. generations in which a partition the group had owned has no owner
@@ -414,14 +422,21 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             gaps[key].append(_Gap(start, end, reason, g["generation_id"], ev, None if end is None else "record",
                                   from_offset=off, to_offset=None if end is None else end_offset))
 
-    def owned_row(topic: str, partition: int, s: _Segment) -> OwnershipRow:
-        r, closed = s.row, s.end is not None
+    def owned_row(topic: str, partition: int, found: Mapping[str, Any] | _Segment) -> OwnershipRow:
+        if isinstance(found, _Segment):
+            r, start, end, to_ev, to_off = found.row, found.start, found.end, found.to_evidence, found.to_offset
+        else:  # an assignment as stored: bounded by records
+            r, start, end, to_ev = found, found["valid_from"], found.get("valid_to"), "record"
+            to_off = None if end is None else offset_at.get(end)
+        if end is None:
+            return _ownership_row(
+                group_id, topic, partition, start, None, True, r["member_id"], r.get("group_instance_id"),
+                r.get("client_id"), r.get("client_host"), r["generation_id"], None, None, "record", True,
+                None, None, r.get("source_offset"), None)
         return _ownership_row(
-            group_id, topic, partition, s.start, s.end, True, r["member_id"], r.get("group_instance_id"),
-            r.get("client_id"), r.get("client_host"), r["generation_id"], None,
-            s.end - s.start if s.end is not None else None, s.from_evidence, True,
-            s.to_evidence if closed else None, (s.to_evidence in EXACT_EVIDENCE) if closed else None,
-            s.from_offset, s.to_offset if closed else None)
+            group_id, topic, partition, start, end, True, r["member_id"], r.get("group_instance_id"),
+            r.get("client_id"), r.get("client_host"), r["generation_id"], None, end - start, "record", True,
+            to_ev, to_ev in EXACT_EVIDENCE, r.get("source_offset"), to_off)
 
     rows: list[OwnershipRow] = []
     for key in sorted(segments):
@@ -453,6 +468,13 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
     return rows
 
 
+def _segment(row: Mapping[str, Any], offset_at: Mapping[int, int | None]) -> _Segment:
+    """The interval of an assignment as stored (both bounds records), to move its end."""
+    end = row.get("valid_to")
+    return _Segment(row, row["valid_from"], end, "record", row.get("source_offset"), "record",
+                    None if end is None else offset_at.get(end))
+
+
 def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[Mapping[str, Any]]],
                 last_commit: Mapping[int, Mapping[tuple[str, int], int]],
                 cause_rows: Mapping[int, Sequence[Mapping[str, Any]]],
@@ -464,17 +486,19 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
     out: list[RebalanceRow] = []
     last_owner: dict[tuple[str, int], str] = {}
     prev_i: int | None = None
+    members_before: set[str] = set()  # the member keys of generation prev_i's assignments
     for i, g in enumerate(gens):
-        owners = {(a["topic"], a["partition"]): _member_key(a) for a in by_gen.get(i, ())}
+        rows = by_gen.get(i, ())
+        keys = [_member_key(a) for a in rows]
+        owners = {(a["topic"], a["partition"]): k for a, k in zip(rows, keys, strict=True)}
         if prev_i is not None and gens[prev_i]["generation_id"] == g["generation_id"]:
             last_owner.update(owners)  # a same-generation rewrite: not a join phase
-            prev_i = i
+            prev_i, members_before = i, set(keys)
             continue
         if g["generation_id"] == 0 and g["state"] == "Empty":
-            prev_i = i  # the record that made a new group durable, not a rebalance
+            prev_i, members_before = i, set(keys)  # the record that made a new group durable, not a rebalance
             continue
         prev = gens[prev_i] if prev_i is not None else None
-        members_before = {_member_key(a) for a in by_gen.get(prev_i, ())} if prev_i is not None else set()
         members_after = set(owners.values())
         cs = cause_rows.get(g["generation_id"], ())
         primary = next((c for c in cs if c.get("is_primary")), None)
@@ -505,7 +529,7 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
             len({(o.topic, o.partition) for o in gaps}), sum(closed), max(closed, default=0),
             g["record_timestamp"], g["source_partition"], g["source_offset"]))
         last_owner.update(owners)
-        prev_i = i
+        prev_i, members_before = i, set(keys)
     return out
 
 
@@ -552,13 +576,30 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             violations: Sequence[Mapping[str, Any]]) -> list[HealthRow]:
     """Per UTC day from the group's first to its last known event (a record or a commit)."""
     times = [g["record_timestamp"] for g in gens] + [g["ended_at"] for g in gens if g.get("ended_at")]
-    times += [t for c in commits for t in (c.get("first_commit_timestamp"), c.get("last_commit_timestamp"))
-              if t is not None]
-    first, horizon = min(times), max(times) + 1
+    first, last = min(times), max(times)
+    last_commit_on: dict[int, int] = {}  # day -> the latest commit that day (every commit is within the days)
+    for c in commits:
+        t = c.get("first_commit_timestamp")
+        if t is not None:
+            if t < first:
+                first = t
+            if t > last:
+                last = t
+        t = c.get("last_commit_timestamp")
+        if t is not None:
+            if t < first:
+                first = t
+            if t > last:
+                last = t
+            day = t - t % DAY_MS
+            known = last_commit_on.get(day)
+            if known is None or t > known:
+                last_commit_on[day] = t
+    horizon = last + 1
     days = range(_day_start(first), horizon, DAY_MS)
     acc: dict[int, dict[str, Any]] = {d: {"done": 0, "aborted": 0, "hours": defaultdict(int), "rebalancing": 0,
                                           "unowned": 0, "empty": 0, "joined": 0, "left": 0, "violations": 0,
-                                          "last_commit": None} for d in days}  # parts and owners: per day below
+                                          "last_commit": last_commit_on.get(d)} for d in days}
 
     def bucket(ms: int) -> dict[str, Any] | None:
         return acc.get(_day_start(ms))
@@ -577,26 +618,32 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             _spread(r.started_at, r.ended_at, lambda d, ms: acc[d].__setitem__("rebalancing", acc[d]["rebalancing"] + ms)
                     if d in acc else None)
     # an ownership row counts on every day from the one it starts on to the one before its end (or
-    # its start day only), its end cut at the horizon; day by day, the rows of the day in bulk
-    ends = [horizon if (t := o.valid_to) is None or t > horizon else t for o in ownership]
+    # its start day only), its end cut at the horizon
     for d in days:
         b, nxt = acc[d], d + DAY_MS
-        on_day = [(o, end) for o, end in zip(ownership, ends, strict=True)
-                  if o.valid_from < nxt and (end > d or o.valid_from >= d)]
-        b["parts"] = {(o.topic, o.partition) for o, _ in on_day}
-        b["static"] = {o.group_instance_id for o, _ in on_day if o.owned and o.group_instance_id}
-        b["dynamic"] = {o.member_id for o, _ in on_day if o.owned and not o.group_instance_id}
-        for o, end in on_day:
-            if o.owned:
+        parts: set[tuple[str, int]] = set()
+        static: set[str] = set()
+        dynamic: set[str | None] = set()
+        unowned = empty = 0
+        for o in ownership:
+            start, end = o.valid_from, o.valid_to
+            if end is None or end > horizon:
+                end = horizon
+            if start >= nxt or (end <= d and start < d):
                 continue
-            if o.unowned_reason == "group_empty":
-                b["empty"] += _clip(o.valid_from, end, d, nxt)
+            parts.add((o.topic, o.partition))
+            if o.owned:
+                if o.group_instance_id:
+                    static.add(o.group_instance_id)
+                else:
+                    dynamic.add(o.member_id)
+            elif o.unowned_reason == "group_empty":
+                empty += _clip(start, end, d, nxt)
             elif o.unowned_reason in JOIN_PHASE_GAPS:
-                b["unowned"] += _clip(o.valid_from, end, d, nxt)
-    for c in commits:
-        t = c.get("last_commit_timestamp")
-        if t is not None and (b := bucket(t)) is not None:
-            b["last_commit"] = t if b["last_commit"] is None else max(t, b["last_commit"])
+                unowned += _clip(start, end, d, nxt)
+        b["parts"], b["static"], b["dynamic"] = parts, static, dynamic
+        b["empty"] += empty
+        b["unowned"] += unowned
     for v in violations:
         if (b := bucket(v["record_timestamp"])) is not None:
             b["violations"] += 1
