@@ -44,6 +44,7 @@ from pyspark.sql import functions as F
 
 from benchmarks.measures import bare_scan_totals
 from jobs.kafka_source import read_kafka
+from udfs.gc_batches import freeze_survivors
 from udfs.json_lines import DEFAULT_TOPIC
 
 __all__ = ["KafkaBroker", "KafkaInputUnavailable", "kafka_source_jars", "load_records", "measure_kafka_bare_scan"]
@@ -226,9 +227,11 @@ def measure_kafka_bare_scan(spark: SparkSession, bootstrap: str) -> dict[str, An
 
 
 def _count_batches(batches: Any) -> Any:
-    """mapInArrow body of the Kafka input's `python_read`: the batches' rows counted, nothing else."""
+    """mapInArrow body of the Kafka input's `python_read`: the batches' rows counted, nothing else
+    (the worker's long-lived objects frozen, as in the job's tasks: `udfs.gc_batches.freeze_survivors`)."""
     import pyarrow as pa
 
+    freeze_survivors()
     n = 0
     for b in batches:
         n += b.num_rows

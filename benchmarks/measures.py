@@ -29,6 +29,7 @@ from jobs.audit import run_audit
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS, load_config
 from jobs.delta_io import local_table_path, read_table
 from jobs.delta_read import read_arrow
+from udfs.gc_batches import freeze_survivors
 
 __all__ = ["REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
            "measure_read_floors", "replay_python_seconds", "replay_rates", "replay_stage_seconds"]
@@ -76,7 +77,9 @@ def measure_bare_scan(spark: SparkSession, path: str, fmt: InputFormat = "parque
 def _python_read_counts(batches: Any) -> Any:
     """mapInArrow body of `measure_read_floors`' Python read: each unit's row groups read with
     pyarrow as the single pass's file reader reads them (its columns, `key` dictionary-decoded),
-    the rows and the key and value bytes counted, nothing else done."""
+    the rows and the key and value bytes counted, nothing else done (its worker's long-lived objects
+    frozen as the job's task functions freeze them: `udfs.gc_batches.freeze_survivors`)."""
+    freeze_survivors()
     rows = nbytes = 0
     for ub in batches:
         for path, row_groups in zip(ub.column("path").to_pylist(), ub.column("row_groups").to_pylist(), strict=True):

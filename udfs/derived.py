@@ -22,7 +22,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from udfs import schemas
-from udfs.gc_batches import collected_in_bulk
+from udfs.gc_batches import collected_in_bulk, freeze_survivors
 from udfs.history import BASE_INPUTS, DERIVED_KEYS, derive_from_tables, values_getter
 from udfs.replay import row_columns, sorted_runs
 
@@ -168,6 +168,7 @@ def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192
 def derive_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function over one Spark partition of packed base rows (`_derive_batches`),
     the cyclic garbage collector run between its output batches (`udfs.gc_batches`)."""
+    freeze_survivors()
     return collected_in_bulk(_derive_batches(batches))
 
 

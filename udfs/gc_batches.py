@@ -1,5 +1,6 @@
-"""Python's cyclic garbage collector, run in bulk between the output batches of a `mapInArrow`
-function that builds many long-lived objects (the replay's audits and rows, the derivation's dicts).
+"""Python's cyclic garbage collector in the Spark Python workers: run in bulk between the output
+batches of a `mapInArrow` function that builds many long-lived objects (the replay's audits and
+rows, the derivation's dicts), and kept off the objects that live as long as the worker.
 
 With the default thresholds CPython runs a young collection every 700 net allocations of tracked
 objects and, every hundred of those, a full one over every live object: the rows held until the
@@ -10,6 +11,14 @@ was 15-25% of the replay's Python time. `collected_in_bulk` instead leaves autom
 valve (a million net allocations) and collects the young generations after each batch it passes on,
 everything every `full_every` batches, so reference cycles (an audit's objects refer to each other)
 are still freed and memory stays bounded by what one batch's work allocates.
+
+Between tasks, pyspark's daemon runs a full collection in the reused worker (`pyspark/daemon.py`,
+after each task). With pyarrow, pandas, numba's compiled kernels and this project's modules loaded,
+a full collection walks some 100K objects that live as long as the worker and finds nothing: about
+50 ms of a core per task, and as much again for each full collection `collected_in_bulk` makes.
+`freeze_survivors`, called by every task function of the job at its start, moves those objects out
+of the collector's reach (`gc.freeze`) once they are many, so that both walk only what the tasks
+themselves allocate.
 """
 
 from __future__ import annotations
@@ -18,12 +27,38 @@ import gc
 from collections.abc import Iterator
 from typing import TypeVar
 
-__all__ = ["collected_in_bulk"]
+__all__ = ["FREEZE_SURVIVORS", "collected_in_bulk", "freeze_survivors"]
 
 T = TypeVar("T")
 
 SAFETY_THRESHOLD = 1_000_000
 """Net allocations of tracked objects after which CPython still collects by itself."""
+
+FREEZE_SURVIVORS = 10_000
+"""Objects in the oldest generation at a task's start from which `freeze_survivors` freezes them."""
+
+
+def freeze_survivors(threshold: int = FREEZE_SURVIVORS) -> bool:
+    """At the start of a task in a Spark Python worker: when `threshold` or more objects have
+    survived every collection so far (module docstring: the worker's imports, numba's kernels
+    loaded at their first call, module-level caches), moves them to the permanent generation
+    (`gc.freeze`), where no collection walks them again; True when it did. Outside a task (a test,
+    a benchmark calling a task function in its own process) it does nothing.
+
+    The daemon collected fully just before the task, so what is frozen is alive. The cost: an
+    object frozen that later becomes unreachable through a reference cycle is never freed (reference
+    counting still frees the rest). What is frozen besides the long-lived objects is what the task
+    holds at its start (its function, its input stream), and freezing happens only when the
+    survivors have grown by `threshold` since the last time (after imports and first calls: a few
+    times in a worker's life), so that stays small."""
+    from pyspark import TaskContext  # loaded already in a worker; this module stays importable without Spark
+
+    if TaskContext.get() is None:
+        return False
+    if len(gc.get_objects(generation=2)) < threshold:
+        return False
+    gc.freeze()
+    return True
 
 
 def collected_in_bulk(batches: Iterator[T], *, full_every: int = 20) -> Iterator[T]:

@@ -33,6 +33,8 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from udfs.gc_batches import freeze_survivors
+
 __all__ = [
     "FIT_SCHEMA",
     "JSON_READ_SCHEMA",
@@ -264,6 +266,7 @@ def make_fit_fn() -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatc
     nothing here; the read reports them)."""
 
     def fit(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_survivors()
         for uri in _uris(batches):
             fit = (0, 0, 0, 0, 0)
             try:
@@ -307,6 +310,7 @@ def make_json_read_fn(encoding: str) -> Callable[[Iterator[pa.RecordBatch]], Ite
         raise ValueError(f"make_json_read_fn: encoding must be hex or base64, got {encoding!r}")
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_survivors()
         rows: list[dict[str, Any]] = []
         for uri in _uris(batches):
             for row in read_file_rows(uri, encoding):

@@ -97,7 +97,7 @@ from coordinator_core.audit import (
     OffsetSummary,
     Regression,
 )
-from udfs.gc_batches import collected_in_bulk
+from udfs.gc_batches import collected_in_bulk, freeze_survivors
 from udfs.handoff import Handoff, HandoffWriter, Parts, parts_by_bucket, read_bucket
 from udfs.history import BASE_INPUTS, derive_from_tables
 from udfs.scan import KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
@@ -1108,6 +1108,7 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
     gap_map = dict(gaps or {})
 
     def replay_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_survivors()
         files = None
         if direct is not None and direct.stage_dirs:
             ctx = TaskContext.get()
@@ -1280,6 +1281,7 @@ def make_handoff_fn(handoff: Handoff, columns: Sequence[str] = _STATE_COLUMNS
     """The function for `df.mapInArrow(fn, HANDOFF_REPORT_SCHEMA)` that hands `df`'s rows (`columns`;
     a `group_id` among them) off into a file per task, reporting its row groups."""
     def hand_off(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_survivors()
         ctx = TaskContext.get()
         writer = HandoffWriter(handoff, ctx.partitionId() if ctx is not None else 0, columns=columns)
         reports = writer.write_all(batches)

@@ -53,6 +53,7 @@ import pyarrow.compute as pc
 
 from coordinator_core.errors import CoordinatorAuditError
 from coordinator_core.records import OffsetCommitValue, decode
+from udfs.gc_batches import freeze_survivors
 from udfs.handoff import Handoff, HandoffWriter
 from udfs.scan_kernel import (
     KIND_COMMIT_KEY,
@@ -596,6 +597,7 @@ def make_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), handoff: Handof
     patterns = tuple(groups)
 
     def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_survivors()
         yield from _scan_task(iter(batches), chunk_rows=chunk_rows, patterns=patterns, handoff=handoff)
 
     return scan_partition
@@ -752,6 +754,7 @@ def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: 
                 yield None  # a chunk never spans two units
 
     def scan_units(units: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_survivors()
         yield from _scan_task(read(units), chunk_rows=chunk_rows, patterns=patterns, handoff=handoff)
 
     return scan_units

@@ -1,6 +1,7 @@
 """`udfs.gc_batches.collected_in_bulk`: the batches pass unchanged, reference cycles made while a
 batch is built are freed after it, and the collector's thresholds come back when the iteration ends
-(Spark reuses a Python worker for the next task)."""
+(Spark reuses a Python worker for the next task); `freeze_survivors` outside a task (inside one:
+`tests/spark/test_spark_gc_freeze.py`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from udfs.gc_batches import SAFETY_THRESHOLD, collected_in_bulk
+from udfs.gc_batches import FREEZE_SURVIVORS, SAFETY_THRESHOLD, collected_in_bulk, freeze_survivors
 
 
 class _Node:
@@ -57,3 +58,12 @@ def test_thresholds_come_back_when_the_iteration_stops_early_or_fails() -> None:
     with pytest.raises(ValueError, match="boom"):
         list(collected_in_bulk(failing()))
     assert gc.get_threshold() == before
+
+
+def test_freeze_survivors_does_nothing_outside_a_spark_task() -> None:
+    frozen = gc.get_freeze_count()
+    keep = [[k] for k in range(FREEZE_SURVIVORS)]  # survivors enough to freeze, were this a task
+    gc.collect()
+    assert freeze_survivors() is False
+    assert gc.get_freeze_count() == frozen
+    del keep
