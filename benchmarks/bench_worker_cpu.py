@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:  # run as a file: the project's packages (a PYTHON
     sys.path.append(str(ROOT))
 
 from benchmarks.measures import measure_offset_path  # noqa: E402
+from benchmarks.memory import descendants, proc_children  # noqa: E402
 from jobs.audit import run_audit  # noqa: E402
 from jobs.config import load_config  # noqa: E402
 from jobs.spark_session import build_session  # noqa: E402
@@ -49,45 +50,34 @@ WHAT = ("audit", "offset_path")
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _processes() -> dict[int, tuple[int, tuple[int, int, int, int], list[str]]]:
-    """pid -> (parent pid, (utime, stime, cutime, cstime) in clock ticks, command line)."""
-    out = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-            with open(f"/proc/{name}/cmdline") as f:
-                cmd = f.read().split("\0")
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-        u, s, cu, cs = (int(x) for x in fields[11:15])
-        out[int(name)] = (int(fields[1]), (u, s, cu, cs), cmd)
-    return out
+def _cpu_ticks(pid: int) -> tuple[list[str], int, int]:
+    """`pid`'s command line, its own CPU (user + system) and its reaped children's, in clock ticks
+    (nothing for a process gone meanwhile)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        with open(f"/proc/{pid}/cmdline") as f:
+            cmd = f.read().split("\0")
+    except OSError:
+        return [], 0, 0
+    u, s, cu, cs = (int(x) for x in fields[11:15])
+    return cmd, u + s, cu + cs
 
 
 def session_cpu() -> dict[str, float]:
-    """CPU seconds so far of this process's descendants: the JVM, and the Python workers (every
-    `pyspark.daemon` process; the daemon's own count includes the workers it reaped)."""
-    procs = _processes()
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _, _) in procs.items():
-        children.setdefault(parent, []).append(pid)
-    todo, mine = list(children.get(os.getpid(), [])), []
-    while todo:
-        pid = todo.pop()
-        mine.append(pid)
-        todo.extend(children.get(pid, []))
+    """CPU seconds so far of this process's JVM and of its Python workers: pyspark's daemon (with the
+    workers it reaped) and every worker it forked."""
+    children = proc_children()
     jvm = workers = 0.0
-    for pid in mine:
-        parent, (u, s, cu, cs), cmd = procs[pid]
-        if cmd and cmd[0].endswith("java"):
-            jvm += (u + s) / _TICKS
-        elif "pyspark.daemon" in cmd:
-            daemon_root = "pyspark.daemon" not in procs.get(parent, (0, (0, 0, 0, 0), []))[2]
-            workers += (u + s + (cu + cs if daemon_root else 0)) / _TICKS
+    for pid in descendants(os.getpid(), children):
+        cmd, own, _ = _cpu_ticks(pid)
+        if not (cmd and cmd[0].endswith("java")):
+            continue
+        jvm += own / _TICKS
+        for daemon in children.get(pid, []):
+            cmd, own, reaped = _cpu_ticks(daemon)
+            if "pyspark.daemon" in cmd:
+                workers += (own + reaped + sum(_cpu_ticks(w)[1] for w in descendants(daemon, children))) / _TICKS
     return {"jvm": jvm, "python_workers": workers}
 
 

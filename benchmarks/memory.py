@@ -22,10 +22,11 @@ from coordinator_core.sim.scale import (
     offset_commit_value,
 )
 
-__all__ = ["MemorySampler", "single_group_memory"]
+__all__ = ["MemorySampler", "descendants", "proc_children", "single_group_memory"]
 
 
-def _proc_children() -> dict[int, list[int]]:
+def proc_children() -> dict[int, list[int]]:
+    """Every process's children, from /proc: parent pid -> child pids."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -40,7 +41,8 @@ def _proc_children() -> dict[int, list[int]]:
     return children
 
 
-def _descendants(pid: int, children: dict[int, list[int]]) -> list[int]:
+def descendants(pid: int, children: dict[int, list[int]]) -> list[int]:
+    """`pid`'s children, their children and so on (`children`: `proc_children()`)."""
     out, todo = [], [pid]
     while todo:
         for c in children.get(todo.pop(), []):
@@ -79,12 +81,12 @@ class MemorySampler(threading.Thread):
         self.reset_ok = False
 
     def _find(self) -> tuple[int | None, list[int]]:
-        children = _proc_children()
-        jvm = next((p for p in _descendants(os.getpid(), children)
+        children = proc_children()
+        jvm = next((p for p in descendants(os.getpid(), children)
                     if _status(p).get("Name", "").strip() == "java"), None)
         if jvm is None:
             return None, []
-        py = [p for p in _descendants(jvm, children) if _status(p).get("Name", "").strip().startswith("python")]
+        py = [p for p in descendants(jvm, children) if _status(p).get("Name", "").strip().startswith("python")]
         return jvm, py
 
     def reset_peaks(self) -> None:

@@ -576,26 +576,17 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             violations: Sequence[Mapping[str, Any]]) -> list[HealthRow]:
     """Per UTC day from the group's first to its last known event (a record or a commit)."""
     times = [g["record_timestamp"] for g in gens] + [g["ended_at"] for g in gens if g.get("ended_at")]
-    first, last = min(times), max(times)
+    times += [t for c in commits for t in (c.get("first_commit_timestamp"), c.get("last_commit_timestamp"))
+              if t is not None]
+    first, horizon = min(times), max(times) + 1
     last_commit_on: dict[int, int] = {}  # day -> the latest commit that day (every commit is within the days)
     for c in commits:
-        t = c.get("first_commit_timestamp")
-        if t is not None:
-            if t < first:
-                first = t
-            if t > last:
-                last = t
         t = c.get("last_commit_timestamp")
         if t is not None:
-            if t < first:
-                first = t
-            if t > last:
-                last = t
             day = t - t % DAY_MS
             known = last_commit_on.get(day)
             if known is None or t > known:
                 last_commit_on[day] = t
-    horizon = last + 1
     days = range(_day_start(first), horizon, DAY_MS)
     acc: dict[int, dict[str, Any]] = {d: {"done": 0, "aborted": 0, "hours": defaultdict(int), "rebalancing": 0,
                                           "unowned": 0, "empty": 0, "joined": 0, "left": 0, "violations": 0,

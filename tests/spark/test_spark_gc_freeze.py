@@ -1,6 +1,7 @@
 """`udfs.gc_batches.freeze_survivors` in real Spark Python workers: inside a task it moves the
 objects that survived every collection to the permanent generation once they are many (and not
-again until they are), and every task function of the job calls it at its start."""
+again until they are), and every task function of the job calls it at its start; and the readings
+of `benchmarks.bench_worker_cpu`, which measures what it saves."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from benchmarks.bench_worker_cpu import session_cpu, worker_collectors
 from udfs.derived import derive_partition
 from udfs.gc_batches import FREEZE_SURVIVORS, freeze_survivors
 from udfs.handoff import Handoff
@@ -87,3 +89,23 @@ def test_every_task_function_of_the_job_freezes_at_its_start(spark: Any) -> None
         assert r.frozen_more >= 2 * FREEZE_SURVIVORS, r
         assert r.after < r.before, r
 
+
+
+def test_the_worker_cpu_benchmark_reads_the_sessions_processes(spark: Any) -> None:
+    """`benchmarks.bench_worker_cpu`'s readings: the JVM's and the Python workers' CPU grow with a
+    job that burns CPU in the workers, and its probe reports each worker's collector state."""
+    def burn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import time
+
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+        yield from batches
+
+    before = session_cpu()
+    spark.range(2, numPartitions=2).mapInArrow(burn, "id long").collect()
+    after = session_cpu()
+    assert after["jvm"] > before["jvm"] > 0
+    assert after["python_workers"] - before["python_workers"] >= 0.5  # two tasks of 0.3 s each
+    workers = worker_collectors(spark)
+    assert workers and all(w["full_collection_ms"] >= 0 and w["rss_mib"] > 0 for w in workers)
