@@ -315,11 +315,11 @@ def _last_commits(gens: list[dict[str, Any]], commits: Iterable[Mapping[str, Any
         ts = c.get("last_commit_timestamp")
         if ts is None or ts < first:
             continue
-        last = out[0 if single else bisect_right(starts, ts) - 1]
+        current = out[0 if single else bisect_right(starts, ts) - 1]
         key = (c["topic"], c["partition"])
-        known = last.get(key)
+        known = current.get(key)
         if known is None or ts > known:
-            last[key] = ts
+            current[key] = ts
     return out
 
 

@@ -771,7 +771,7 @@ class _Group:
             if folded is None:
                 folded = s
                 continue
-            if stable and folded.commits and s.first_offset is not None and s.first_offset < folded.last_offset:
+            if folded.steps_back(s, stable=stable):
                 return False
             folded = folded.merge(s, stable=stable)
         assert folded is not None
@@ -802,6 +802,10 @@ class _Group:
             summaries = self.auditor.open_summaries()
             self.auditor.restore_summaries(dict(sorted(
                 summaries.items(), key=lambda item: (item[1].source_partition, item[1].first_source_offset))))
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Forgets the stretches held back (merged, or their rows taken)."""
         self.held = []
         self.folded = {}
         self.held_tps = set()
@@ -819,9 +823,7 @@ class _Group:
                       for (topic, partition), s in self.folded.items()]
             rows.append((_columns(_OFFSET_COMMITS_OUT, folded),
                          [s.last_commit_source_offset for s in self.folded.values()]))
-        self.held = []
-        self.folded = {}
-        self.held_tps = set()
+        self._let_go()
         return rows
 
     def derived_rows(self, held: Sequence[_HeldRows] = ()) -> list[Any]:

@@ -264,9 +264,10 @@ class GroupAuditor:
             w.summaries[tp] = stretch
             return []
         w.summaries[tp] = before.merge(stretch, stable=stable)
-        first = stretch.first_offset
-        if not (stable and before.commits and first is not None and first < before.last_offset):
+        if not before.steps_back(stretch, stable=stable):
             return []
+        first = stretch.first_offset
+        assert first is not None  # a step back starts with a commit
         assert before.last_commit_timestamp is not None and before.last_commit_source_offset is not None
         assert stretch.first_commit_timestamp is not None and first_commit_source_offset is not None
         back = Regression(before.last_offset, before.last_commit_timestamp, before.last_commit_source_offset)

@@ -170,6 +170,11 @@ class OffsetSummary:
         self.tombstones += 1
         self.last_source_offset = source_offset
 
+    def steps_back(self, later: OffsetSummary, *, stable: bool) -> bool:
+        """Whether `later` (the next stretch, as in `merge`) starts with a commit below this one's
+        last: one `offset_regression` more where the window is Stable (nowhere else)."""
+        return stable and self.commits > 0 and later.first_offset is not None and later.first_offset < self.last_offset
+
     def merge(self, later: OffsetSummary, *, stable: bool) -> OffsetSummary:
         """The summary of this stretch of records followed by `later` (the next stretch of the same
         group, topic-partition and window, `stable` when the window is Stable); neither is changed.
@@ -183,7 +188,7 @@ class OffsetSummary:
         last = later if later.commits else self
         out.last_offset, out.last_commit_timestamp = last.last_offset, last.last_commit_timestamp
         out.last_commit_source_offset = last.last_commit_source_offset
-        if stable and self.commits and later.first_offset is not None and later.first_offset < self.last_offset:
+        if self.steps_back(later, stable=stable):
             out.regressions += 1
         out.first_source_offset, out.last_source_offset = self.first_source_offset, later.last_source_offset
         out.source_partition = self.source_partition
