@@ -100,7 +100,7 @@ from udfs.schemas import (
     epoch_ms,
     with_time_columns,
 )
-from udfs.table_files import DirectWrite, staged_schema
+from udfs.table_files import CARRIED_PREFIX, DirectWrite, carried_key, staged_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -251,6 +251,9 @@ class AuditPass:
     """Local checkpoints to release once the tables are written (the replay's output, the scan's)."""
     staged: dict[str, delta_io.StagedFiles] = field(default_factory=dict)
     """Tables whose new rows the replay's tasks wrote as files themselves (`udfs.table_files`)."""
+    carried_files: dict[str, delta_io.StagedFiles] = field(default_factory=dict)
+    """Tables whose carried rows the replay's tasks wrote as files (`DirectWrite.carried_dirs`):
+    the source of their merge, read by the driver."""
 
 
 def saved_states(state: DataFrame, groups: Sequence[str] = ()) -> DataFrame:
@@ -328,7 +331,8 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
          f"merging the single pass's offset-commit stretches{derived} (Python time, all workers together)")
 
     written = direct.stage_dirs if direct is not None else {}
-    staged = _staged_files(wide, written) if written else {}
+    carried_files = direct.carried_dirs if direct is not None else {}
+    staged = _staged_files(wide, written, carried_files) if written else {}
     # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
     # the same row dataclasses)
     tables: dict[str, DataFrame] = {name: split_table(wide, name) for name in (
@@ -338,7 +342,8 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     if state is None:
         return tables, counts, persisted, staged
     for name in ("generations", "assignments", "offset_commits"):
-        tables[f"carried:{name}"] = split_table(wide, name, carried=True)
+        if name not in carried_files:  # (else in `staged`, as `carried_key(name)`)
+            tables[f"carried:{name}"] = split_table(wide, name, carried=True)
     if "group_state" not in written:
         tables["group_state"] = split_state(wide).selectExpr(
             *[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in GROUP_STATE_SCHEMA.fields])
@@ -354,18 +359,27 @@ def _read_staged(spark: SparkSession, table: str, staged: delta_io.StagedFiles) 
     return spark.read.schema(staged.schema).parquet(*staged.files).selectExpr(*columns)
 
 
-def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str]) -> dict[str, delta_io.StagedFiles]:
-    """Per table the replay's tasks wrote themselves, the files they reported (`split_files`)."""
+def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str], carried_dirs: Mapping[str, str] | None = None,
+                  ) -> dict[str, delta_io.StagedFiles]:
+    """Per table the replay's tasks wrote themselves, the files they reported (`split_files`); the
+    files of a table's carried rows (`carried_dirs`) under `carried_key(table)`."""
     files: dict[str, list[tuple[str, int]]] = {name: [] for name in stage_dirs}
+    files.update({carried_key(name): [] for name in carried_dirs or {}})
     for row in split_files(wide).collect():
         files[row["table"]].append((row["path"], int(row["rows"])))
     out = {}
-    for name, listed in files.items():
-        out[name] = delta_io.StagedFiles(staged_schema(name), tuple(sorted(p for p, _ in listed)),
-                                         sum(n for _, n in listed))
-    n_files = sum(len(f.files) for f in out.values())
-    _log(f"replay: its tasks wrote {n_files:,} Parquet files of {len(out)} tables themselves "
-         f"({', '.join(f'{name} {f.rows:,}' for name, f in out.items())} rows)")
+    for key, listed in files.items():
+        out[key] = delta_io.StagedFiles(staged_schema(key.removeprefix(CARRIED_PREFIX)),
+                                        tuple(sorted(p for p, _ in listed)), sum(n for _, n in listed))
+    new = {k: f for k, f in out.items() if not k.startswith(CARRIED_PREFIX)}
+    n_files = sum(len(f.files) for f in new.values())
+    _log(f"replay: its tasks wrote {n_files:,} Parquet files of {len(new)} tables themselves "
+         f"({', '.join(f'{name} {f.rows:,}' for name, f in new.items())} rows)")
+    carried = {k.removeprefix(CARRIED_PREFIX): f for k, f in out.items() if k.startswith(CARRIED_PREFIX)}
+    if carried:
+        _log(f"replay: and the rows continuing the earlier run's open rows, to merge "
+             f"({', '.join(f'{name} {f.rows:,}' for name, f in carried.items())} rows in "
+             f"{sum(len(f.files) for f in carried.values()):,} files)")
     return out
 
 
@@ -424,8 +438,10 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
+    carried_files = {key.removeprefix(CARRIED_PREFIX): staged.pop(key) for key in list(staged)
+                     if key.startswith(CARRIED_PREFIX)}
     return AuditPass(tables, carried, tables.get("group_state"), run_counts, scan.ranges, missing_end, [*persisted, scan.df],
-                     staged)
+                     staged, carried_files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -558,9 +574,12 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
     direct = None
     if direct_names:
         assert cfg.output_path is not None  # direct_tables asks for a local base path
+        # a resumed run's rows that continue open rows (merged, not added) go to files of their own too
+        merged_names = [name for name in MERGE_KEYS if name in direct_names] if state is not None else []
         direct = DirectWrite(delta_io.stage_dirs(direct_names, base_path=cfg.output_path, run_id=run_id,
                                                  run_window=run_window),
-                             run_id, epoch_ms(cfg.since), epoch_ms(cfg.until))
+                             run_id, epoch_ms(cfg.since), epoch_ms(cfg.until),
+                             delta_io.carried_dirs(merged_names, base_path=cfg.output_path, run_id=run_id))
         _log(f"write: the replay's tasks write {', '.join(direct_names)} themselves (embedded writer, local path)")
     try:  # until the writer takes the replay's files over, a failure deletes them (nothing is committed)
         main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
@@ -593,14 +612,17 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         elif cfg.derived_tables:  # from the run's base rows, with the rows this run closes or changes
             new_rows = {**tables, **{name: _read_staged(spark, name, files) for name, files in main.staged.items()
                                  if name in BASE_INPUTS}}
-            base = {name: df.unionByName(carried[name]) if name in carried else df for name, df in new_rows.items()}
+            closed = {**carried, **{name: _read_staged(spark, name, files)
+                                    for name, files in main.carried_files.items()}}
+            base = {name: df.unionByName(closed[name]) if name in closed else df for name, df in new_rows.items()}
             tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
                                                  until=cfg.until, base_path=cfg.output_path, stage=stage, log=_log))
+        merged_rows: dict[str, int] = {}
         if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
             with stage(spark, "count the earlier windows' rows this run closes"):
                 merged_rows = {name: int(df.count()) for name, df in carried.items()}
-        else:
-            merged_rows = {}
+        if state is not None:  # (the tasks counted the rows of the files they wrote)
+            merged_rows.update({name: files.rows for name, files in main.carried_files.items()})
 
         run_counts = dict(main.counts)
         run_counts["records_in"] += rejected
@@ -626,11 +648,18 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             note = ((note + "; ") if note else "") + f"offsets never read (history gaps): {text}"
 
         merges: dict[str, delta_io.Merge] = {}
-        for name, df in carried.items():
-            if merged_rows.get(name):
-                keys, null_safe, (pcol, ocol) = MERGE_KEYS[name]
+        for name in MERGE_KEYS:
+            if not merged_rows.get(name):
+                continue
+            keys, null_safe, (pcol, ocol) = MERGE_KEYS[name]
+            keep = tuple(BROKER_ACCOUNT_COLUMNS.fieldNames()) if name == "generations" else ()
+            if name in main.carried_files:  # read by the driver: no Spark job
+                rows = delta_io.read_carried(main.carried_files[name])
+                homes = nightly.home_windows(plan.chain, nightly.arrow_spans(rows, pcol, ocol))
+                merges[name] = delta_io.Merge(rows, keys, null_safe, homes, keep)
+            else:
+                df = carried[name]
                 homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
-                keep = tuple(BROKER_ACCOUNT_COLUMNS.fieldNames()) if name == "generations" else ()
                 merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep)
 
         finished = datetime.now(UTC)
@@ -657,6 +686,10 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             for path in direct.stage_dirs.values():
                 delta_io.delete_dir(path)
         raise
+    finally:  # the carried rows are in memory now (the merges' sources), or not needed
+        if direct is not None and direct.carried_dirs:
+            assert cfg.output_path is not None
+            delta_io.delete_carried(cfg.output_path, run_id)
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,

@@ -73,6 +73,7 @@ version before the run (both writers), so the guarantees above hold with merges 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -167,10 +168,12 @@ class CommitResult:
 @dataclass(frozen=True, slots=True)
 class Merge:
     """Rows to merge into a table's existing rows (see the module docstring): `rows` has the table's
-    content columns; `keys` identify a row (`null_safe_keys` may be null on both sides: equal);
-    `home_windows` are the `run_window` partitions the matched rows can live in (None: any)."""
+    content columns (and their TIMESTAMP companions); as Arrow (embedded writer only), the stored
+    columns but `run_window` (`udfs.table_files.stored_batch`, `read_carried`); `keys` identify a
+    row (`null_safe_keys` may be null on both sides: equal); `home_windows` are the `run_window`
+    partitions the matched rows can live in (None: any)."""
 
-    rows: DataFrame
+    rows: DataFrame | pa.Table
     keys: tuple[str, ...]
     null_safe_keys: tuple[str, ...] = ()
     home_windows: tuple[str, ...] | None = None
@@ -318,6 +321,35 @@ def stage_dirs(tables: Sequence[str], *, base_path: str, run_id: str, run_window
     return out
 
 
+CARRIED_ROOT = "_carried_rows"
+"""The directory under a base path where a run's carried rows wait for their merge (`carried_dirs`)."""
+
+
+def carried_dirs(tables: Sequence[str], *, base_path: str, run_id: str) -> dict[str, str]:
+    """Where the replay's tasks write a run's carried rows of `tables` (rows continuing an earlier
+    run's open rows, the source of the table's `Merge`): `<base>/_carried_rows/<run_id>/<table>`,
+    absolute local paths, outside every table (no Delta log lists them); `delete_carried` removes
+    them after the run."""
+    root = _fs_and_path(f"{base_path.rstrip('/')}/{CARRIED_ROOT}/{run_id}")[1]
+    return {table: os.path.join(root, table) for table in tables}
+
+
+def delete_carried(base_path: str, run_id: str) -> None:
+    """Deletes a run's carried rows' files (`carried_dirs`), and their root when no other run's remain."""
+    parent = _fs_and_path(f"{base_path.rstrip('/')}/{CARRIED_ROOT}")[1]
+    delete_dir(os.path.join(parent, run_id))
+    with contextlib.suppress(OSError):  # another run's files (or none at all): it stays
+        os.rmdir(parent)
+
+
+def read_carried(files: StagedFiles) -> pa.Table:
+    """The rows of a table's carried rows' files (`StagedFiles` of `carried_dirs`), read by the
+    driver (they are the source of a merge, small next to the table)."""
+    if not files.files:
+        return to_arrow_schema(files.schema, timezone="UTC").empty_table()
+    return pa.concat_tables([pq.read_table(path) for path in files.files])
+
+
 def _run_dir_exists(table: str, uri: str, run_id: str, run_window: str) -> str:
     return (f"run {run_id}: table {table} already has a directory for this run id in window {run_window} ({uri}): "
             f"a run id names one run; give another --run-id (or none: the default is time-based)")
@@ -396,6 +428,10 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
     modes: dict[str, WriteMode] = {name: ("append" if name == RUNS_TABLE else mode) for name in prepared}
     merge_rows = {name: m for name, m in (merges or {}).items() if name in prepared}
     if kind == "native":
+        arrow = sorted(name for name, m in merge_rows.items() if isinstance(m.rows, pa.Table))
+        if arrow:
+            raise DeltaWriteError(f"tables {', '.join(arrow)}: their carried rows were written outside Spark, which "
+                                  f"only the embedded writer merges (this run's writer: {kind})")
         return _write_native(spark, prepared, modes, run_id=run_id, run_window=run_window,
                              base_path=base_path, catalog_schema=catalog_schema, merges=merge_rows)
     assert base_path is not None
@@ -417,6 +453,8 @@ def _merge_condition(m: Merge, *, quote: str = "") -> str:
 
 
 def _merge_source(m: Merge, run_id: str, run_window: str) -> DataFrame:
+    if isinstance(m.rows, pa.Table):
+        raise DeltaWriteError("a merge of Arrow rows (carried rows' files) is the embedded writer's only")
     return _with_run_columns(m.rows, run_id).withColumn(PARTITION_COLUMN, F.lit(run_window))
 
 
@@ -626,8 +664,11 @@ def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run
     """Merges `m` into the table with delta-rs (module docstring, merges); returns the rows merged.
     The rows pass through the driver: they are a run's carried rows (the open rows of the groups
     that changed), small next to the table."""
-    src = _merge_source(m, run_id, run_window)
-    arrow = src.toArrow()
+    if isinstance(m.rows, pa.Table):  # the replay's tasks wrote them with this run's id already
+        arrow = m.rows.drop_columns([c for c in (PARTITION_COLUMN,) if c in m.rows.column_names])
+        arrow = arrow.append_column(PARTITION_COLUMN, pa.repeat(pa.scalar(run_window, pa.string()), arrow.num_rows))
+    else:
+        arrow = _merge_source(m, run_id, run_window).toArrow()
     if arrow.num_rows == 0:
         return 0
     dt = DeltaTable(st.uri)

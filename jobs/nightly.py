@@ -241,6 +241,17 @@ def spans_of(df: DataFrame, partition_col: str, offset_col: str) -> dict[int, tu
     return {int(r[partition_col]): (int(r["lo"]), int(r["hi"])) for r in rows if r[partition_col] is not None}
 
 
+def arrow_spans(rows: pa.Table, partition_col: str, offset_col: str) -> dict[int, tuple[int, int]]:
+    """`spans_of` of rows in the driver's memory (Arrow)."""
+    if rows.num_rows == 0:
+        return {}
+    spans = rows.select([partition_col, offset_col]).group_by(partition_col).aggregate(
+        [(offset_col, "min"), (offset_col, "max")])
+    return {int(p): (int(lo), int(hi)) for p, lo, hi in zip(
+        spans[partition_col].to_pylist(), spans[f"{offset_col}_min"].to_pylist(), spans[f"{offset_col}_max"].to_pylist(),
+        strict=True) if p is not None}
+
+
 def describe(plan: RunPlan) -> str:
     if plan.resume == "fresh":
         return "no earlier run to continue: the audit starts from the input" + "".join(f"; {n}" for n in plan.notes)

@@ -42,8 +42,9 @@ already in this worker, grouped, so no second shuffle, sort and Arrow trip is ne
 Table files (`replay_frame(direct=...)`). When the embedded writer writes the run to a local path,
 the new rows of the tables `DirectWrite.stage_dirs` names do not come out at all: each task writes
 them into one Parquet file per table itself (`udfs.table_files.TableFiles`) and outputs one
-`FILES_TABLE` row per file (`split_files`), which the driver commits; the carried rows, the counts
-and the states still come out.
+`FILES_TABLE` row per file (`split_files`), which the driver commits. The carried rows of the tables
+`DirectWrite.carried_dirs` names go to files of their own too (reported as `carried:<table>`, which
+the driver merges into the table); the other carried rows, the counts and the states still come out.
 
 Cost: the audit yields row objects; they are kept per table and turned into Arrow columns only at
 a flush (one `pa.array` per column of that table, `pa.nulls` for the other wide columns), so no
@@ -532,8 +533,14 @@ class _Output:
         carried: dict[type, list[Any]] = {}
         for row in self.carried:
             carried.setdefault(type(row), []).append(row)
-        batches.extend(_wide_batch(_ROW_TABLES[cls], rows, schema=schema, carried=True) for cls, rows in carried.items()
-                       if self.wants(_ROW_TABLES[cls].name))
+        for cls, rows in carried.items():
+            out = _ROW_TABLES[cls]
+            if not self.wants(out.name):
+                continue
+            if files is not None and files.writes_carried(out.name):
+                files.add(out.name, _columns(out, rows), carried=True)
+            else:
+                batches.append(_wide_batch(out, rows, schema=schema, carried=True))
         if self.counts:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts, schema=schema))
         if self.states:

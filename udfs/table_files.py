@@ -14,8 +14,16 @@ as rows of the replay's output (`FILES_TABLE`); the driver commits exactly those
 (`jobs.delta_io.StagedFiles`), so the files of a failed or recomputed task attempt are never
 committed (they are deleted before the commit).
 
-What stays on Spark's path: the rows that continue an earlier run's open rows (merged, not added),
-the `runs` row, the tables the job still changes after the replay (the derived tables when they
+The rows that continue an earlier run's open rows (carried rows: merged into the table, not added)
+of those tables go to files of their own, in a directory outside the table (`DirectWrite.
+carried_dirs`), reported as `carried:<table>` rows (`carried_key`): the driver reads them with
+pyarrow as the source of the table's MERGE and deletes them after the run. A nightly run of active
+groups carries most of its `offset_commits` rows (a window stays open across nights); through
+Spark's wide output they cost a quarter of such a run (the 20M-record benchmark's second half as a
+nightly window: 493K carried rows, 17.5 s, of which about 4-5 s the carried rows' way through the
+JVM, their count and their collection to the driver).
+
+What stays on Spark's path: the carried rows of tables the tasks do not write, the `runs` row, the tables the job still changes after the replay (the derived tables when they
 have a stage of their own, `generations` with a broker log, `quarantine` with a JSON input's
 unreadable lines), and outputs the workers cannot write themselves (a catalog table, Delta Spark, a
 non-local path). `jobs.audit` decides (`direct_tables`).
@@ -28,7 +36,7 @@ import functools
 import os
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -40,9 +48,11 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructFi
 from udfs.schemas import BROKER_ACCOUNT_COLUMNS, DERIVED_TABLES, TABLE_SCHEMAS, TIME_COMPANIONS
 
 __all__ = [
+    "CARRIED_PREFIX",
     "FILES_TABLE",
     "DirectWrite",
     "TableFiles",
+    "carried_key",
     "overlapping_rows",
     "staged_schema",
     "stored_arrow_schema",
@@ -55,6 +65,15 @@ ROW_GROUP_ROWS = 131_072
 """Rows a task buffers per table before writing them as one Parquet row group: a file of a few
 large row groups (Spark's writer makes one per 128 MiB) rather than one per output batch; the
 buffer bounds the worker's memory with the replay's own batch size."""
+
+CARRIED_PREFIX = "carried:"
+"""How a `FILES_TABLE` row names a file of carried rows: `carried:<table>` (`carried_key`)."""
+
+
+def carried_key(table: str) -> str:
+    """The name a file of `table`'s carried rows is reported under (`FILES_TABLE` rows)."""
+    return CARRIED_PREFIX + table
+
 
 RUN_ID_COLUMN = "run_id"
 """The column `jobs.delta_io` appends to every row (the run that wrote it)."""
@@ -70,6 +89,9 @@ class DirectWrite:
     run_id: str
     since_ms: int | None = None
     until_ms: int | None = None
+    carried_dirs: Mapping[str, str] = field(default_factory=dict)
+    """Per table, the (local, absolute) directory its carried rows' files go to: rows continuing an
+    earlier run's open rows, which the driver merges into the table (none: they go through Spark)."""
 
 
 CAST_TABLES = frozenset({"group_state"})
@@ -203,35 +225,46 @@ class TableFiles:
     def writes(self, table: str) -> bool:
         return table in self.spec.stage_dirs
 
-    def add(self, table: str, columns: Sequence[Sequence[Any]]) -> None:
-        """`table`'s new rows, one value list per content column (see `stored_batch`)."""
-        batch = overlapping_rows(table, stored_batch(table, columns, self.spec.run_id),
-                                 self.spec.since_ms, self.spec.until_ms)
+    def writes_carried(self, table: str) -> bool:
+        """Whether `table`'s carried rows go to files (`DirectWrite.carried_dirs`)."""
+        return table in self.spec.carried_dirs
+
+    def add(self, table: str, columns: Sequence[Sequence[Any]], *, carried: bool = False) -> None:
+        """`table`'s new rows (`carried`: its carried rows, `writes_carried`), one value list per
+        content column (see `stored_batch`)."""
+        batch = stored_batch(table, columns, self.spec.run_id)
+        if not carried:
+            batch = overlapping_rows(table, batch, self.spec.since_ms, self.spec.until_ms)
         if batch.num_rows == 0:
             return
-        buffered = self._buffered.setdefault(table, [])
+        key = carried_key(table) if carried else table
+        buffered = self._buffered.setdefault(key, [])
         buffered.append(batch)
         if sum(b.num_rows for b in buffered) >= ROW_GROUP_ROWS:
-            self._write(table)
+            self._write(key)
 
-    def _write(self, table: str) -> None:
-        batches = self._buffered.pop(table, [])
+    def _write(self, key: str) -> None:
+        """Writes the rows buffered under `key` (a table, or `carried_key` of one) to its file."""
+        batches = self._buffered.pop(key, [])
         if not batches:
             return
-        writer = self._writers.get(table)
+        writer = self._writers.get(key)
         if writer is None:
-            directory = self.spec.stage_dirs[table]
+            carried = key.startswith(CARRIED_PREFIX)
+            directory = (self.spec.carried_dirs[key.removeprefix(CARRIED_PREFIX)] if carried
+                         else self.spec.stage_dirs[key])
             os.makedirs(directory, exist_ok=True)
             path = os.path.join(directory, task_file_name(self._partition))
             writer = pq.ParquetWriter(path, batches[0].schema, compression="snappy")
-            self._writers[table] = writer
-            self._files[table] = (path, 0)
+            self._writers[key] = writer
+            self._files[key] = (path, 0)
         writer.write_table(pa.Table.from_batches(batches), row_group_size=ROW_GROUP_ROWS * 2)
-        path, rows = self._files[table]
-        self._files[table] = (path, rows + sum(b.num_rows for b in batches))
+        path, rows = self._files[key]
+        self._files[key] = (path, rows + sum(b.num_rows for b in batches))
 
     def close(self) -> list[tuple[str, str, int]]:
-        """Writes what is buffered, closes every file; (table, path, rows) per file written."""
+        """Writes what is buffered, closes every file; (table, path, rows) per file written (a file of
+        carried rows under `carried_key` of its table)."""
         for table in list(self._buffered):
             self._write(table)
         for writer in self._writers.values():

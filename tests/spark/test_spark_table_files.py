@@ -152,8 +152,8 @@ def test_a_run_that_fails_after_the_replay_wrote_its_files_leaves_none(spark, de
     seen: list[int] = []
     real = jobs.audit._staged_files
 
-    def fail_after_listing(wide, stage_dirs):  # the replay's tasks have written their files by now
-        staged = real(wide, stage_dirs)
+    def fail_after_listing(wide, stage_dirs, carried_dirs=None):  # the replay's tasks have written their files by now
+        staged = real(wide, stage_dirs, carried_dirs)
         seen.append(sum(len(f.files) for f in staged.values()))
         raise RuntimeError("injected failure after the replay")
 
