@@ -672,7 +672,7 @@ class _Group:
     (`merge_held`), as they would have been, since it may close the window or read its summaries."""
 
     __slots__ = ("auditor", "before", "changed", "derive_seconds", "feed_seconds", "folded", "held", "held_tps",
-                 "kept", "merge_seconds", "mode", "resumed_windows")
+                 "kept", "merge_seconds", "mode", "observed", "resumed_windows")
 
     def __init__(self, auditor: GroupAuditor, mode: ResumeMode | None,
                  gaps: Mapping[int, HistoryGap], *, keep: bool = False) -> None:
@@ -683,11 +683,14 @@ class _Group:
         self.kept: list[Any] | None = [] if keep else None
         """The group's rows this run outputs (`keep`: the replay derives from them at the group's end)."""
         self.before: dict[tuple[Any, ...], Any] = {}
+        self.observed = mode != "resume"
+        """Whether the open generation's rows are in `before` (or the group is not resumed). Under
+        `resume` they are taken only when the group is first fed records (`feeding`): only those can
+        change them (`GroupAuditor.generation_rows`), and the group's end drops them unchanged
+        otherwise. Most groups of a nightly run read offset commits only: their generation's rows
+        are then never built."""
         if mode in ("resume", "rerun"):
-            for row in auditor.finish():
-                key = _identity_key(row)
-                if key is not None:
-                    self.before[key] = row
+            self._keep_before(auditor.finish(generation=self.observed))
         self.resumed_windows = any(key[0] == "o" for key in self.before)
         """Whether the previous run left offset windows open (their rows are routed one by one:
         nothing is held back)."""
@@ -700,6 +703,19 @@ class _Group:
                 if p in gaps:
                     auditor.note_gap(gaps[p])
                     break
+
+    def _keep_before(self, rows: Iterable[Any]) -> None:
+        for row in rows:
+            key = _identity_key(row)
+            if key is not None:
+                self.before[key] = row
+
+    def feeding(self) -> None:
+        """Before the group's audit is fed records: its open generation's rows as they stand go into
+        `before` (`observed`), once."""
+        if not self.observed:
+            self.observed = True
+            self._keep_before(self.auditor.generation_rows())
 
     def route(self, row: Any, out: _Output) -> None:
         if self.before:
@@ -893,14 +909,43 @@ def _stretch_summary(x: dict[str, list[Any]], i: int, p: int, o: int) -> OffsetS
                                     x["last_commit_source_offset"][i], p)
 
 
-def _summaries(windows: Sequence[Mapping[str, Any]] | None) -> dict[tuple[str, int], OffsetSummary]:
-    """A saved state's open offset summaries (a `STATE_WINDOWS_COLUMN` value: `OFFSET_WINDOW_STRUCT` dicts)."""
+_SUMMARY_FIELDS = ("topic", "partition", "commits", "tombstones", "regressions", "first_offset", "last_offset",
+                   "first_commit_timestamp", "last_commit_timestamp", "first_source_offset", "last_source_offset",
+                   "last_commit_source_offset", "source_partition")
+"""The `OFFSET_WINDOW_STRUCT` fields a saved summary is rebuilt from (`_summaries`)."""
+_OPTIONAL_SUMMARY_FIELDS = frozenset({"last_commit_source_offset"})
+"""Fields a state saved by an earlier version may lack (read as null)."""
+
+
+def _summaries(windows: pa.Array | None, index: int) -> dict[tuple[str, int], OffsetSummary]:
+    """A saved state's open offset summaries: row `index` of an input batch's `STATE_WINDOWS_COLUMN`
+    (a list of `OFFSET_WINDOW_STRUCT`; null or absent: none), read field by field from that row's
+    slice of the list's values (a Python list per field, no dict or scalar per window: a nightly
+    run resumes thousands of groups of a hundred windows each)."""
+    if windows is None or not windows[index].is_valid:
+        return {}
+    offsets = windows.offsets
+    start, end = offsets[index].as_py(), offsets[index + 1].as_py()
+    if end <= start:
+        return {}
+    rows = windows.values.slice(start, end - start)
+    present = {f.name for f in rows.type}
+    fields = rows.flatten()
+    columns = []
+    for name in _SUMMARY_FIELDS:
+        if name in present:
+            columns.append(fields[rows.type.get_field_index(name)].to_pylist())
+        elif name in _OPTIONAL_SUMMARY_FIELDS:
+            columns.append([None] * (end - start))
+        else:
+            raise ValueError(f"saved offset windows: no field {name!r} in {rows.type}")
     out: dict[tuple[str, int], OffsetSummary] = {}
-    for w in windows or ():
-        out[(w["topic"], w["partition"])] = OffsetSummary.of_stretch(
-            w["commits"], w["tombstones"], w["regressions"], w["first_offset"], w["last_offset"],
-            w["first_commit_timestamp"], w["last_commit_timestamp"], w["first_source_offset"],
-            w["last_source_offset"], w.get("last_commit_source_offset"), w["source_partition"])
+    for (topic, partition, commits, tombstones, regressions, first_offset, last_offset, first_commit_ts,
+         last_commit_ts, first_source_offset, last_source_offset, last_commit_source_offset,
+         source_partition) in zip(*columns, strict=True):
+        out[(topic, partition)] = OffsetSummary.of_stretch(
+            commits, tombstones, regressions, first_offset, last_offset, first_commit_ts, last_commit_ts,
+            first_source_offset, last_source_offset, last_commit_source_offset, source_partition)
     return out
 
 
@@ -923,14 +968,13 @@ def _at_rest(state: Any, mode: ResumeMode, gaps: Mapping[int, HistoryGap]) -> tu
     return rest, text
 
 
-def _resumed(group_id: Any, state: Any, windows: Sequence[Mapping[str, Any]] | None, load_path: bool,
+def _resumed(group_id: Any, state: Any, summaries: dict[tuple[str, int], OffsetSummary], load_path: bool,
              observe: bool) -> GroupAuditor:
     """The auditor of a saved state (`STATE_FIELDS`' auditor_state; empty: a group the earlier run
-    saw only through offset commits, which starts afresh), its open offset summaries put back from
-    `windows` when given and not empty."""
+    saw only through offset commits, which starts afresh), its open offset `summaries` (`_summaries`)
+    put back when there are any."""
     auditor = (GroupAuditor.from_dict(json.loads(state), load_path=load_path, observe=observe) if state
                else GroupAuditor(group_id, load_path=load_path, observe=observe))
-    summaries = _summaries(windows)
     if summaries:
         auditor.restore_summaries(summaries)
     return auditor
@@ -956,9 +1000,9 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
         nonlocal saved
         assert saved is not None
         state, kept = saved
-        windows = kept.array[kept.index].as_py() if kept.array is not None else None
+        summaries = _summaries(kept.array, kept.index)
         saved = None
-        return _Group(_resumed(current, state, windows, load_path, observe), mode, gaps, keep=derive)
+        return _Group(_resumed(current, state, summaries, load_path, observe), mode, gaps, keep=derive)
 
     def close() -> None:
         nonlocal group, saved
@@ -971,7 +1015,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             group = resume()
         if group is not None:
             auditor = group.auditor
-            finished = auditor.finish()
+            finished = auditor.finish(generation=group.observed)
             for row in (*auditor.gap_rows(), *finished):
                 group.route(row, out)
             held = group.take_held()
@@ -1022,6 +1066,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                     group.merge_seconds += perf_counter() - t0
                     continue
                 group.merge_held(out)  # the records fed next may close the window or read its summaries
+                group.feeding()
                 j = i + 1
                 if kinds is None:
                     j = end

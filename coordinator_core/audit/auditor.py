@@ -343,12 +343,18 @@ class GroupAuditor:
         the gap is consumed."""
         return self._observer.gap_rows()
 
-    def finish(self) -> list[AuditRow]:
+    def finish(self, *, generation: bool = True) -> list[AuditRow]:
         """Rows of what is still open (the current generation, its assignments, the open window),
-        as they stand; the state is left as it was, so more records may follow."""
-        rows = self._observer.open_rows()
+        as they stand; the state is left as it was, so more records may follow. `generation=False`:
+        the open window's rows only (`generation_rows` are the others)."""
+        rows = self._observer.open_rows() if generation else []
         rows.extend(self._window.rows(self._group_id or "", end_offset=None))
         return rows
+
+    def generation_rows(self) -> list[AuditRow]:
+        """The open generation's row and its assignments as they stand (`finish`'s first rows): only
+        a fed record changes them (a GroupMetadata record the generation observer reads)."""
+        return self._observer.open_rows()
 
     def to_dict(self, *, summaries: bool = True) -> dict[str, Any]:
         """The audit state as JSON-able data (for a later run to resume with `from_dict`).
