@@ -1,8 +1,13 @@
-"""CPU seconds of the Spark Python workers and of the JVM during warm runs of the audit and of the
-offset path, read from /proc; prints figures.
+"""CPU seconds of the Spark Python workers and of the JVM during warm runs of the audit, of the
+offset path and of a nightly run, read from /proc; prints figures.
 
     .venv/bin/python -m benchmarks.bench_worker_cpu [--input .cache/bench/input-r20221159-g5000-s0]
-        [--what audit,offset_path] [--runs 3] [--json F]
+        [--what audit,offset_path,nightly] [--runs 3] [--json F]
+
+`nightly` is the second of two nightly runs over the input (`benchmarks.bench_nightly.window_bounds`:
+two windows of about equal numbers of records): the first window is audited once into a base
+output, untimed; each timed run copies that base (untimed) and audits the second window into it
+with `--mode append`, resuming every group from its saved state and merging the rows it continues.
 
 On a machine shared with other jobs, wall seconds move with the load from run to run; the CPU the
 job's own processes spend moves much less, so a change that saves work shows there first. In one
@@ -39,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a file: the project's packages (a PYTHONPATH set first wins)
     sys.path.append(str(ROOT))
 
+from benchmarks.bench_nightly import window_bounds  # noqa: E402
 from benchmarks.measures import measure_offset_path  # noqa: E402
 from benchmarks.memory import descendants, proc_children  # noqa: E402
 from jobs.audit import run_audit  # noqa: E402
@@ -46,7 +52,7 @@ from jobs.config import load_config  # noqa: E402
 from jobs.spark_session import build_session  # noqa: E402
 
 DEFAULT_INPUT = ROOT / ".cache" / "bench" / "input-r20221159-g5000-s0"
-WHAT = ("audit", "offset_path")
+WHAT = ("audit", "offset_path", "nightly")
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -110,12 +116,31 @@ def report_workers(spark: Any, when: str) -> list[dict[str, Any]]:
     return workers
 
 
-def run_once(spark: Any, what: str, input_dir: Path, out_dir: Path) -> None:
+def _audit(spark: Any, input_dir: Path, out_dir: Path, **settings: Any) -> None:
+    run_audit(spark, load_config(None, {"input.path": str(input_dir), "input.format": "parquet", "input.table": "",
+                                        "output.path": str(out_dir), **settings}), run_id=f"bench-{time.time_ns()}")
+
+
+def prepare(spark: Any, what: str, input_dir: Path, scratch: Path) -> None:
+    """What a run of `what` needs in place, untimed: an empty output; for `nightly`, a copy of the
+    base output (the first window's audit, made at the first call)."""
+    out = scratch / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    if what == "nightly":
+        base = scratch / "nightly-base"
+        if not base.exists():
+            (_, until), _ = window_bounds(input_dir, 2)
+            _audit(spark, input_dir, base, **{"window.until": until, "output.write_mode": "overwrite"})
+        shutil.copytree(base, out)
+
+
+def run_once(spark: Any, what: str, input_dir: Path, scratch: Path) -> None:
+    out = scratch / "out"
     if what == "audit":
-        shutil.rmtree(out_dir, ignore_errors=True)
-        run_audit(spark, load_config(None, {"input.path": str(input_dir), "input.format": "parquet",
-                                            "input.table": "", "output.path": str(out_dir),
-                                            "output.write_mode": "overwrite"}), run_id=f"bench-{time.time_ns()}")
+        _audit(spark, input_dir, out, **{"output.write_mode": "overwrite"})
+    elif what == "nightly":
+        _, (since, _) = window_bounds(input_dir, 2)
+        _audit(spark, input_dir, out, **{"window.since": since, "output.write_mode": "append"})
     else:
         measure_offset_path(spark, str(input_dir))
 
@@ -142,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in what:
             runs = []
             for k in range(args.runs + 1):
+                prepare(spark, name, args.input, Path(scratch))
                 before, driver0, wall0 = session_cpu(), time.process_time(), time.perf_counter()
-                run_once(spark, name, args.input, Path(scratch) / "out")
+                run_once(spark, name, args.input, Path(scratch))
                 wall, after = time.perf_counter() - wall0, session_cpu()
                 run = {"wall_s": round(wall, 2), "driver_python_cpu_s": round(time.process_time() - driver0, 2),
                        **{f"{key}_cpu_s": round(after[key] - before[key], 2) for key in after}}
