@@ -171,6 +171,88 @@ def test_a_resumed_group_gives_the_rows_of_one_pass_with_the_earlier_open_rows_c
             assert got[t] == expected[t], (k, t)
 
 
+def test_a_resumed_group_builds_its_generation_rows_only_when_it_is_fed_records(monkeypatch) -> None:
+    """Under `resume`, a group that is fed no record in the run (here: its saved state keeps its
+    offset summaries inside, so it is resumed rather than carried forward at rest; in the job, a
+    group whose run holds summarised offset commits only) never builds its open generation's rows:
+    only a fed record can change them. A group fed records takes them once, before the first one,
+    and builds them again at its end; its closed generation comes out carried (the test above holds
+    the rows equal at every cut)."""
+    from coordinator_core.audit.observer import GenerationObserver
+
+    log = [r for r in _log() if r[0] == "grp-a"]
+    calls: list[str] = []
+    real = GenerationObserver.open_rows
+
+    def counted(self: GenerationObserver) -> list[Any]:
+        calls.append(self.group_id or "")
+        return real(self)
+
+    monkeypatch.setattr(GenerationObserver, "open_rows", counted)
+    first = GroupAuditor("grp-a")
+    list(first.feed([r[1:] for r in log[:2]]))  # the first generation and a commit
+    calls.clear()
+
+    def replay(state: dict[str, Any], windows: Any, rest: list[Record]) -> pa.Table:
+        marker = ("grp-a", -1, -1, None, None, None, json.dumps(state).encode(), None, windows)
+        rows = [(*r, None, None, None) for r in rest]
+        table = pa.table(list(zip(*[marker, *rows], strict=True)), schema=STATE_INPUT_SCHEMA)
+        return pa.Table.from_batches(list(make_replay_fn(mode="resume")(iter(table.to_batches()))))
+
+    out = replay(first.to_dict(summaries=False), _windows(first), log[2:])
+    assert calls == ["grp-a", "grp-a"]  # before the first fed record, and at the end
+    carried = out.filter(pc.fill_null(out.column("_carried"), False))
+    assert "generations" in carried.column("_table").to_pylist()
+    calls.clear()
+    out = replay(first.to_dict(summaries=True), None, [])
+    assert calls == []
+    assert not pc.any(pc.fill_null(out.column("_carried"), False)).as_py()
+    assert "_state" in out.column("_table").to_pylist()  # resumed, finished and saved
+
+
+def test_saved_windows_are_read_field_by_field_as_their_values_say() -> None:
+    """`_summaries` of a windows column (a slice of a larger one, a null row, a row of a state saved
+    before `last_commit_source_offset` existed): each row's summaries, equal to those built from
+    its values as dicts."""
+    from coordinator_core.audit import OffsetSummary
+    from udfs.replay import _summaries
+
+    def row(t: str, p: int, commits: int) -> dict[str, Any]:
+        return {"group_id": "g", "topic": t, "partition": p, "generation_id": 1, "window_state": "Stable",
+                "window_start_offset": 3, "window_end_offset": None, "commits": commits, "tombstones": 1,
+                "first_offset": 10 if commits else None, "last_offset": 20 if commits else None,
+                "first_commit_timestamp": 100 if commits else None,
+                "last_commit_timestamp": 200 if commits else None, "regressions": 0, "source_partition": 4,
+                "first_source_offset": 50 + p, "last_source_offset": 60 + p,
+                "last_commit_source_offset": 59 + p if commits else None}
+
+    values = [[row("a", 0, 2)], None, [row("a", 1, 0), row("b", 2, 5)], []]
+    whole = pa.array([[row("z", 9, 1)], *values], STATE_WINDOWS_TYPE).slice(1)
+
+    def by_dicts(windows: list[dict[str, Any]] | None) -> dict[tuple[str, int], Any]:
+        return {(w["topic"], w["partition"]): vars_of(OffsetSummary.of_stretch(
+            w["commits"], w["tombstones"], w["regressions"], w["first_offset"], w["last_offset"],
+            w["first_commit_timestamp"], w["last_commit_timestamp"], w["first_source_offset"],
+            w["last_source_offset"], w.get("last_commit_source_offset"), w["source_partition"]))
+            for w in windows or ()}
+
+    def vars_of(s: Any) -> tuple[Any, ...]:
+        return tuple(getattr(s, f) for f in ("commits", "tombstones", "regressions", "first_offset", "last_offset",
+                                             "first_commit_timestamp", "last_commit_timestamp", "first_source_offset",
+                                             "last_source_offset", "last_commit_source_offset", "source_partition"))
+
+    for i, windows in enumerate(values):
+        assert {k: vars_of(v) for k, v in _summaries(whole, i).items()} == by_dicts(windows), i
+    assert _summaries(None, 0) == {}
+    older_type = pa.list_(pa.struct([f for f in STATE_WINDOWS_TYPE.value_type if f.name != "last_commit_source_offset"]))
+    older = pa.array([[{k: v for k, v in row("a", 0, 2).items() if k != "last_commit_source_offset"}]], older_type)
+    assert vars_of(_summaries(older, 0)[("a", 0)])[-2] is None
+    broken = pa.array([[{"topic": "a", "partition": 0}]], pa.list_(pa.struct([("topic", pa.string()),
+                                                                                ("partition", pa.int32())])))
+    with pytest.raises(ValueError, match="no field 'commits'"):
+        _summaries(broken, 0)
+
+
 def _same_interval(table: str, a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Two rows of `table` describe the same generation / ownership interval (udfs.replay's keys)."""
     fields = [f.name for f in dataclasses.fields(AUDIT_TABLES[table])]

@@ -44,9 +44,9 @@ def _files(out: Path, table: str, window: str, run_id: str) -> list[Path]:
     return files
 
 
-def test_tables_written_by_the_workers_equal_the_ones_spark_writes(spark, derived_input, tmp_path) -> None:
+def test_tables_written_by_the_workers_equal_the_ones_spark_writes(spark, derived_input, tmp_path, capfd) -> None:
     src = derived_input
-    outs = {}
+    outs, merged = {}, {}
     for direct in (True, False):
         out = tmp_path / f"direct-{direct}"
         for i, (since, until) in enumerate(WINDOWS):
@@ -54,7 +54,13 @@ def test_tables_written_by_the_workers_equal_the_ones_spark_writes(spark, derive
                 "input.path": str(src), "input.format": "parquet", "output.path": str(out), "job.shards": 2,
                 "window.since": since, "window.until": until, "output.direct_files": direct}), run_id=f"w{i}")
             assert list(summary.locations) == [*AUDIT_OUTPUT_TABLES, "runs"]  # one order, whoever writes
-        outs[direct] = out
+        outs[direct], merged[direct] = out, summary.rows_merged
+        log = capfd.readouterr().err
+        # the second run's carried rows: files of the workers' own (read by the driver, merged, deleted)
+        assert ("rows continuing the earlier run's open rows, to merge" in log) is direct
+        assert not (out / delta_io.CARRIED_ROOT).exists()
+    assert merged[True] == merged[False]
+    assert merged[True].get("offset_commits", 0) > 0 and merged[True].get("generations", 0) > 0
     first = "20261121T230000Z--20261121T234340Z"
     second = "20261121T234340Z--20261122T000000Z"
     # who wrote the files: the workers for the replay's tables (the derived ones when the replay
@@ -164,6 +170,36 @@ def test_a_run_that_fails_after_the_replay_wrote_its_files_leaves_none(spark, de
                                             "output.path": str(out), "job.shards": 2}), run_id="r")
     assert seen and seen[0] > 0
     assert not list(out.rglob("*.parquet"))
+
+
+def test_a_resumed_run_that_fails_after_the_replay_leaves_no_carried_rows(spark, derived_input, tmp_path,
+                                                                          monkeypatch) -> None:
+    import jobs.audit
+
+    out = tmp_path / "out"
+    (since, until), (since2, until2) = WINDOWS
+
+    def audit(i: int, a: str, b: str) -> None:
+        run_audit(spark, load_config(None, {"input.path": str(derived_input), "input.format": "parquet",
+                                            "output.path": str(out), "job.shards": 2, "window.since": a,
+                                            "window.until": b}), run_id=f"w{i}")
+
+    audit(0, since, until)
+    before = {p for p in out.rglob("*.parquet")}
+    seen: list[int] = []
+    real = jobs.audit._staged_files
+
+    def fail_after_listing(wide, stage_dirs, carried_dirs=None):
+        staged = real(wide, stage_dirs, carried_dirs)
+        seen.append(sum(f.rows for key, f in staged.items() if key.startswith("carried:")))
+        raise RuntimeError("injected failure after the replay")
+
+    monkeypatch.setattr(jobs.audit, "_staged_files", fail_after_listing)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        audit(1, since2, until2)
+    assert seen and seen[0] > 0  # the tasks had written carried rows
+    assert not (out / delta_io.CARRIED_ROOT).exists()
+    assert {p for p in out.rglob("*.parquet")} == before
 
 
 @pytest.mark.parametrize(("uri", "local"), [
