@@ -2,7 +2,7 @@
 without Spark's scheduling; prints figures.
 
     .venv/bin/python -m benchmarks.bench_replay_cpu --input .cache/bench/input-r20221159-g5000-s0
-        [--work-dir .cache/bench] [--files N] [--repeat 3] [--json F]
+        [--work-dir .cache/bench] [--files N] [--repeat 3] [--nightly] [--json F]
 
 Input: the replay's input for a benchmark input (`python -m benchmarks`' cache, Parquet with the
 Kafka-source schema): the single pass (`jobs.offsets_path.scan_log`) and `udfs.replay.replay_input`
@@ -17,6 +17,14 @@ Measured in this one process, CPU seconds, best of `--repeat`, per configuration
   `observe=False`);
 * `audit`: what the embedded audit's replay runs on a fresh output (`derive=True`: every table,
   derived ones included, and the saved states);
+
+* `nightly` (with `--nightly`): what a nightly run's replay runs: the input's second window (the
+  input cut in two by record count, `benchmarks.bench_nightly.window_bounds`) resumed from the
+  saved states of an audit of its first window (`mode="resume"`, every group's saved state and
+  offset windows in the input, as the job hands them off; every row in the output, the carried rows
+  included, as without the embedded writer's files, so that two versions hash the same rows); the
+  replay's input for it (`replay-input-nightly-<input name>`, and the first window's output it
+  reads the states from) is built once with Spark and kept under `--work-dir`;
 
 each with `rows_out` and `sha256`, a hash of the output rows (every column, in a canonical order,
 the counts rows without their Python timings), so that two versions of the code can be compared
@@ -70,6 +78,38 @@ def replay_input(input_dir: Path, work_dir: Path) -> Path:
     return out
 
 
+def nightly_input(input_dir: Path, work_dir: Path) -> Path:
+    """The replay's input of the second of two nightly windows of `input_dir` (the module
+    docstring), built with Spark unless `work_dir` holds it already."""
+    out = work_dir / f"replay-input-nightly-{input_dir.name}"
+    if (out / "_SUCCESS").exists():
+        return out
+    from benchmarks.bench_nightly import window_bounds
+    from jobs.audit import run_audit, saved_states
+    from jobs.config import load_config
+    from jobs.delta_io import read_table
+    from jobs.offsets_path import scan_log
+    from jobs.spark_session import build_session
+    from udfs.replay import replay_input as build_input
+
+    (_, mid), _ = window_bounds(input_dir, 2)
+    base = work_dir / f"nightly-base-{input_dir.name}"
+    print(f"[bench_replay_cpu] building the nightly replay input of {input_dir} under {out} (Spark, local[2]; "
+          f"the first window, until {mid.isoformat()}, audited into {base})", flush=True)
+    spark = build_session(master="local[2]")
+    try:
+        if not (base / "runs").exists():
+            run_audit(spark, load_config(None, {"input.path": str(input_dir), "input.format": "parquet",
+                                                "input.table": "", "output.path": str(base),
+                                                "output.write_mode": "overwrite", "window.until": mid}))
+        scan = scan_log(spark.read.parquet(str(input_dir)), since=mid)
+        states = saved_states(read_table(spark, str(base / "group_state")))
+        build_input(scan.side(), scan.stretches(), states, shards=2).write.mode("overwrite").parquet(str(out))
+    finally:
+        spark.stop()
+    return out
+
+
 def _rows_hash(batches: list[pa.RecordBatch]) -> str:
     rows = []
     for batch in batches:
@@ -103,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-dir", type=Path, default=ROOT / ".cache" / "bench", help="where the replay input is kept")
     p.add_argument("--files", type=int, default=None, help="replay only the first N files of the replay input")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--nightly", action="store_true", help="also time a nightly window's replay (module docstring)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = p.parse_args(argv)
     if not args.input.is_dir():
@@ -120,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         figures[name] = measure(tables, options, args.repeat)
         f = figures[name]
         print(f"{name:12s} {f['cpu_s']:8.3f} s CPU  {f['rows_out']:>10,} rows out  sha256 {f['sha256'][:16]}", flush=True)
+    if args.nightly:
+        nightly = sorted(nightly_input(args.input, args.work_dir).glob("part-*.parquet"))[:args.files]
+        f = figures["nightly"] = measure([pq.read_table(f) for f in nightly], {"mode": "resume"}, args.repeat)
+        print(f"{'nightly':12s} {f['cpu_s']:8.3f} s CPU  {f['rows_out']:>10,} rows out  sha256 {f['sha256'][:16]}",
+              flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

@@ -21,7 +21,9 @@ freeze_survivors`), objects in the oldest generation, the milliseconds of one fu
 (what pyspark's daemon runs after every task) and the worker's RSS. Linux only (/proc).
 
 To time another tree (a `git worktree` of an earlier commit, which need not have this file), run this
-file by its path with `PYTHONPATH` set to that tree: `PYTHONPATH=OTHER .venv/bin/python benchmarks/bench_worker_cpu.py`.
+file by its path from that tree's directory with `PYTHONPATH` set to it: `cd OTHER &&
+PYTHONPATH=OTHER /path/to/.venv/bin/python /path/to/benchmarks/bench_worker_cpu.py` (pyspark's
+workers start in the driver's working directory and import from it first).
 """
 
 from __future__ import annotations
