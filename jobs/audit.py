@@ -331,8 +331,8 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
          f"merging the single pass's offset-commit stretches{derived} (Python time, all workers together)")
 
     written = direct.stage_dirs if direct is not None else {}
-    carried_files = direct.carried_dirs if direct is not None else {}
-    staged = _staged_files(wide, written, carried_files) if written else {}
+    carried_dirs = direct.carried_dirs if direct is not None else {}
+    staged = _staged_files(wide, written, carried_dirs) if written else {}
     # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
     # the same row dataclasses)
     tables: dict[str, DataFrame] = {name: split_table(wide, name) for name in (
@@ -342,7 +342,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     if state is None:
         return tables, counts, persisted, staged
     for name in ("generations", "assignments", "offset_commits"):
-        if name not in carried_files:  # (else in `staged`, as `carried_key(name)`)
+        if name not in carried_dirs:  # (else their files are in `staged`, as `carried_key(name)`)
             tables[f"carried:{name}"] = split_table(wide, name, carried=True)
     if "group_state" not in written:
         tables["group_state"] = split_state(wide).selectExpr(

@@ -23,10 +23,11 @@ Spark's wide output they cost a quarter of such a run (the 20M-record benchmark'
 nightly window: 493K carried rows, 17.5 s, of which about 4-5 s the carried rows' way through the
 JVM, their count and their collection to the driver).
 
-What stays on Spark's path: the carried rows of tables the tasks do not write, the `runs` row, the tables the job still changes after the replay (the derived tables when they
-have a stage of their own, `generations` with a broker log, `quarantine` with a JSON input's
-unreadable lines), and outputs the workers cannot write themselves (a catalog table, Delta Spark, a
-non-local path). `jobs.audit` decides (`direct_tables`).
+What stays on Spark's path: the carried rows of tables the tasks do not write, the `runs` row, the
+tables the job still changes after the replay (the derived tables when they have a stage of their
+own, `generations` with a broker log, `quarantine` with a JSON input's unreadable lines), and
+outputs the workers cannot write themselves (a catalog table, Delta Spark, a non-local path).
+`jobs.audit` decides (`direct_tables`).
 """
 
 from __future__ import annotations
