@@ -276,9 +276,10 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
                  derive: bool = False, direct: DirectWrite | None = None, resumes: bool = True,
                  state_table: Callable[[], pa.Table] | None = None,
-                 ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame], dict[str, delta_io.StagedFiles]]:
+                 ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame], dict[str, delta_io.StagedFiles],
+                            dict[str, delta_io.StagedFiles]]:
     """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted,
-    {table: StagedFiles}).
+    {table: StagedFiles} of new rows, {table: StagedFiles} of carried rows).
 
     The replay reads the pass's side rows (everything but the summarised offset commits) and its
     stretches of summarised commits (merged into the groups' windows) and, when `state` (the base
@@ -290,8 +291,9 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     derives the groups' ownership, rebalance and health rows from its own (`replay_frame`), and
     `tables` holds them (`DERIVED_TABLES`, not yet cut to the run's window). With `direct` the
     replay's tasks write the new rows of its tables themselves (`udfs.table_files`; the derived
-    rows cut to the run's window): those tables are in the last dict, as the files written, not in
-    `tables`. `resumes` False: `state` is known to be empty (a fresh chain): no state is read.
+    rows cut to the run's window): those tables are in the fourth dict, as the files written, not in
+    `tables`; with `state` too, their carried rows are in the last one (`DirectWrite.carried_dirs`),
+    not in `tables`' `carried:<table>`. `resumes` False: `state` is known to be empty (a fresh chain): no state is read.
     The replay reads the pass's rows from its handed-off files when it left some (`Scan.replay`);
     `state_table` then reads the same rows as `state` in the driver (a path-based output), and the
     driver hands them off itself, without a Spark job."""
@@ -332,7 +334,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
 
     written = direct.stage_dirs if direct is not None else {}
     carried_dirs = direct.carried_dirs if direct is not None else {}
-    staged = _staged_files(wide, written, carried_dirs) if written else {}
+    staged, carried_files = _staged_files(wide, written, carried_dirs) if written else ({}, {})
     # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
     # the same row dataclasses)
     tables: dict[str, DataFrame] = {name: split_table(wide, name) for name in (
@@ -340,14 +342,14 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         *(DERIVED_TABLES if derive else ())) if name not in written}
     persisted = [wide]
     if state is None:
-        return tables, counts, persisted, staged
+        return tables, counts, persisted, staged, carried_files
     for name in ("generations", "assignments", "offset_commits"):
-        if name not in carried_dirs:  # (else their files are in `staged`, as `carried_key(name)`)
+        if name not in carried_files:  # (else the tasks wrote them to files)
             tables[f"carried:{name}"] = split_table(wide, name, carried=True)
     if "group_state" not in written:
         tables["group_state"] = split_state(wide).selectExpr(
             *[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in GROUP_STATE_SCHEMA.fields])
-    return tables, counts, persisted, staged
+    return tables, counts, persisted, staged, carried_files
 
 
 def _read_staged(spark: SparkSession, table: str, staged: delta_io.StagedFiles) -> DataFrame:
@@ -360,9 +362,9 @@ def _read_staged(spark: SparkSession, table: str, staged: delta_io.StagedFiles) 
 
 
 def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str], carried_dirs: Mapping[str, str] | None = None,
-                  ) -> dict[str, delta_io.StagedFiles]:
-    """Per table the replay's tasks wrote themselves, the files they reported (`split_files`); the
-    files of a table's carried rows (`carried_dirs`) under `carried_key(table)`."""
+                  ) -> tuple[dict[str, delta_io.StagedFiles], dict[str, delta_io.StagedFiles]]:
+    """Per table the replay's tasks wrote themselves, the files they reported (`split_files`); then,
+    per table of `carried_dirs`, the files of its carried rows (reported as `carried_key(table)`)."""
     files: dict[str, list[tuple[str, int]]] = {name: [] for name in stage_dirs}
     files.update({carried_key(name): [] for name in carried_dirs or {}})
     for row in split_files(wide).collect():
@@ -380,7 +382,7 @@ def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str], carried_dirs: 
         _log(f"replay: and the rows continuing the earlier run's open rows, to merge "
              f"({', '.join(f'{name} {f.rows:,}' for name, f in carried.items())} rows in "
              f"{sum(len(f.files) for f in carried.values()):,} files)")
-    return out
+    return new, carried
 
 
 def _scan_reader(cfg: AuditConfig, data: Any) -> str:
@@ -422,7 +424,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     if state is None:  # a fresh chain: no group resumes, every group's state still goes to group_state
         state = spark.createDataFrame([], GROUP_STATE_SCHEMA)
     consts, missing_end = scan.missing_counts(start_after, base_missing)
-    tables, counts, persisted, staged = build_tables(
+    tables, counts, persisted, staged, carried_files = build_tables(
         spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage, state=state, resume=resume, gaps=found_gaps,
         missing=consts, derive=derive, direct=direct, resumes=resumes, state_table=state_table)
     if scan.handoff is not None:
@@ -438,8 +440,6 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
-    carried_files = {key.removeprefix(CARRIED_PREFIX): staged.pop(key) for key in list(staged)
-                     if key.startswith(CARRIED_PREFIX)}
     return AuditPass(tables, carried, tables.get("group_state"), run_counts, scan.ranges, missing_end, [*persisted, scan.df],
                      staged, carried_files)
 

@@ -159,7 +159,7 @@ def test_a_run_that_fails_after_the_replay_wrote_its_files_leaves_none(spark, de
     real = jobs.audit._staged_files
 
     def fail_after_listing(wide, stage_dirs, carried_dirs=None):  # the replay's tasks have written their files by now
-        staged = real(wide, stage_dirs, carried_dirs)
+        staged, _ = real(wide, stage_dirs, carried_dirs)
         seen.append(sum(len(f.files) for f in staged.values()))
         raise RuntimeError("injected failure after the replay")
 
@@ -190,8 +190,8 @@ def test_a_resumed_run_that_fails_after_the_replay_leaves_no_carried_rows(spark,
     real = jobs.audit._staged_files
 
     def fail_after_listing(wide, stage_dirs, carried_dirs=None):
-        staged = real(wide, stage_dirs, carried_dirs)
-        seen.append(sum(f.rows for key, f in staged.items() if key.startswith("carried:")))
+        _, carried = real(wide, stage_dirs, carried_dirs)
+        seen.append(sum(f.rows for f in carried.values()))
         raise RuntimeError("injected failure after the replay")
 
     monkeypatch.setattr(jobs.audit, "_staged_files", fail_after_listing)
