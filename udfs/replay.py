@@ -58,6 +58,7 @@ columns (`_Group.hold`, `_held_rows`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 from collections import Counter
@@ -338,11 +339,12 @@ def _columns(out: _TableOut, rows: list[Any]) -> list[list[Any]]:
 
 
 def _wide_batch(out: _TableOut, rows: list[Any], *, schema: pa.Schema, carried: bool = False,
-                built: Mapping[int, pa.Array] | None = None, columns: list[list[Any]] | None = None
+                built: Mapping[int, pa.Array] | None = None, columns: Sequence[Any] | None = None
                 ) -> pa.RecordBatch:
     """The wide RecordBatch of one table's rows in `schema` (`_ARROW_SCHEMA`, or its first columns
     `_BASE_ARROW_SCHEMA`): its own columns built from the rows (those at the positions of `built`:
-    given already; all of them from `columns` instead, when given), the rest null."""
+    given already; all of them from `columns` instead, when given: value lists or Arrow arrays), the
+    rest null."""
     if columns is None:
         columns = _columns(out, rows)
     n = len(columns[0])
@@ -355,6 +357,9 @@ def _wide_batch(out: _TableOut, rows: list[Any], *, schema: pa.Schema, carried: 
             arrays[position] = built[position]
             continue
         field = _ARROW_SCHEMA.field(position)
+        if isinstance(values, pa.Array):  # built already (held stretches' rows)
+            arrays[position] = _typed(values, field.type)
+            continue
         try:
             arrays[position] = pa.array(values, type=field.type)
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
@@ -376,43 +381,46 @@ def _but_last(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return values[:-1]
 
 
-_HeldRows = tuple[list[list[Any]], list[int | None]]
-"""The open `offset_commits` rows of a run of stretches a group held back (`_Group.hold`), as
-columns (the table's, in `OffsetCommitRow` field order), and each row's last commit's log offset."""
-
-_OpenWindows = tuple[list[OffsetCommitRow], list[int | None], list[_HeldRows]]
-"""A group's open offset windows: its open `offset_commits` rows and each one's last commit's log
-offset, then the rows of the stretches it held back."""
-
-
 _OFFSET_COMMIT_FIELDS = [f.name for f in dataclasses.fields(OffsetCommitRow)]
 _SOURCE_PARTITION = _OFFSET_COMMIT_FIELDS.index("source_partition")
 _FIRST_SOURCE_OFFSET = _OFFSET_COMMIT_FIELDS.index("first_source_offset")
 
 
-def _open_windows(groups: list[_OpenWindows]) -> pa.Array:
+def _open_windows(groups: list[_OpenWindows], built: _BlockArrays | None = None) -> pa.Array:
     """The `offset_windows` column of some groups' `_state` rows (`OFFSET_WINDOW_STRUCT` lists: each
-    open `offset_commits` row's fields, then its last commit's log offset), built column by column
-    from the rows and the held stretches' columns rather than from a dict per window."""
-    out = _OFFSET_COMMITS_OUT
-    columns: list[list[Any]] = [[] for _ in range(len(out.positions) + 1)]
+    open `offset_commits` row's fields, then its last commit's log offset): the open row objects'
+    values converted, the held blocks' rows taken from `built` (the flush's, when given; built here
+    otherwise), each group's rows in the order of the auditor's summaries."""
+    row_blocks = [_RowBlock(_columns(_OFFSET_COMMITS_OUT, rows), offsets) for rows, offsets, _ in groups if rows]
+    held = [block for _, _, blocks in groups for block in blocks]
+    if built is None or not built.has(held):
+        built = _BlockArrays(held)
+    columns = built.columns
+    if row_blocks:
+        columns = [pa.concat_arrays([a, b]) for a, b in zip(columns, _blocks_columns(row_blocks), strict=True)]
+    indices: list[int] = []
     ends = [0]
-    for group_rows, offsets, held in groups:
-        n = len(group_rows)
-        parts = [[*_columns(out, group_rows), offsets]] if n else []
-        parts.extend([*held_columns, last_commits] for held_columns, last_commits in held)
-        if len(parts) > 1:  # in the order of the auditor's summaries: by each one's first record
-            whole = [list(itertools.chain.from_iterable(part[c] for part in parts)) for c in range(len(columns))]
-            first_records = list(zip(whole[_SOURCE_PARTITION], whole[_FIRST_SOURCE_OFFSET], strict=True))
-            order = sorted(range(len(first_records)), key=first_records.__getitem__)
-            parts = [[[column[k] for k in order] for column in whole]]
-        for part in parts:
-            for column, values in zip(columns, part, strict=True):
-                column.extend(values)
-        ends.append(ends[-1] + n + sum(len(last_commits) for _, last_commits in held))
-    struct_type = STATE_WINDOWS_TYPE.value_type
-    fields = [pa.array(col, type=struct_type.field(k).type) for k, col in enumerate(columns)]
-    values = pa.StructArray.from_arrays(fields, fields=list(struct_type))
+    at = built.size  # the row blocks' rows follow the held blocks' in `columns`
+    next_row_block = iter(row_blocks)
+    for rows, _, blocks in groups:
+        spans = [built.span(block) for block in blocks]
+        parts: list[_HeldRows] = list(blocks)
+        if rows:
+            row_block = next(next_row_block)
+            spans.insert(0, range(at, at + len(row_block)))
+            parts.insert(0, row_block)
+            at += len(row_block)
+        if len(spans) == 1:
+            indices.extend(spans[0])
+        elif spans:  # in the order of the auditor's summaries: by each one's first record
+            mine = list(itertools.chain.from_iterable(spans))
+            first_records = [record for part in parts for record in part.first_records()]
+            indices.extend(mine[k] for k in sorted(range(len(mine)), key=first_records.__getitem__))
+        ends.append(len(indices))
+    if indices != list(range(len(columns[0]))):
+        taken = pa.array(indices, pa.int64())
+        columns = [column.take(taken) for column in columns]
+    values = pa.StructArray.from_arrays(columns, fields=list(STATE_WINDOWS_TYPE.value_type))
     return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), values, type=STATE_WINDOWS_TYPE)
 
 
@@ -425,13 +433,13 @@ class _KeptWindows:
     index: int
 
 
-def _state_windows(items: list[_OpenWindows | _KeptWindows]) -> pa.Array:
+def _state_windows(items: list[_OpenWindows | _KeptWindows], built: _BlockArrays | None = None) -> pa.Array:
     """The `offset_windows` column of some `_state` rows, in order: built from the open rows
     (`_open_windows`) or taken from the input (`_KeptWindows`; a null taken as empty), run by run."""
     parts: list[pa.Array] = []
     for kept, run in itertools.groupby(items, key=lambda w: isinstance(w, _KeptWindows)):
         if not kept:
-            parts.append(_open_windows(cast(list[_OpenWindows], list(run))))
+            parts.append(_open_windows(cast(list[_OpenWindows], list(run)), built))
             continue
         for _, refs in itertools.groupby(cast(Iterable[_KeptWindows], run), key=lambda w: id(w.array)):
             taken = list(refs)
@@ -463,17 +471,17 @@ class _Output:
         self.counts: list[tuple[Any, ...]] = []
         self.states: list[tuple[Any, ...]] = []
         self.written: list[tuple[str, str, int]] = []
-        self.held: list[list[list[Any]]] = []
+        self.held: list[_HeldRows] = []
         self.held_rows = 0
 
     def __len__(self) -> int:
         return len(self.rows) + len(self.carried) + len(self.counts) + len(self.states) + self.held_rows
 
-    def add_held(self, columns: list[list[Any]]) -> None:
-        """New `offset_commits` rows given as columns (`_HeldRows`), when that table's rows come out."""
-        if self.wants(_OFFSET_COMMITS_OUT.name):
-            self.held.append(columns)
-            self.held_rows += len(columns[0])
+    def add_held(self, blocks: list[_HeldRows]) -> None:
+        """New `offset_commits` rows given as held blocks, when that table's rows come out."""
+        if blocks and self.wants(_OFFSET_COMMITS_OUT.name):
+            self.held.extend(blocks)
+            self.held_rows += sum(len(block) for block in blocks)
 
     def wants(self, table: str) -> bool:
         """Whether `table`'s rows come out (`keep`)."""
@@ -517,15 +525,20 @@ class _Output:
         schema = self.schema
         batches = []
         files = self.files
+        state_blocks = [block for state in self.states if not isinstance(state[-1], _KeptWindows)
+                        for block in state[-1][2]]
+        built = _BlockArrays([*self.held, *state_blocks]) if self.held or state_blocks else None
         for cls, rows in by_type.items():
             out = _ROW_TABLES[cls]
             held = self.held if cls is OffsetCommitRow else []
             if not (rows or held) or not self.wants(out.name):
                 continue
-            columns = _columns(out, rows)
-            for block in held:
-                for column, values in zip(columns, block, strict=True):
-                    column.extend(values)
+            columns: list[Any] = _columns(out, rows)
+            if held:  # with the held blocks' rows, as Arrow columns
+                assert built is not None
+                held_columns = built.rows_of(held)[:len(columns)]
+                columns = ([pa.concat_arrays([a, b]) for a, b in zip(
+                    _offset_commit_arrays(columns), held_columns, strict=True)] if rows else held_columns)
             if files is not None and files.writes(out.name):
                 files.add(out.name, columns)
             else:
@@ -544,7 +557,7 @@ class _Output:
         if self.counts:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts, schema=schema))
         if self.states:
-            windows = _state_windows([state[-1] for state in self.states])
+            windows = _state_windows([state[-1] for state in self.states], built)
             if files is not None and files.writes(STATE_STORED_TABLE):
                 files.add(STATE_STORED_TABLE, [*row_columns(self.states, _but_last, len(STATE_FIELDS) - 1), windows])
             else:
@@ -564,10 +577,32 @@ class _Output:
         return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
+class _Stretches(dict[str, list[Any]]):
+    """An input batch's `STRETCH_COLUMNS` and its record position columns (`partition`, `offset`):
+    each as its Arrow array (`arrow`) and, read on first use, as a Python list (`x[name]`: a dict
+    lookup once read). The stretches a group holds back become rows from the arrays (`_HeldBlock`);
+    only those merged one by one read most lists, so a batch whose stretches are all held back
+    converts few columns."""
+
+    __slots__ = ("_arrays",)
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        super().__init__()
+        self._arrays = {name: batch.column(name) for name in (*STRETCH_COLUMNS, "partition", "offset")}
+
+    def __missing__(self, name: str) -> list[Any]:
+        values: list[Any] = self._arrays[name].to_pylist()
+        self[name] = values
+        return values
+
+    def arrow(self, name: str) -> pa.Array:
+        return self._arrays[name]
+
+
 _Columns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any],
-                 dict[str, list[Any]] | None, pa.Array | None]
-"""One input batch as Python lists, in INPUT_COLUMNS order, then the `STRETCH_COLUMNS` (None when
-the input has none), and the `STATE_WINDOWS_COLUMN` as Arrow (None when absent)."""
+                 _Stretches | None, pa.Array | None]
+"""One input batch as Python lists, in INPUT_COLUMNS order, then the `STRETCH_COLUMNS` (`_Stretches`;
+None when the input has none), and the `STATE_WINDOWS_COLUMN` as Arrow (None when absent)."""
 
 
 def group_runs(groups: list[Any]) -> Iterator[tuple[Any, int, int]]:
@@ -616,7 +651,7 @@ class _HeldRun:
     `timestamps`: its record columns) at `rows`, in log order, that a group holds back from its
     auditor (`_Group.hold`)."""
 
-    x: dict[str, list[Any]]
+    x: _Stretches
     partitions: list[Any]
     offsets: list[Any]
     timestamps: list[Any]
@@ -630,27 +665,215 @@ class _HeldRun:
         return [values[k] for k in rows]
 
 
-def _held_rows(group_id: str, window: tuple[int | None, str | None, int | None, int | None],
-               run: _HeldRun) -> _HeldRows:
-    """The open `offset_commits` rows of held-back stretches in the open `window` (`GroupAuditor.
-    window()`), column by column: what `GroupAuditor.merge_stretch` then `finish` give for stretches
-    that each open their topic-partition's summary (`OffsetSummary.of_stretch`, `OffsetSummary.row`):
-    no commit values for a stretch of tombstones only, its own regressions only in a Stable window."""
-    x, take = run.x, run.column
-    n = len(run.rows)
-    generation_id, state, _, start_offset = window
-    commits = take(x["commits"])
-    values = {name: take(x[name]) for name in ("first_offset", "last_offset", "first_commit_timestamp",
-                                               "last_commit_timestamp", "last_commit_source_offset")}
-    if 0 in commits:
-        values = {name: [v if c else None for v, c in zip(column, commits, strict=True)]
-                  for name, column in values.items()}
-    columns = [[group_id] * n, take(x["topic"]), take(x["partition_key"]), [generation_id] * n, [state] * n,
-               [start_offset] * n, [None] * n, commits, take(x["tombstones"]), values["first_offset"],
-               values["last_offset"], values["first_commit_timestamp"], values["last_commit_timestamp"],
-               take(x["regressions"]) if state == "Stable" else [0] * n, take(run.partitions), take(run.offsets),
-               take(x["last_source_offset"])]
-    return columns, values["last_commit_source_offset"]
+@dataclasses.dataclass(frozen=True, slots=True)
+class _HeldBlock:
+    """The open `offset_commits` rows of held-back stretches (`run`) in the group's open `window`
+    (`GroupAuditor.window()`), left where they are in the input until a flush builds every block's
+    rows at once (`_BlockArrays`): what `GroupAuditor.merge_stretch` then `finish` give for
+    stretches that each open their topic-partition's summary (`OffsetSummary.of_stretch`,
+    `OffsetSummary.row`): no commit values for a stretch of tombstones only, its own regressions
+    only in a Stable window."""
+
+    run: _HeldRun
+    group_id: str
+    window: tuple[int | None, str | None, int | None, int | None]
+
+    def __len__(self) -> int:
+        return len(self.run.rows)
+
+    def tombstones_only(self) -> bool:
+        """Whether a stretch of tombstones only is among the rows (its commit values are null)."""
+        return 0 in self.run.column(self.run.x["commits"])
+
+    def commit_inputs(self) -> list[list[Any]]:
+        """The rows' values of the derivation's `offset_commits` columns (`BASE_INPUTS`)."""
+        run = self.run
+        x, take = run.x, run.column
+        values = [take(x["first_commit_timestamp"]), take(x["last_commit_timestamp"])]
+        if self.tombstones_only():
+            commits = take(x["commits"])
+            values = [[v if c else None for v, c in zip(column, commits, strict=True)] for column in values]
+        return [take(x["topic"]), take(x["partition_key"]), *values]
+
+    def first_records(self) -> list[tuple[Any, Any]]:
+        """Each row's first record (source partition, offset)."""
+        return list(zip(self.run.column(self.run.partitions), self.run.column(self.run.offsets), strict=True))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _RowBlock:
+    """Open `offset_commits` rows given as value lists (`OffsetCommitRow` field order), and each
+    one's last commit's log offset."""
+
+    columns: list[list[Any]]
+    last_commits: list[int | None]
+
+    def __len__(self) -> int:
+        return len(self.last_commits)
+
+    def commit_inputs(self) -> list[list[Any]]:
+        return [self.columns[k] for k in _HELD_COMMIT_INPUTS]
+
+    def first_records(self) -> list[tuple[Any, Any]]:
+        return list(zip(self.columns[_SOURCE_PARTITION], self.columns[_FIRST_SOURCE_OFFSET], strict=True))
+
+
+_HeldRows = _HeldBlock | _RowBlock
+"""Open `offset_commits` rows a group gives at its end besides its row objects: those of a run of
+stretches it held back (`_Group.hold`), or of the stretches it held back merged (`_Group._fold`)."""
+
+_OpenWindows = tuple[list[OffsetCommitRow], list[int | None], list[_HeldRows]]
+"""A group's open offset windows: its open `offset_commits` rows and each one's last commit's log
+offset, then the rows of the stretches it held back."""
+
+_OFFSET_COMMIT_TYPES: tuple[pa.DataType, ...] = tuple(_ARROW_SCHEMA.field(p).type for p in _OFFSET_COMMITS_OUT.positions)
+"""The Arrow types of the `offset_commits` columns (`OffsetCommitRow` field order): the wide output's."""
+_LAST_COMMIT_TYPE: pa.DataType = STATE_WINDOWS_TYPE.value_type.field("last_commit_source_offset").type
+assert [STATE_WINDOWS_TYPE.value_type.field(k).type for k in range(len(_OFFSET_COMMIT_TYPES))] == list(
+    _OFFSET_COMMIT_TYPES), "offset_windows keeps the offset_commits columns' types"
+_WIDTH = len(_OFFSET_COMMIT_TYPES) + 1
+"""Columns of held rows: the `offset_commits` ones, then the last commit's log offset."""
+
+_HELD_SOURCES: dict[int, str] = {_OFFSET_COMMIT_FIELDS.index(field): column for field, column in (
+    ("topic", "topic"), ("partition", "partition_key"), ("commits", "commits"), ("tombstones", "tombstones"),
+    ("first_offset", "first_offset"), ("last_offset", "last_offset"),
+    ("first_commit_timestamp", "first_commit_timestamp"), ("last_commit_timestamp", "last_commit_timestamp"),
+    ("regressions", "regressions"), ("source_partition", "partition"), ("first_source_offset", "offset"),
+    ("last_source_offset", "last_source_offset"))}
+_HELD_SOURCES[_WIDTH - 1] = "last_commit_source_offset"
+"""Held rows' columns taken from the input's (position -> input column); the others are the window's."""
+_COMMIT_VALUES = (*(_OFFSET_COMMIT_FIELDS.index(name) for name in (
+    "first_offset", "last_offset", "first_commit_timestamp", "last_commit_timestamp")), _WIDTH - 1)
+"""Held rows' columns that are null for a stretch of tombstones only."""
+_WINDOW_VALUES = tuple(_OFFSET_COMMIT_FIELDS.index(name) for name in (
+    "group_id", "generation_id", "window_state", "window_start_offset"))
+"""Held rows' columns of their block's window (`_HeldBlock.window`), besides `window_end_offset`."""
+_WINDOW_END = _OFFSET_COMMIT_FIELDS.index("window_end_offset")
+_REGRESSIONS = _OFFSET_COMMIT_FIELDS.index("regressions")
+_COMMITS = _OFFSET_COMMIT_FIELDS.index("commits")
+
+
+def _typed(values: pa.Array, t: pa.DataType) -> pa.Array:
+    """`values` as type `t` (cast when it is another)."""
+    return values if values.type == t else values.cast(t)
+
+
+def _column_types() -> list[pa.DataType]:
+    return [*_OFFSET_COMMIT_TYPES, _LAST_COMMIT_TYPE]
+
+
+def _offset_commit_arrays(columns: list[list[Any]]) -> list[pa.Array]:
+    """`offset_commits` rows given as value lists (the table's, in `OffsetCommitRow` field order)
+    as Arrow columns of `_OFFSET_COMMIT_TYPES`."""
+    return [pa.array(values, type=t) for values, t in zip(columns, _OFFSET_COMMIT_TYPES, strict=True)]
+
+
+def _blocks_columns(blocks: Sequence[_HeldRows]) -> list[pa.Array]:
+    """The rows of `blocks`, in order, as Arrow columns (`_WIDTH`: the `offset_commits` ones, then
+    the last commit's log offset): a row block's values converted; for a run of held blocks of one
+    input batch, the input's columns taken once and the windows' values spread over their rows."""
+    types = _column_types()
+    pieces: list[list[pa.Array]] = [[] for _ in range(_WIDTH)]
+    for same_input, run in itertools.groupby(blocks, key=lambda b: id(b.run.x) if isinstance(b, _HeldBlock) else None):
+        if same_input is None:  # row blocks: every value given
+            for row_block in cast(Iterator[_RowBlock], run):
+                for k, values in enumerate((*row_block.columns, row_block.last_commits)):
+                    pieces[k].append(pa.array(values, type=types[k]))
+            continue
+        for k, column in enumerate(_held_columns(cast(list[_HeldBlock], list(run)))):
+            pieces[k].append(column)
+    return [pa.concat_arrays(column) if column else pa.array([], types[k]) for k, column in enumerate(pieces)]
+
+
+def _held_columns(held: list[_HeldBlock]) -> list[pa.Array]:
+    """The rows of held blocks of one input batch, in order, as Arrow columns (`_blocks_columns`)."""
+    types = _column_types()
+    ranges = [block.run.rows for block in held]
+    x = held[0].run.x
+    take: Callable[[pa.Array], pa.Array]
+    if len(ranges) == 1 and isinstance(ranges[0], range):
+        r = ranges[0]
+        take = functools.partial(_sliced, start=r.start, length=len(r))
+    else:
+        take = functools.partial(_taken, indices=pa.array(list(itertools.chain.from_iterable(ranges)), pa.int64()))
+    n = sum(len(r) for r in ranges)
+    # each row's block, to spread the blocks' values over their rows
+    block_of_row = pa.array(np.repeat(np.arange(len(held)), [len(r) for r in ranges]))
+
+    def spread(values: list[Any], t: pa.DataType) -> pa.Array:
+        return pa.array(values, type=t).take(block_of_row)
+
+    out: list[pa.Array] = [pa.nulls(0)] * _WIDTH
+    for k, column in _HELD_SOURCES.items():
+        out[k] = _typed(take(x.arrow(column)), types[k])
+    group_ids: list[Any] = []
+    generation_ids: list[Any] = []
+    states: list[Any] = []
+    start_offsets: list[Any] = []
+    for block in held:
+        generation_id, state, _, start_offset = block.window
+        group_ids.append(block.group_id)
+        generation_ids.append(generation_id)
+        states.append(state)
+        start_offsets.append(start_offset)
+    for k, values in zip(_WINDOW_VALUES, (group_ids, generation_ids, states, start_offsets), strict=True):
+        out[k] = spread(values, types[k])
+    out[_WINDOW_END] = pa.nulls(n, types[_WINDOW_END])  # the window is open
+    tombstones_only = [block.tombstones_only() for block in held]
+    if any(tombstones_only):  # no commit values where the stretch read none
+        masked = pc.and_(spread(tombstones_only, pa.bool_()),
+                         pc.invert(pc.fill_null(pc.not_equal(out[_COMMITS], 0), False)))
+        for k in _COMMIT_VALUES:
+            out[k] = pc.if_else(masked, pa.scalar(None, types[k]), out[k])
+    unstable = [state != "Stable" for state in states]
+    if any(unstable):  # a regression counts only in a Stable window
+        out[_REGRESSIONS] = pc.if_else(spread(unstable, pa.bool_()), pa.scalar(0, types[_REGRESSIONS]),
+                                       out[_REGRESSIONS])
+    return out
+
+
+def _sliced(values: pa.Array, *, start: int, length: int) -> pa.Array:
+    return values.slice(start, length)
+
+
+def _taken(values: pa.Array, *, indices: pa.Array) -> pa.Array:
+    return values.take(indices)
+
+
+class _BlockArrays:
+    """The rows of some groups' held blocks as Arrow columns (`_blocks_columns`, each block once),
+    and where each block's rows are among them."""
+
+    __slots__ = ("columns", "order", "size", "starts")
+
+    def __init__(self, blocks: Iterable[_HeldRows]) -> None:
+        unique: dict[int, _HeldRows] = {}
+        for block in blocks:
+            unique.setdefault(id(block), block)
+        self.order = list(unique)
+        self.starts: dict[int, int] = {}
+        at = 0
+        for key, block in unique.items():
+            self.starts[key] = at
+            at += len(block)
+        self.size = at
+        self.columns = _blocks_columns(list(unique.values()))
+
+    def has(self, blocks: Iterable[_HeldRows]) -> bool:
+        return all(id(block) in self.starts for block in blocks)
+
+    def span(self, block: _HeldRows) -> range:
+        """Where `block`'s rows are."""
+        start = self.starts[id(block)]
+        return range(start, start + len(block))
+
+    def rows_of(self, blocks: Sequence[_HeldRows]) -> list[pa.Array]:
+        """The columns of `blocks`' rows, in their order."""
+        if [id(b) for b in blocks] == self.order[:len(blocks)]:
+            n = sum(len(b) for b in blocks)
+            return self.columns if n == self.size else [column.slice(0, n) for column in self.columns]
+        indices = pa.array(list(itertools.chain.from_iterable(self.span(b) for b in blocks)), pa.int64())
+        return [column.take(indices) for column in self.columns]
 
 
 _HELD_COMMIT_INPUTS = tuple(_OFFSET_COMMIT_FIELDS.index(name) for name in BASE_INPUTS["offset_commits"])
@@ -732,7 +955,7 @@ class _Group:
         if self.kept is not None:
             self.kept.append(row)
 
-    def hold(self, x: dict[str, list[Any]], partitions: list[Any], offsets: list[Any], timestamps: list[Any],
+    def hold(self, x: _Stretches, partitions: list[Any], offsets: list[Any], timestamps: list[Any],
              start: int, end: int, out: _Output) -> Iterable[int]:
         """Holds back the stretches [start, end) of an input batch that may be (class docstring);
         the rows of the others, to merge now, in order."""
@@ -779,7 +1002,7 @@ class _Group:
                 self.auditor.reached(p, o)
         return now
 
-    def _fold(self, tp: tuple[str, int], x: dict[str, list[Any]], partitions: list[Any], offsets: list[Any],
+    def _fold(self, tp: tuple[str, int], x: _Stretches, partitions: list[Any], offsets: list[Any],
               rows: list[int]) -> bool:
         """Holds back the stretches of one topic-partition at `rows` (in log order) as their merged
         summary (`OffsetSummary.merge`, as `GroupAuditor.merge_stretch` merges them into the open
@@ -838,14 +1061,14 @@ class _Group:
         group_id = self.auditor.group_id
         assert group_id is not None or not self.held  # a stretch is of a group whose key was read
         window = self.auditor.window()
-        rows = [_held_rows(group_id or "", window, run) for run in self.held]
+        rows: list[_HeldRows] = [_HeldBlock(run, group_id or "", window) for run in self.held]
         if self.folded:
             generation_id, state, _, start_offset = window
             folded = [s.row(group_id or "", topic, partition, generation_id=generation_id, window_state=state,
                             window_start_offset=start_offset, window_end_offset=None)
                       for (topic, partition), s in self.folded.items()]
-            rows.append((_columns(_OFFSET_COMMITS_OUT, folded),
-                         [s.last_commit_source_offset for s in self.folded.values()]))
+            rows.append(_RowBlock(_columns(_OFFSET_COMMITS_OUT, folded),
+                                  [s.last_commit_source_offset for s in self.folded.values()]))
         self._let_go()
         return rows
 
@@ -859,10 +1082,9 @@ class _Group:
             if spec is not None:
                 inputs[spec[0]].append(spec[1](row))
         names = BASE_INPUTS["offset_commits"]
-        for columns, _ in held:
+        for block in held:
             inputs["offset_commits"].extend(
-                dict(zip(names, values, strict=True))
-                for values in zip(*(columns[k] for k in _HELD_COMMIT_INPUTS), strict=True))
+                dict(zip(names, values, strict=True)) for values in zip(*block.commit_inputs(), strict=True))
         self.kept = []
         group_id = self.auditor.group_id
         assert group_id is not None
@@ -888,7 +1110,7 @@ def _segments(group: _Group, partitions: list[Any], offsets: list[Any], timestam
         yield seg, end
 
 
-def _stretch_rows(auditor: GroupAuditor, x: dict[str, list[Any]], i: int, p: int, o: int,
+def _stretch_rows(auditor: GroupAuditor, x: _Stretches, i: int, p: int, o: int,
                   ts: int | None) -> list[Any]:
     """The rows of the single pass's row `i` (a stretch or a regression candidate at `p`/`o`)."""
     if x["_kind"][i] == KIND_REGRESSION:
@@ -901,7 +1123,7 @@ def _stretch_rows(auditor: GroupAuditor, x: dict[str, list[Any]], i: int, p: int
                                  first_commit_record_ts=x["first_commit_record_ts"][i] if commits else None)
 
 
-def _stretch_summary(x: dict[str, list[Any]], i: int, p: int, o: int) -> OffsetSummary:
+def _stretch_summary(x: _Stretches, i: int, p: int, o: int) -> OffsetSummary:
     """The summary of the single pass's stretch at row `i` (its first record at `p`/`o`)."""
     return OffsetSummary.of_stretch(x["commits"][i], x["tombstones"][i], x["regressions"][i], x["first_offset"][i],
                                     x["last_offset"][i], x["first_commit_timestamp"][i],
@@ -1019,8 +1241,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             for row in (*auditor.gap_rows(), *finished):
                 group.route(row, out)
             held = group.take_held()
-            for columns, _ in held:
-                out.add_held(columns)
+            out.add_held(held)
             if group.kept is not None and auditor.group_id is not None:
                 t0 = perf_counter()
                 out.rows.extend(group.derived_rows(held))
@@ -1103,7 +1324,7 @@ def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
     names = batch.schema.names
     states = c("state").to_pylist() if "state" in names else [None] * n
     missing = c("missing").to_pylist() if "missing" in names else [None] * n
-    stretch = {name: c(name).to_pylist() for name in STRETCH_COLUMNS} if "_kind" in names else None
+    stretch = _Stretches(batch) if "_kind" in names else None
     windows = c(STATE_WINDOWS_COLUMN) if STATE_WINDOWS_COLUMN in names else None
     return (c("group_id").to_pylist(), c("partition").to_pylist(), c("offset").to_pylist(),
             c("timestamp_ms").to_pylist(), c("key").to_pylist(), c("value").to_pylist(), states, missing,

@@ -352,7 +352,7 @@ def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
     several groups at once): the fields of each open `OffsetSummary.row` and its last commit's log
     offset, in `OFFSET_WINDOW_STRUCT`'s order; a group without open windows has an empty list."""
     from coordinator_core.audit import OffsetSummary
-    from udfs.replay import _open_windows
+    from udfs.replay import _open_windows, _RowBlock
     from udfs.schemas import OFFSET_WINDOW_STRUCT
 
     s = OffsetSummary.of_commit(10, 1000, 3, 40)
@@ -368,7 +368,7 @@ def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
     assert got == [want, [], want[:1]]
     # rows held back as columns join a group's row objects in the order of their first records (log
     # order: the order the auditor's summaries would have had)
-    held = ([list(values) for values in zip(*map(dataclasses.astuple, rows), strict=True)], last)
+    held = _RowBlock([list(values) for values in zip(*map(dataclasses.astuple, rows), strict=True)], last)
     got = _open_windows([(rows[1:], last[1:], [held]), ([], [], [held])]).to_pylist()
     assert got == [[want[0], want[1], want[1]], want]
     assert last == [41, None] and list(got[0][0]) == [f.name for f in OFFSET_WINDOW_STRUCT.fields]
