@@ -3,6 +3,7 @@ without Spark's scheduling; prints figures.
 
     .venv/bin/python -m benchmarks.bench_replay_cpu --input .cache/bench/input-r20221159-g5000-s0
         [--work-dir .cache/bench] [--files N] [--repeat 3] [--nightly] [--json F]
+        [--instructions [--batches N]]
 
 Input: the replay's input for a benchmark input (`python -m benchmarks`' cache, Parquet with the
 Kafka-source schema): the single pass (`jobs.offsets_path.scan_log`) and `udfs.replay.replay_input`
@@ -26,7 +27,14 @@ Measured in this one process, CPU seconds, best of `--repeat`, per configuration
   replay's input for it (`replay-input-nightly-<input name>`, and the first window's output it
   reads the states from) is built once with Spark and kept under `--work-dir`;
 
-each with `rows_out` and `sha256`, a hash of the output rows (every column, in a canonical order,
+With `--instructions`, each configuration instead replays the first file of its input (`--files`
+is then 1; `--batches N`: its first N batches) once in a subprocess under Valgrind's callgrind,
+and the figure is the instructions it executed less those of the same subprocess replaying no
+batch (its imports and reading the file): a count that the machine's load does not move, for
+comparing two versions of the code on a shared machine where CPU seconds vary by 10-20% from run to
+run (it needs `valgrind`; a run takes minutes: callgrind runs Python about 50 times slower).
+
+Without it, each configuration has `rows_out` and `sha256`, a hash of the output rows (every column, in a canonical order,
 the counts rows without their Python timings), so that two versions of the code can be compared
 on the same input: the same hash, the same rows. To time another tree (e.g. a `git worktree` of an
 earlier commit), run this file by its path with `PYTHONPATH` set to that tree's root:
@@ -38,6 +46,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import re
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -137,6 +149,39 @@ def measure(tables: list[pa.Table], options: dict[str, Any], repeat: int) -> dic
     return {"cpu_s": round(best, 3), "rows_out": sum(b.num_rows for b in out), "sha256": _rows_hash(out)}
 
 
+def _replay_once(files: list[Path], options: dict[str, Any], batches: int | None) -> None:
+    """One replay of the first `batches` batches (all: None) of each file (the subprocess that
+    `instructions` counts)."""
+    for f in files:
+        table = pq.read_table(f)
+        for _ in make_replay_fn(**options)(iter(table.to_batches(max_chunksize=BATCH_ROWS)[:batches])):
+            pass
+
+
+def instructions(files: list[Path], options: dict[str, Any], batches: int | None) -> int:
+    """Instructions (callgrind's Ir) a subprocess executes replaying `batches` batches of `files`
+    with `options`, less those of one replaying none (`_replay_once`)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+
+    def count(n: int | None) -> int:
+        child = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(
+            {"files": [str(f) for f in files], "options": options, "batches": n})]
+        done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *child],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": _code_root()})
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"callgrind run failed (rc {done.returncode}): {done.stderr[-2000:]}")
+        return int(found.group(1))
+
+    return count(batches) - count(0)
+
+
+def _code_root() -> str:
+    """The tree whose packages this run imports (a PYTHONPATH set first wins), for the subprocess."""
+    return os.environ.get("PYTHONPATH") or str(ROOT)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_replay_cpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--input", type=Path, required=True, help="a benchmark input (Kafka-source Parquet)")
@@ -145,13 +190,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--nightly", action="store_true", help="also time a nightly window's replay (module docstring)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    p.add_argument("--instructions", action="store_true",
+                   help="count instructions under callgrind instead of timing (module docstring)")
+    p.add_argument("--batches", type=int, default=None, help="with --instructions: the first N batches only")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.child is not None:
+        spec = json.loads(args.child)
+        _replay_once([Path(f) for f in spec["files"]], spec["options"], spec["batches"])
+        return 0
     if not args.input.is_dir():
         p.error(f"--input {args.input}: no such directory (python -m benchmarks writes them under .cache/bench)")
     if args.repeat < 1 or (args.files is not None and args.files < 1):
         p.error("--repeat and --files must be >= 1")
     args.work_dir.mkdir(parents=True, exist_ok=True)
     source = replay_input(args.input, args.work_dir)
+    if args.instructions:
+        return _count_instructions(args, source)
     files = sorted(source.glob("part-*.parquet"))[:args.files]
     tables = [pq.read_table(f) for f in files]
     figures: dict[str, Any] = {"input": str(args.input), "replay_input_rows": sum(t.num_rows for t in tables),
@@ -166,6 +221,23 @@ def main(argv: list[str] | None = None) -> int:
         f = figures["nightly"] = measure([pq.read_table(f) for f in nightly], {"mode": "resume"}, args.repeat)
         print(f"{'nightly':12s} {f['cpu_s']:8.3f} s CPU  {f['rows_out']:>10,} rows out  sha256 {f['sha256'][:16]}",
               flush=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+def _count_instructions(args: argparse.Namespace, source: Path) -> int:
+    """`--instructions`: each configuration's count on the first file of its input."""
+    inputs = {name: source for name in CONFIGURATIONS}
+    configurations = dict(CONFIGURATIONS)
+    if args.nightly:
+        inputs["nightly"] = nightly_input(args.input, args.work_dir)
+        configurations["nightly"] = {"mode": "resume"}
+    figures: dict[str, Any] = {"input": str(args.input), "batches": args.batches, "instructions": {}}
+    for name, options in configurations.items():
+        first = sorted(inputs[name].glob("part-*.parquet"))[:1]
+        n = figures["instructions"][name] = instructions(first, options, args.batches)
+        print(f"{name:12s} {n:>16,} instructions  ({first[0].name}, {args.batches or 'all'} batches)", flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

@@ -127,7 +127,7 @@ def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192
     rows (one run, possibly across batches) go to `derive_group`; the derived rows leave in
     batches of about `flush_rows`."""
     out: dict[str, list[Any]] = {name: [] for name in DERIVED_TABLES}
-    inputs: dict[str, list[dict[str, Any]]] = {name: [] for name in BASE_INPUTS}
+    inputs: dict[str, list[Any]] = {name: [] for name in BASE_INPUTS}
     current: object = object()
 
     def close() -> None:
@@ -142,13 +142,14 @@ def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192
         # each table's rows of the batch as dicts (pyarrow builds them), then handed out group by
         # group: a group is one run of the sorted batch, and so of each table's part of it
         tags = batch.column(_TAG)
-        parts: list[tuple[str, list[dict[str, Any]], dict[str, tuple[int, int]]]] = []
+        parts: list[tuple[str, list[Any], dict[str, tuple[int, int]]]] = []
         for kind in pc.unique(tags).to_pylist():
             part = batch.filter(pc.equal(tags, kind))
             present = part.schema.names
             names = [c for c in (*BASE_INPUTS[kind], *OPTIONAL_INPUTS.get(kind, ())) if c in present]
-            parts.append((kind, part.select(names).to_pylist(),
-                          {g: (start, end) for g, start, end in sorted_runs(part.column("group_id"))}))
+            rows: list[Any] = (list(zip(*(part.column(c).to_pylist() for c in names), strict=True))
+                               if kind == "offset_commits" else part.select(names).to_pylist())  # CommitTimes
+            parts.append((kind, rows, {g: (start, end) for g, start, end in sorted_runs(part.column("group_id"))}))
         for group, _, _ in sorted_runs(batch.column("group_id")):
             if group != current:
                 close()

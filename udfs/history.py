@@ -2,9 +2,10 @@
 
 Standard library only: `udfs.derived` runs `derive_group` once per group inside Spark
 (`mapInArrow`), the tests call it directly. Its inputs are the group's rows of `generations`,
-`assignments`, `offset_commits`, `rebalance_causes` and `violations` as dicts (any number of runs
-of the job, already reduced to one row per natural key by `udfs.derived.latest_rows`); its outputs
-are the rows of three tables:
+`assignments`, `rebalance_causes` and `violations` as dicts, and of `offset_commits` as tuples of
+the four columns it reads (`CommitTimes`: the most numerous rows; `commit_times` makes them from
+dicts), any number of runs of the job, already reduced to one row per natural key by
+`udfs.derived.latest_rows`; its outputs are the rows of three tables:
 
 * `partition_ownership` (`OwnershipRow`): per (group, topic, partition), consecutive intervals,
   each owned (member, instance id, client id, host, generation) or unowned, with why, and how each
@@ -54,11 +55,13 @@ __all__ = [
     "DAY_MS",
     "DERIVED_KEYS",
     "FLAPPING_THRESHOLDS",
+    "CommitTimes",
     "HealthRow",
     "OwnershipRow",
     "RebalanceRow",
     "as_dict",
     "astuple_fast",
+    "commit_times",
     "derive_from_tables",
     "derive_group",
     "flapping_score",
@@ -242,14 +245,26 @@ class _Gap:
 # the derivation
 
 
+CommitTimes = tuple[str, int, int | None, int | None]
+"""An `offset_commits` row as the derivation reads it: its `BASE_INPUTS` columns (topic, partition,
+first_commit_timestamp, last_commit_timestamp), in that order."""
+
+
+def commit_times(rows: Iterable[Mapping[str, Any]]) -> list[CommitTimes]:
+    """`offset_commits` rows given as dicts, as the derivation reads them (`CommitTimes`)."""
+    return [(r["topic"], r["partition"], r.get("first_commit_timestamp"), r.get("last_commit_timestamp"))
+            for r in rows]
+
+
 def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
-                 assignments: Sequence[Mapping[str, Any]] = (), commits: Sequence[Mapping[str, Any]] = (),
+                 assignments: Sequence[Mapping[str, Any]] = (), commits: Sequence[CommitTimes] = (),
                  causes: Sequence[Mapping[str, Any]] = (), violations: Sequence[Mapping[str, Any]] = (),
                  ) -> tuple[list[OwnershipRow], list[RebalanceRow], list[HealthRow]]:
     """The three derived tables' rows of one group (module docstring).
 
-    Rows are dicts with the base tables' column names; `generations` may carry the optional
-    `rebalance_started_at` (the broker's own start of the join phase). Raises ValueError naming the
+    Rows are dicts with the base tables' column names (`commits`: `CommitTimes` tuples);
+    `generations` may carry the optional `rebalance_started_at` (the broker's own start of the join
+    phase). Raises ValueError naming the
     group and the generation when an assignment has no generation row."""
     gens = sorted((dict(g) for g in generations),
                   key=lambda g: (g["record_timestamp"], g.get("source_offset") or 0, g["generation_id"]))
@@ -293,14 +308,15 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
     return ownership, rebalances, health
 
 
-def derive_from_tables(group_id: str, rows: Mapping[str, Sequence[Mapping[str, Any]]]
+def derive_from_tables(group_id: str, rows: Mapping[str, Sequence[Any]]
                        ) -> tuple[list[OwnershipRow], list[RebalanceRow], list[HealthRow]]:
-    """`derive_group` of a group's rows given per base table name (`BASE_INPUTS`' keys)."""
+    """`derive_group` of a group's rows given per base table name (`BASE_INPUTS`' keys; the
+    `offset_commits` rows as `CommitTimes`)."""
     return derive_group(group_id, generations=rows["generations"], assignments=rows["assignments"],
                         commits=rows["offset_commits"], causes=rows["rebalance_causes"], violations=rows["violations"])
 
 
-def _last_commits(gens: list[dict[str, Any]], commits: Iterable[Mapping[str, Any]]
+def _last_commits(gens: list[dict[str, Any]], commits: Iterable[CommitTimes]
                   ) -> dict[int, dict[tuple[str, int], int]]:
     """generation index -> {(topic, partition): last commit timestamp while it was current}.
 
@@ -311,12 +327,11 @@ def _last_commits(gens: list[dict[str, Any]], commits: Iterable[Mapping[str, Any
     out: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
     starts = [g["record_timestamp"] for g in gens]
     first, single = starts[0], len(starts) == 1
-    for c in commits:
-        ts = c.get("last_commit_timestamp")
+    for topic, partition, _, ts in commits:
         if ts is None or ts < first:
             continue
         current = out[0 if single else bisect_right(starts, ts) - 1]
-        key = (c["topic"], c["partition"])
+        key = (topic, partition)
         known = current.get(key)
         if known is None or ts > known:
             current[key] = ts
@@ -572,16 +587,14 @@ def _spread(start: int, end: int, add: Any) -> None:
 
 
 def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[OwnershipRow],
-            rebalances: Sequence[RebalanceRow], commits: Sequence[Mapping[str, Any]],
+            rebalances: Sequence[RebalanceRow], commits: Sequence[CommitTimes],
             violations: Sequence[Mapping[str, Any]]) -> list[HealthRow]:
     """Per UTC day from the group's first to its last known event (a record or a commit)."""
     times = [g["record_timestamp"] for g in gens] + [g["ended_at"] for g in gens if g.get("ended_at")]
-    times += [t for c in commits for t in (c.get("first_commit_timestamp"), c.get("last_commit_timestamp"))
-              if t is not None]
+    times += [t for c in commits for t in (c[2], c[3]) if t is not None]
     first, horizon = min(times), max(times) + 1
     last_commit_on: dict[int, int] = {}  # day -> the latest commit that day (every commit is within the days)
-    for c in commits:
-        t = c.get("last_commit_timestamp")
+    for _, _, _, t in commits:
         if t is not None:
             day = t - t % DAY_MS
             known = last_commit_on.get(day)
@@ -665,6 +678,8 @@ BASE_INPUTS: dict[str, tuple[str, ...]] = {
     "violations": ("generation_id", "kind", "record_timestamp"),
 }
 """The columns of each base table the derivation reads (besides group_id)."""
+assert BASE_INPUTS["offset_commits"] == ("topic", "partition", "first_commit_timestamp", "last_commit_timestamp"), \
+    "CommitTimes are these columns, in this order"
 
 DERIVED_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "partition_ownership": (("group_id", "topic", "partition", "valid_from", "owned", "member_id"), "valid_to"),

@@ -312,9 +312,11 @@ def _dict_of(columns: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
     return namespace["as_dict"]  # type: ignore[no-any-return]
 
 
-_BASE_ROWS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
-    AUDIT_TABLES[name]: (name, _dict_of(columns)) for name, columns in BASE_INPUTS.items()}
-"""Base row class -> (its table, the row as the dict of the columns the derivation reads)."""
+_BASE_ROWS: dict[type, tuple[str, Callable[[Any], Any]]] = {
+    AUDIT_TABLES[name]: (name, attrgetter(*columns) if name == "offset_commits" else _dict_of(columns))
+    for name, columns in BASE_INPUTS.items()}
+"""Base row class -> (its table, the row as the derivation reads it: the dict of the columns it reads;
+`offset_commits` rows as `CommitTimes`)."""
 _COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
 
 
@@ -1076,15 +1078,13 @@ class _Group:
         """The ownership, rebalance and health rows of the group's kept rows (`derive_group`) and of
         `held`, the open rows of the stretches it held back."""
         assert self.kept is not None
-        inputs: dict[str, list[dict[str, Any]]] = {name: [] for name in BASE_INPUTS}
+        inputs: dict[str, list[Any]] = {name: [] for name in BASE_INPUTS}
         for row in self.kept:
             spec = _BASE_ROWS.get(type(row))
             if spec is not None:
                 inputs[spec[0]].append(spec[1](row))
-        names = BASE_INPUTS["offset_commits"]
         for block in held:
-            inputs["offset_commits"].extend(
-                dict(zip(names, values, strict=True)) for values in zip(*block.commit_inputs(), strict=True))
+            inputs["offset_commits"].extend(zip(*block.commit_inputs(), strict=True))
         self.kept = []
         group_id = self.auditor.group_id
         assert group_id is not None

@@ -22,7 +22,7 @@ from jobs.delta_read import _outside, may_hold, may_reach, plain_type, read_arro
 from jobs.derived_step import _ALIVE, HISTORY_LOOKBACK_MS, stored_history
 from tests.spark.test_spark_nightly import _scale_log
 from udfs.derived import NATURAL_KEYS
-from udfs.history import derive_group, latest
+from udfs.history import commit_times, derive_group, latest
 from udfs.schemas import TIME_COMPANIONS, stored_schema
 
 pytestmark = pytest.mark.spark
@@ -66,7 +66,7 @@ def test_spark_derivation_equals_the_pure_one_on_the_stored_base_rows(derived_ru
     for g in groups:
         mine = {t: [r for r in rows if r["group_id"] == g] for t, rows in base.items()}
         produced = derive_group(g, generations=mine["generations"], assignments=mine["assignments"],
-                                commits=mine["offset_commits"], causes=mine["rebalance_causes"],
+                                commits=commit_times(mine["offset_commits"]), causes=mine["rebalance_causes"],
                                 violations=mine["violations"])
         for name, rows in zip(DERIVED, produced, strict=True):
             expected[name].extend(r.__class__.__dataclass_fields__ and {f: getattr(r, f) for f in
@@ -320,7 +320,7 @@ def test_the_batch_adapter_joins_a_group_split_across_batches(derived_run: Path)
     for g in ("grp-s01", "grp-s02"):
         mine = {t: [r for r in rows if r["group_id"] == g and r[_TAG] == t] for t in BASE_INPUTS}
         produced = derive_group(g, generations=mine["generations"], assignments=mine["assignments"],
-                                commits=mine["offset_commits"], causes=mine["rebalance_causes"],
+                                commits=commit_times(mine["offset_commits"]), causes=mine["rebalance_causes"],
                                 violations=mine["violations"])
         for name, items in zip(DERIVED, produced, strict=True):
             expected += [(name, repr(sorted({f: (list(v) if isinstance(v := getattr(x, f), tuple) else v)

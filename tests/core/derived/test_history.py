@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from udfs.history import DAY_MS, derive_group, flapping_score, health_status, latest
+from udfs.history import (
+    DAY_MS,
+    CommitTimes,
+    commit_times,
+    derive_group,
+    flapping_score,
+    health_status,
+    latest,
+)
 
 G = "g"
 
@@ -29,9 +37,11 @@ def asg(generation_id: int, member: str, partition: int, valid_from: int, valid_
             "valid_from": valid_from, "valid_to": valid_to, "source_offset": offset}
 
 
-def commit(partition: int, last: int, generation_id: int | None = None) -> dict[str, Any]:
-    return {"group_id": G, "generation_id": generation_id, "topic": "t", "partition": partition,
-            "first_commit_timestamp": last - 100, "last_commit_timestamp": last}
+def commit(partition: int, last: int, generation_id: int | None = None) -> CommitTimes:
+    """An offset_commits row of topic t as the derivation reads it (`generation_id`: what the row
+    says, which the derivation does not read: it places a commit by its time)."""
+    return commit_times([{"group_id": G, "generation_id": generation_id, "topic": "t", "partition": partition,
+                          "first_commit_timestamp": last - 100, "last_commit_timestamp": last}])[0]
 
 
 def cause(generation_id: int, name: str, member: str | None = None) -> dict[str, Any]:
