@@ -184,7 +184,7 @@ def _code_root() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_replay_cpu", description=__doc__.split("\n\n")[0])
-    p.add_argument("--input", type=Path, required=True, help="a benchmark input (Kafka-source Parquet)")
+    p.add_argument("--input", type=Path, help="a benchmark input (Kafka-source Parquet; required)")
     p.add_argument("--work-dir", type=Path, default=ROOT / ".cache" / "bench", help="where the replay input is kept")
     p.add_argument("--files", type=int, default=None, help="replay only the first N files of the replay input")
     p.add_argument("--repeat", type=int, default=3)
@@ -199,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = json.loads(args.child)
         _replay_once([Path(f) for f in spec["files"]], spec["options"], spec["batches"])
         return 0
+    if args.input is None:
+        p.error("the following arguments are required: --input")
     if not args.input.is_dir():
         p.error(f"--input {args.input}: no such directory (python -m benchmarks writes them under .cache/bench)")
     if args.repeat < 1 or (args.files is not None and args.files < 1):
