@@ -51,8 +51,9 @@ a flush (one `pa.array` per column of that table, `pa.nulls` for the other wide 
 per-row work touches the columns a row does not use. Within a flush the rows come table by table (each
 table's rows in the order the audit produced them); the wide output has no other order. The
 single pass's stretches that open their topic-partition's summary in a window still open at the
-group's end never become objects at all: their `offset_commits` rows are sliced out of the input's
-columns (`_Group.hold`, `_held_rows`).
+group's end never become objects at all: their `offset_commits` rows, and the open windows the
+group's state saves, are taken out of the input's Arrow columns at the flush, once per input batch
+(`_Group.hold`, `_HeldBlock`, `_BlockArrays`).
 """
 
 from __future__ import annotations
@@ -733,8 +734,9 @@ _OFFSET_COMMIT_TYPES: tuple[pa.DataType, ...] = tuple(_ARROW_SCHEMA.field(p).typ
 _LAST_COMMIT_TYPE: pa.DataType = STATE_WINDOWS_TYPE.value_type.field("last_commit_source_offset").type
 assert [STATE_WINDOWS_TYPE.value_type.field(k).type for k in range(len(_OFFSET_COMMIT_TYPES))] == list(
     _OFFSET_COMMIT_TYPES), "offset_windows keeps the offset_commits columns' types"
-_WIDTH = len(_OFFSET_COMMIT_TYPES) + 1
-"""Columns of held rows: the `offset_commits` ones, then the last commit's log offset."""
+_HELD_TYPES: tuple[pa.DataType, ...] = (*_OFFSET_COMMIT_TYPES, _LAST_COMMIT_TYPE)
+"""The types of held rows' columns: the `offset_commits` ones, then the last commit's log offset."""
+_WIDTH = len(_HELD_TYPES)
 
 _HELD_SOURCES: dict[int, str] = {_OFFSET_COMMIT_FIELDS.index(field): column for field, column in (
     ("topic", "topic"), ("partition", "partition_key"), ("commits", "commits"), ("tombstones", "tombstones"),
@@ -760,10 +762,6 @@ def _typed(values: pa.Array, t: pa.DataType) -> pa.Array:
     return values if values.type == t else values.cast(t)
 
 
-def _column_types() -> list[pa.DataType]:
-    return [*_OFFSET_COMMIT_TYPES, _LAST_COMMIT_TYPE]
-
-
 def _offset_commit_arrays(columns: list[list[Any]]) -> list[pa.Array]:
     """`offset_commits` rows given as value lists (the table's, in `OffsetCommitRow` field order)
     as Arrow columns of `_OFFSET_COMMIT_TYPES`."""
@@ -774,7 +772,7 @@ def _blocks_columns(blocks: Sequence[_HeldRows]) -> list[pa.Array]:
     """The rows of `blocks`, in order, as Arrow columns (`_WIDTH`: the `offset_commits` ones, then
     the last commit's log offset): a row block's values converted; for a run of held blocks of one
     input batch, the input's columns taken once and the windows' values spread over their rows."""
-    types = _column_types()
+    types = _HELD_TYPES
     pieces: list[list[pa.Array]] = [[] for _ in range(_WIDTH)]
     for same_input, run in itertools.groupby(blocks, key=lambda b: id(b.run.x) if isinstance(b, _HeldBlock) else None):
         if same_input is None:  # row blocks: every value given
@@ -789,7 +787,7 @@ def _blocks_columns(blocks: Sequence[_HeldRows]) -> list[pa.Array]:
 
 def _held_columns(held: list[_HeldBlock]) -> list[pa.Array]:
     """The rows of held blocks of one input batch, in order, as Arrow columns (`_blocks_columns`)."""
-    types = _column_types()
+    types = _HELD_TYPES
     ranges = [block.run.rows for block in held]
     x = held[0].run.x
     take: Callable[[pa.Array], pa.Array]
@@ -879,7 +877,7 @@ class _BlockArrays:
 
 
 _HELD_COMMIT_INPUTS = tuple(_OFFSET_COMMIT_FIELDS.index(name) for name in BASE_INPUTS["offset_commits"])
-"""Where the derivation's `offset_commits` columns (`BASE_INPUTS`) are among a `_HeldRows`' columns."""
+"""Where the derivation's `offset_commits` columns (`BASE_INPUTS`) are among a `_RowBlock`'s columns."""
 
 
 class _Group:
