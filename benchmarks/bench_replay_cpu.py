@@ -3,7 +3,7 @@ without Spark's scheduling; prints figures.
 
     .venv/bin/python -m benchmarks.bench_replay_cpu --input .cache/bench/input-r20221159-g5000-s0
         [--work-dir .cache/bench] [--files N] [--repeat 3] [--nightly] [--json F]
-        [--instructions [--batches N]]
+        [--only offset_path,audit,nightly] [--instructions [--batches N]]
 
 Input: the replay's input for a benchmark input (`python -m benchmarks`' cache, Parquet with the
 Kafka-source schema): the single pass (`jobs.offsets_path.scan_log`) and `udfs.replay.replay_input`
@@ -30,7 +30,8 @@ Measured in this one process, CPU seconds, best of `--repeat`, per configuration
 With `--instructions`, each configuration instead replays the first file of its input (`--files`
 is then 1; `--batches N`: its first N batches) once in a subprocess under Valgrind's callgrind,
 and the figure is the instructions it executed less those of the same subprocess replaying no
-batch (its imports and reading the file): a count that the machine's load does not move, for
+batch (its imports and reading the file; both with `PYTHONHASHSEED=0`, so that sets and dicts of
+strings are laid out alike from run to run): a count that the machine's load does not move, for
 comparing two versions of the code on a shared machine where CPU seconds vary by 10-20% from run to
 run (it needs `valgrind`; a run takes minutes: callgrind runs Python about 50 times slower).
 
@@ -168,7 +169,8 @@ def instructions(files: list[Path], options: dict[str, Any], batches: int | None
         child = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(
             {"files": [str(f) for f in files], "options": options, "batches": n})]
         done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *child],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": _code_root()})
+                              capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": _code_root(), "PYTHONHASHSEED": "0"})
         found = re.search(r"Collected : (\d+)", done.stderr)
         if done.returncode != 0 or found is None:
             raise SystemExit(f"callgrind run failed (rc {done.returncode}): {done.stderr[-2000:]}")
@@ -193,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--instructions", action="store_true",
                    help="count instructions under callgrind instead of timing (module docstring)")
     p.add_argument("--batches", type=int, default=None, help="with --instructions: the first N batches only")
+    p.add_argument("--only", default=None,
+                   help="comma-separated configurations to measure (offset_path, audit, and nightly with --nightly; "
+                        "default all)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child is not None:
@@ -214,11 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, Any] = {"input": str(args.input), "replay_input_rows": sum(t.num_rows for t in tables),
                                "files": len(files)}
     print(f"replay input: {figures['replay_input_rows']:,} rows in {len(files)} files of {source}", flush=True)
+    chosen = _chosen(args.only, {**CONFIGURATIONS, **({"nightly": {}} if args.nightly else {})})
     for name, options in CONFIGURATIONS.items():
+        if name not in chosen:
+            continue
         figures[name] = measure(tables, options, args.repeat)
         f = figures[name]
         print(f"{name:12s} {f['cpu_s']:8.3f} s CPU  {f['rows_out']:>10,} rows out  sha256 {f['sha256'][:16]}", flush=True)
-    if args.nightly:
+    if "nightly" in chosen:
         nightly = sorted(nightly_input(args.input, args.work_dir).glob("part-*.parquet"))[:args.files]
         f = figures["nightly"] = measure([pq.read_table(f) for f in nightly], {"mode": "resume"}, args.repeat)
         print(f"{'nightly':12s} {f['cpu_s']:8.3f} s CPU  {f['rows_out']:>10,} rows out  sha256 {f['sha256'][:16]}",
@@ -226,6 +234,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
+
+
+def _chosen(only: str | None, known: dict[str, Any]) -> set[str]:
+    """The configurations `--only` names (all of `known` without it)."""
+    if only is None:
+        return set(known)
+    names = {name.strip() for name in only.split(",") if name.strip()}
+    unknown = sorted(names - set(known))
+    if unknown:
+        raise SystemExit(f"--only: unknown configuration(s) {unknown}; choose from {sorted(known)}")
+    return names
 
 
 def _count_instructions(args: argparse.Namespace, source: Path) -> int:
@@ -237,6 +256,8 @@ def _count_instructions(args: argparse.Namespace, source: Path) -> int:
         configurations["nightly"] = {"mode": "resume"}
     figures: dict[str, Any] = {"input": str(args.input), "batches": args.batches, "instructions": {}}
     for name, options in configurations.items():
+        if name not in _chosen(args.only, configurations):
+            continue
         first = sorted(inputs[name].glob("part-*.parquet"))[:1]
         n = figures["instructions"][name] = instructions(first, options, args.batches)
         print(f"{name:12s} {n:>16,} instructions  ({first[0].name}, {args.batches or 'all'} batches)", flush=True)
