@@ -586,44 +586,6 @@ def _spread(start: int, end: int, add: Any) -> None:
         day += DAY_MS
 
 
-def _count_ownership(acc: Mapping[int, dict[str, Any]], ownership: Iterable[OwnershipRow], days: range,
-                     horizon: int) -> None:
-    """Adds the ownership rows to each day's figures in `acc` (day start -> its figures, for every
-    day of `days`): the partitions seen, the static and dynamic owners, the milliseconds unowned
-    because the group was empty and because of a join phase. A row counts on every day from the
-    one it starts on to the one before its end (or its start day only), its end cut at `horizon`;
-    one pass over the rows, each visiting its own days."""
-    for d in days:
-        acc[d]["parts"], acc[d]["static"], acc[d]["dynamic"] = set(), set(), set()
-    first_day = days.start
-    for o in ownership:
-        start, end = o.valid_from, o.valid_to
-        if end is None or end > horizon:
-            end = horizon
-        d = start - start % DAY_MS
-        if d < first_day:  # no day before the first is reported: from the first, if the row reaches it
-            d = first_day
-            if d >= end:
-                continue
-        key, owned, reason = (o.topic, o.partition), o.owned, o.unowned_reason
-        while True:
-            day = acc.get(d)
-            if day is not None:
-                day["parts"].add(key)
-                if owned:
-                    if o.group_instance_id:
-                        day["static"].add(o.group_instance_id)
-                    else:
-                        day["dynamic"].add(o.member_id)
-                elif reason == "group_empty":
-                    day["empty"] += _clip(start, end, d, d + DAY_MS)
-                elif reason in JOIN_PHASE_GAPS:
-                    day["unowned"] += _clip(start, end, d, d + DAY_MS)
-            d += DAY_MS
-            if d >= end:
-                break
-
-
 def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[OwnershipRow],
             rebalances: Sequence[RebalanceRow], commits: Sequence[CommitTimes],
             violations: Sequence[Mapping[str, Any]]) -> list[HealthRow]:
@@ -659,7 +621,33 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
         if r.started_at is not None and r.ended_at is not None:
             _spread(r.started_at, r.ended_at, lambda d, ms: acc[d].__setitem__("rebalancing", acc[d]["rebalancing"] + ms)
                     if d in acc else None)
-    _count_ownership(acc, ownership, days, horizon)
+    # an ownership row counts on every day from the one it starts on to the one before its end (or
+    # its start day only), its end cut at the horizon
+    for d in days:
+        b, nxt = acc[d], d + DAY_MS
+        parts: set[tuple[str, int]] = set()
+        static: set[str] = set()
+        dynamic: set[str | None] = set()
+        unowned = empty = 0
+        for o in ownership:
+            start, end = o.valid_from, o.valid_to
+            if end is None or end > horizon:
+                end = horizon
+            if start >= nxt or (end <= d and start < d):
+                continue
+            parts.add((o.topic, o.partition))
+            if o.owned:
+                if o.group_instance_id:
+                    static.add(o.group_instance_id)
+                else:
+                    dynamic.add(o.member_id)
+            elif o.unowned_reason == "group_empty":
+                empty += _clip(start, end, d, nxt)
+            elif o.unowned_reason in JOIN_PHASE_GAPS:
+                unowned += _clip(start, end, d, nxt)
+        b["parts"], b["static"], b["dynamic"] = parts, static, dynamic
+        b["empty"] += empty
+        b["unowned"] += unowned
     for v in violations:
         if (b := bucket(v["record_timestamp"])) is not None:
             b["violations"] += 1

@@ -7,14 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from udfs.history import (
     DAY_MS,
     CommitTimes,
-    OwnershipRow,
-    _count_ownership,
     commit_times,
     derive_group,
     flapping_score,
@@ -224,57 +220,3 @@ def test_readme_documents_every_derived_column_and_command() -> None:
                     "jobs.query --tables out/delta worst", "jobs.report --tables out/delta --out report.html"):
         assert command in readme
     assert (Path(__file__).resolve().parents[3] / "docs" / "report-timeline.png").is_file()
-
-
-_REASONS = (None, "group_empty", "eager_join_phase", "owner_departed", "cooperative_revocation", "not_assigned")
-
-
-_midnight = st.integers(0, 8).map(lambda k: k * DAY_MS)
-"""A bound on a day's start (a row that ends there does not count on that day)."""
-
-
-@st.composite
-def _ownership_rows(draw: st.DrawFn) -> tuple[list[OwnershipRow], int, int]:
-    """Ownership rows over a few days, the first reported day's start and the horizon."""
-    first = draw(st.integers(0, 3)) * DAY_MS + draw(st.integers(0, DAY_MS - 1))
-    horizon = first + draw(st.integers(1, 4 * DAY_MS))
-    rows = []
-    for _ in range(draw(st.integers(0, 12))):
-        start = draw(st.one_of(st.integers(max(0, first - 2 * DAY_MS), horizon + DAY_MS), _midnight))
-        end = draw(st.one_of(st.none(), st.integers(start, max(start, horizon + 2 * DAY_MS)),
-                             _midnight.filter(lambda t, s=start: t >= s)))
-        reason = draw(st.sampled_from(_REASONS))
-        owned = reason is None
-        instance = draw(st.sampled_from((None, "i1", "i2"))) if owned else None
-        rows.append(OwnershipRow(G, "t", draw(st.integers(0, 3)), start, end, owned,
-                                 draw(st.sampled_from(("m1", "m2"))) if owned else None, instance, None, None, 1,
-                                 reason, None, "record", True, None, None, None, None))
-    return rows, first - first % DAY_MS, horizon
-
-
-@settings(max_examples=300, deadline=None)
-@given(_ownership_rows())
-def test_ownership_counts_on_each_day_it_reaches(case: tuple[list[OwnershipRow], int, int]) -> None:
-    """The health figures' one pass over the ownership rows (`_count_ownership`) gives each day what
-    the rule gives, day by day: a row counts on every day from the one it starts on to the one
-    before its end (or its start day only), its end cut at the horizon."""
-    rows, first_day, horizon = case
-    days = range(first_day, horizon, DAY_MS)
-    acc: dict[int, dict[str, Any]] = {d: {"empty": 0, "unowned": 0} for d in days}
-    _count_ownership(acc, rows, days, horizon)
-    for d in days:
-        nxt = d + DAY_MS
-        want: dict[str, Any] = {"parts": set(), "static": set(), "dynamic": set(), "empty": 0, "unowned": 0}
-        for o in rows:
-            start, end = o.valid_from, o.valid_to
-            end = horizon if end is None or end > horizon else end
-            if start >= nxt or (end <= d and start < d):
-                continue
-            want["parts"].add((o.topic, o.partition))
-            if o.owned:
-                want["static" if o.group_instance_id else "dynamic"].add(o.group_instance_id or o.member_id)
-            elif o.unowned_reason == "group_empty":
-                want["empty"] += max(0, min(end, nxt) - max(start, d))
-            elif o.unowned_reason != "not_assigned":
-                want["unowned"] += max(0, min(end, nxt) - max(start, d))
-        assert acc[d] == want, d
