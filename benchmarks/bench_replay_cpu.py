@@ -69,6 +69,8 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "offset_path": {"tables": ("offset_commits", "violations"), "observe": False},
     "audit": {"derive": True},
 }
+NIGHTLY: dict[str, Any] = {"mode": "resume"}
+"""The `nightly` configuration's replay options (its own input: `nightly_input`)."""
 BATCH_ROWS = 10_000
 
 
@@ -208,8 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("the following arguments are required: --input")
     if not args.input.is_dir():
         p.error(f"--input {args.input}: no such directory (python -m benchmarks writes them under .cache/bench)")
-    if args.repeat < 1 or (args.files is not None and args.files < 1):
-        p.error("--repeat and --files must be >= 1")
+    if args.repeat < 1 or any(n is not None and n < 1 for n in (args.files, args.batches)):
+        p.error("--repeat, --files and --batches must be >= 1")
     args.work_dir.mkdir(parents=True, exist_ok=True)
     source = replay_input(args.input, args.work_dir)
     if args.instructions:
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, Any] = {"input": str(args.input), "replay_input_rows": sum(t.num_rows for t in tables),
                                "files": len(files)}
     print(f"replay input: {figures['replay_input_rows']:,} rows in {len(files)} files of {source}", flush=True)
-    chosen = _chosen(args.only, {**CONFIGURATIONS, **({"nightly": {}} if args.nightly else {})})
+    chosen = _chosen(args.only, {**CONFIGURATIONS, **({"nightly": NIGHTLY} if args.nightly else {})})
     for name, options in CONFIGURATIONS.items():
         if name not in chosen:
             continue
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:12s} {f['cpu_s']:8.3f} s CPU  {f['rows_out']:>10,} rows out  sha256 {f['sha256'][:16]}", flush=True)
     if "nightly" in chosen:
         nightly = sorted(nightly_input(args.input, args.work_dir).glob("part-*.parquet"))[:args.files]
-        f = figures["nightly"] = measure([pq.read_table(f) for f in nightly], {"mode": "resume"}, args.repeat)
+        f = figures["nightly"] = measure([pq.read_table(f) for f in nightly], NIGHTLY, args.repeat)
         print(f"{'nightly':12s} {f['cpu_s']:8.3f} s CPU  {f['rows_out']:>10,} rows out  sha256 {f['sha256'][:16]}",
               flush=True)
     if args.json is not None:
@@ -249,16 +251,14 @@ def _chosen(only: str | None, known: dict[str, Any]) -> set[str]:
 
 def _count_instructions(args: argparse.Namespace, source: Path) -> int:
     """`--instructions`: each configuration's count on the first file of its input."""
-    inputs = {name: source for name in CONFIGURATIONS}
-    configurations = dict(CONFIGURATIONS)
-    if args.nightly:
-        inputs["nightly"] = nightly_input(args.input, args.work_dir)
-        configurations["nightly"] = {"mode": "resume"}
+    configurations = {**CONFIGURATIONS, **({"nightly": NIGHTLY} if args.nightly else {})}
+    chosen = _chosen(args.only, configurations)
     figures: dict[str, Any] = {"input": str(args.input), "batches": args.batches, "instructions": {}}
     for name, options in configurations.items():
-        if name not in _chosen(args.only, configurations):
+        if name not in chosen:
             continue
-        first = sorted(inputs[name].glob("part-*.parquet"))[:1]
+        replayed = nightly_input(args.input, args.work_dir) if name == "nightly" else source
+        first = sorted(replayed.glob("part-*.parquet"))[:1]
         n = figures["instructions"][name] = instructions(first, options, args.batches)
         print(f"{name:12s} {n:>16,} instructions  ({first[0].name}, {args.batches or 'all'} batches)", flush=True)
     if args.json is not None:

@@ -264,8 +264,8 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
 
     Rows are dicts with the base tables' column names (`commits`: `CommitTimes` tuples);
     `generations` may carry the optional `rebalance_started_at` (the broker's own start of the join
-    phase). Raises ValueError naming the
-    group and the generation when an assignment has no generation row."""
+    phase). Raises ValueError naming the group and the generation when an assignment has no
+    generation row."""
     gens = sorted((dict(g) for g in generations),
                   key=lambda g: (g["record_timestamp"], g.get("source_offset") or 0, g["generation_id"]))
     if not gens:

@@ -59,7 +59,6 @@ group's state saves, are taken out of the input's Arrow columns at the flush, on
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import json
 from collections import Counter
@@ -737,6 +736,8 @@ assert [STATE_WINDOWS_TYPE.value_type.field(k).type for k in range(len(_OFFSET_C
 _HELD_TYPES: tuple[pa.DataType, ...] = (*_OFFSET_COMMIT_TYPES, _LAST_COMMIT_TYPE)
 """The types of held rows' columns: the `offset_commits` ones, then the last commit's log offset."""
 _WIDTH = len(_HELD_TYPES)
+_LAST_COMMIT = _WIDTH - 1
+"""Where a held row's last commit's log offset is (after the `offset_commits` columns)."""
 
 _HELD_SOURCES: dict[int, str] = {_OFFSET_COMMIT_FIELDS.index(field): column for field, column in (
     ("topic", "topic"), ("partition", "partition_key"), ("commits", "commits"), ("tombstones", "tombstones"),
@@ -744,10 +745,10 @@ _HELD_SOURCES: dict[int, str] = {_OFFSET_COMMIT_FIELDS.index(field): column for 
     ("first_commit_timestamp", "first_commit_timestamp"), ("last_commit_timestamp", "last_commit_timestamp"),
     ("regressions", "regressions"), ("source_partition", "partition"), ("first_source_offset", "offset"),
     ("last_source_offset", "last_source_offset"))}
-_HELD_SOURCES[_WIDTH - 1] = "last_commit_source_offset"
+_HELD_SOURCES[_LAST_COMMIT] = "last_commit_source_offset"
 """Held rows' columns taken from the input's (position -> input column); the others are the window's."""
 _COMMIT_VALUES = (*(_OFFSET_COMMIT_FIELDS.index(name) for name in (
-    "first_offset", "last_offset", "first_commit_timestamp", "last_commit_timestamp")), _WIDTH - 1)
+    "first_offset", "last_offset", "first_commit_timestamp", "last_commit_timestamp")), _LAST_COMMIT)
 """Held rows' columns that are null for a stretch of tombstones only."""
 _WINDOW_VALUES = tuple(_OFFSET_COMMIT_FIELDS.index(name) for name in (
     "group_id", "generation_id", "window_state", "window_start_offset"))
@@ -777,8 +778,10 @@ def _blocks_columns(blocks: Sequence[_HeldRows]) -> list[pa.Array]:
     for same_input, run in itertools.groupby(blocks, key=lambda b: id(b.run.x) if isinstance(b, _HeldBlock) else None):
         if same_input is None:  # row blocks: every value given
             for row_block in cast(Iterator[_RowBlock], run):
-                for k, values in enumerate((*row_block.columns, row_block.last_commits)):
-                    pieces[k].append(pa.array(values, type=types[k]))
+                converted = [*_offset_commit_arrays(row_block.columns),
+                             pa.array(row_block.last_commits, type=_LAST_COMMIT_TYPE)]
+                for column, values in zip(pieces, converted, strict=True):
+                    column.append(values)
             continue
         for k, column in enumerate(_held_columns(cast(list[_HeldBlock], list(run)))):
             pieces[k].append(column)
@@ -790,12 +793,12 @@ def _held_columns(held: list[_HeldBlock]) -> list[pa.Array]:
     types = _HELD_TYPES
     ranges = [block.run.rows for block in held]
     x = held[0].run.x
-    take: Callable[[pa.Array], pa.Array]
-    if len(ranges) == 1 and isinstance(ranges[0], range):
-        r = ranges[0]
-        take = functools.partial(_sliced, start=r.start, length=len(r))
-    else:
-        take = functools.partial(_taken, indices=pa.array(list(itertools.chain.from_iterable(ranges)), pa.int64()))
+    contiguous = ranges[0] if len(ranges) == 1 and isinstance(ranges[0], range) else None
+    indices = None if contiguous is not None else pa.array(list(itertools.chain.from_iterable(ranges)), pa.int64())
+
+    def take(values: pa.Array) -> pa.Array:
+        return values.slice(contiguous.start, len(contiguous)) if contiguous is not None else values.take(indices)
+
     n = sum(len(r) for r in ranges)
     # each row's block, to spread the blocks' values over their rows
     block_of_row = pa.array(np.repeat(np.arange(len(held)), [len(r) for r in ranges]))
@@ -830,14 +833,6 @@ def _held_columns(held: list[_HeldBlock]) -> list[pa.Array]:
         out[_REGRESSIONS] = pc.if_else(spread(unstable, pa.bool_()), pa.scalar(0, types[_REGRESSIONS]),
                                        out[_REGRESSIONS])
     return out
-
-
-def _sliced(values: pa.Array, *, start: int, length: int) -> pa.Array:
-    return values.slice(start, length)
-
-
-def _taken(values: pa.Array, *, indices: pa.Array) -> pa.Array:
-    return values.take(indices)
 
 
 class _BlockArrays:
