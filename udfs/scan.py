@@ -417,7 +417,8 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     part, off = _int64s(part_a), _int64s(off_a)
     inw_a = table.column("in_window").combine_chunks()
     inw = (inw_a.fill_null(False) if inw_a.null_count else inw_a).to_numpy(zero_copy_only=False)
-    ts = _int64s(table.column("timestamp_ms").combine_chunks())
+    ts_a = table.column("timestamp_ms").combine_chunks()
+    ts = _int64s(ts_a)
 
     order = np.empty(0, dtype=np.int64) if in_log_order(part, off) else np.lexsort((off, part))
     keep = np.empty(n, dtype=np.int64)
@@ -475,7 +476,9 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
         idx = pa.array(side)
         rank = side_j - first[np.searchsorted(first, side_j, side="right") - 1]
         out.append(_rows(KIND_SIDE, len(side), {
-            **{c: table.column(c).take(idx) for c in ("partition", "offset", "timestamp_ms", "value")},
+            # from the columns combined above: a take over the table's chunks would combine them again
+            "partition": part_a.take(idx), "offset": off_a.take(idx), "timestamp_ms": ts_a.take(idx),
+            "value": vcol.take(idx),
             "key": pa.array(side_keys, type=_B), "record_type": types, "group_id": side_groups,
             "chunk": np.full(len(side), chunk, dtype=np.int64), "records_in": rank}))
 
