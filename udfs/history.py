@@ -370,10 +370,8 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
     segments: dict[tuple[str, int], list[Mapping[str, Any] | _Segment]] = defaultdict(list)
     ending_at: dict[int, list[tuple[tuple[str, int], int]]] = defaultdict(list)
     owned_in: list[set[tuple[str, int]]] = []
-    owner_parts: list[dict[str, list[tuple[str, int]]]] = []
     for i in range(len(gens)):
         owned: set[tuple[str, int]] = set()
-        parts: dict[str, list[tuple[str, int]]] = defaultdict(list)
         for a in by_gen.get(i, ()):
             key = (a["topic"], a["partition"])
             segs = segments[key]
@@ -382,9 +380,18 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                 ending_at[end].append((key, len(segs)))
             segs.append(a)
             owned.add(key)
-            parts[a["member_id"]].append(key)
         owned_in.append(owned)
-        owner_parts.append(parts)
+    owner_parts: dict[int, dict[str, list[tuple[str, int]]]] = {}
+
+    def parts_of(i: int, member: str) -> list[tuple[str, int]]:
+        """The partitions `member` was assigned in generation `i` (built per generation only when
+        a revocation asks: most assignments are never revoked)."""
+        parts = owner_parts.get(i)
+        if parts is None:
+            parts = owner_parts[i] = defaultdict(list)
+            for a in by_gen.get(i, ()):
+                parts[a["member_id"]].append((a["topic"], a["partition"]))
+        return parts[member]
 
     gaps: dict[tuple[str, int], list[_Gap]] = defaultdict(list)
     # 1. the join phase before each new generation: EAGER owners revoked everything; departed owners are gone
@@ -411,7 +418,7 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                 continue  # COOPERATIVE: the owner kept it until the new assignment (KIP-429)
             s = found if isinstance(found, _Segment) else _segment(row, offset_at)
             segments[key][j] = s
-            t, ev = _revocation(s, i - 1, g, owner_parts[i - 1][member], last_commit)
+            t, ev = _revocation(s, i - 1, g, parts_of(i - 1, member), last_commit)
             s.end, s.to_evidence, s.to_offset = t, ev, None
             reason = "eager_join_phase" if eager and not empty and member not in gone else "owner_departed"
             gaps[key].append(_Gap(t, max(t, gap_end), reason, g["generation_id"], ev, to_ev, to_offset=to_off))
