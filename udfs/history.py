@@ -55,9 +55,12 @@ __all__ = [
     "DAY_MS",
     "DERIVED_KEYS",
     "FLAPPING_THRESHOLDS",
+    "OWNERSHIP_PER_ROW",
+    "RUN_KEY",
     "CommitTimes",
     "HealthRow",
     "OwnershipRow",
+    "OwnershipRun",
     "RebalanceRow",
     "as_dict",
     "astuple_fast",
@@ -117,6 +120,51 @@ class OwnershipRow:
 _ownership_row = fast_constructor(OwnershipRow)
 """OwnershipRow(*values) without a frozen dataclass's per-field object.__setattr__ (one row per
 ownership interval: the derivation's most numerous row)."""
+
+RUN_KEY = "_run"
+"""An assignment dict may carry, under this key, an object it shares with the dicts of the rows
+that have every column the derivation reads but topic and partition in common (the Spark job's
+replay: its `AssignmentRun`). The ownership rows of such dicts that are their assignment as stored
+(one owner, never unowned, bounded by records: most of them) then come out as one `OwnershipRun`
+per run instead of a row each (`derive_group`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipRun:
+    """Owned `OwnershipRow`s that share every column but topic and partition, as one object: each an
+    assignment as stored (from its record to the record that replaced it, or open), `keys` their
+    (topic, partition) in no particular order. `rows()` are the rows."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str | None
+    client_host: str | None
+    generation_id: int
+    valid_from: int
+    valid_to: int | None
+    from_source_offset: int | None
+    to_source_offset: int | None
+    keys: list[tuple[str, int]]
+
+    def shared(self) -> tuple[Any, ...]:
+        """The values the run's rows share: every `OwnershipRow` field but topic and partition, in
+        field order (as `owned_row` fills them for an assignment as stored)."""
+        end = self.valid_to
+        to_ev, duration = (None, None) if end is None else ("record", end - self.valid_from)
+        return (self.group_id, self.valid_from, end, True, self.member_id, self.group_instance_id, self.client_id,
+                self.client_host, self.generation_id, None, duration, "record", True, to_ev,
+                None if to_ev is None else True, self.from_source_offset, self.to_source_offset)
+
+    def rows(self) -> list[OwnershipRow]:
+        """The run's rows."""
+        group_id, *rest = self.shared()
+        return [_ownership_row(group_id, topic, partition, *rest) for topic, partition in self.keys]
+
+
+OWNERSHIP_PER_ROW = ("topic", "partition")
+"""The `OwnershipRow` fields an `OwnershipRun` holds per row (`keys`); `shared()` are the others."""
+assert [f.name for f in dataclasses.fields(OwnershipRow)][1:3] == list(OWNERSHIP_PER_ROW), "OwnershipRun.rows"
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +307,7 @@ def commit_times(rows: Iterable[Mapping[str, Any]]) -> list[CommitTimes]:
 def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
                  assignments: Sequence[Mapping[str, Any]] = (), commits: Sequence[CommitTimes] = (),
                  causes: Sequence[Mapping[str, Any]] = (), violations: Sequence[Mapping[str, Any]] = (),
-                 ) -> tuple[list[OwnershipRow], list[RebalanceRow], list[HealthRow]]:
+                 ) -> tuple[list[OwnershipRow | OwnershipRun], list[RebalanceRow], list[HealthRow]]:
     """The three derived tables' rows of one group (module docstring).
 
     Rows are dicts with the base tables' column names (`commits`: `CommitTimes` tuples);
@@ -309,7 +357,7 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
 
 
 def derive_from_tables(group_id: str, rows: Mapping[str, Sequence[Any]]
-                       ) -> tuple[list[OwnershipRow], list[RebalanceRow], list[HealthRow]]:
+                       ) -> tuple[list[OwnershipRow | OwnershipRun], list[RebalanceRow], list[HealthRow]]:
     """`derive_group` of a group's rows given per base table name (`BASE_INPUTS`' keys; the
     `offset_commits` rows as `CommitTimes`)."""
     return derive_group(group_id, generations=rows["generations"], assignments=rows["assignments"],
@@ -363,7 +411,7 @@ def _revocation(seg: _Segment, prev_i: int, nxt: Mapping[str, Any], owner_keys: 
 
 def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[Mapping[str, Any]]],
                last_commit: Mapping[int, Mapping[tuple[str, int], int]],
-               cause_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[OwnershipRow]:
+               cause_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[OwnershipRow | OwnershipRun]:
     offset_at = {g["record_timestamp"]: g.get("source_offset") for g in gens}
     # per partition, its assignments in generation order; one whose end a join phase moves becomes a
     # `_Segment` (most never do: no object per assignment)
@@ -460,12 +508,26 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             r.get("client_id"), r.get("client_host"), r["generation_id"], None, end - start, "record", True,
             to_ev, to_ev in EXACT_EVIDENCE, r.get("source_offset"), to_off)
 
-    rows: list[OwnershipRow] = []
+    rows: list[OwnershipRow | OwnershipRun] = []
+    runs: dict[int, OwnershipRun] = {}  # id of an assignment's RUN_KEY object -> its rows as stored
     for key in sorted(segments):
         topic, partition = key
         segs, key_gaps = segments[key], gaps.get(key)
         if key_gaps is None and len(segs) == 1:  # the common case: one owner, never unowned
-            rows.append(owned_row(topic, partition, segs[0]))
+            found = segs[0]
+            run = found.get(RUN_KEY) if not isinstance(found, _Segment) else None
+            if run is None:
+                rows.append(owned_row(topic, partition, found))
+                continue
+            same = runs.get(id(run))
+            if same is None:
+                assert not isinstance(found, _Segment)
+                end = found.get("valid_to")
+                same = runs[id(run)] = OwnershipRun(
+                    group_id, found["member_id"], found.get("group_instance_id"), found.get("client_id"),
+                    found.get("client_host"), found["generation_id"], found["valid_from"], end,
+                    found.get("source_offset"), None if end is None else offset_at.get(end), [])
+            same.keys.append(key)
             continue
         items = [owned_row(topic, partition, s) for s in segs]
         merged: list[_Gap] = []
@@ -487,6 +549,7 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         if len(items) > 1:
             items.sort(key=lambda r: (r.valid_from, r.owned, r.member_id or ""))
         rows.extend(items)
+    rows.extend(runs.values())
     return rows
 
 
@@ -500,10 +563,10 @@ def _segment(row: Mapping[str, Any], offset_at: Mapping[int, int | None]) -> _Se
 def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[Mapping[str, Any]]],
                 last_commit: Mapping[int, Mapping[tuple[str, int], int]],
                 cause_rows: Mapping[int, Sequence[Mapping[str, Any]]],
-                ownership: Sequence[OwnershipRow]) -> list[RebalanceRow]:
+                ownership: Sequence[OwnershipRow | OwnershipRun]) -> list[RebalanceRow]:
     gaps_by_gen: dict[int, list[OwnershipRow]] = defaultdict(list)
     for o in ownership:
-        if not o.owned and o.unowned_reason in JOIN_PHASE_GAPS:
+        if isinstance(o, OwnershipRow) and not o.owned and o.unowned_reason in JOIN_PHASE_GAPS:
             gaps_by_gen[o.generation_id].append(o)
     out: list[RebalanceRow] = []
     last_owner: dict[tuple[str, int], str] = {}
@@ -593,7 +656,7 @@ def _spread(start: int, end: int, add: Any) -> None:
         day += DAY_MS
 
 
-def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[OwnershipRow],
+def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[OwnershipRow | OwnershipRun],
             rebalances: Sequence[RebalanceRow], commits: Sequence[CommitTimes],
             violations: Sequence[Mapping[str, Any]]) -> list[HealthRow]:
     """Per UTC day from the group's first to its last known event (a record or a commit)."""
@@ -641,6 +704,13 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             if end is None or end > horizon:
                 end = horizon
             if start >= nxt or (end <= d and start < d):
+                continue
+            if isinstance(o, OwnershipRun):  # owned rows of one member
+                parts.update(o.keys)
+                if o.group_instance_id:
+                    static.add(o.group_instance_id)
+                else:
+                    dynamic.add(o.member_id)
                 continue
             parts.add((o.topic, o.partition))
             if o.owned:

@@ -90,6 +90,7 @@ from pyspark.sql.types import (
 from coordinator_core.audit import (
     NO_COUNTS,
     AssignmentRow,
+    AssignmentRun,
     AtRest,
     AuditCounts,
     GenerationRow,
@@ -101,7 +102,14 @@ from coordinator_core.audit import (
 )
 from udfs.gc_batches import collected_in_bulk, freeze_survivors
 from udfs.handoff import Handoff, HandoffWriter, Parts, parts_by_bucket, read_bucket
-from udfs.history import BASE_INPUTS, derive_from_tables
+from udfs.history import (
+    BASE_INPUTS,
+    OWNERSHIP_PER_ROW,
+    RUN_KEY,
+    OwnershipRow,
+    OwnershipRun,
+    derive_from_tables,
+)
 from udfs.scan import KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
 from udfs.schemas import (
     AUDIT_TABLES,
@@ -320,6 +328,22 @@ _BASE_ROWS: dict[type, tuple[str, Callable[[Any], Any]]] = {
 _COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
 
 
+def _run_inputs(run: AssignmentRun) -> list[dict[str, Any]]:
+    """An `AssignmentRun`'s rows as the derivation reads them (`_BASE_ROWS`' dicts), each marked as
+    one of the run (`udfs.history.RUN_KEY`: their ownership rows as stored come out as one run)."""
+    g, m, i, c, h = run.generation_id, run.member_id, run.group_instance_id, run.client_id, run.client_host
+    start, end, offset = run.valid_from, run.valid_to, run.source_offset
+    return [{"generation_id": g, "member_id": m, "group_instance_id": i, "client_id": c, "client_host": h,
+             "topic": topic, "partition": partition, "valid_from": start, "valid_to": end, "source_offset": offset,
+             RUN_KEY: run}
+            for topic, partitions in run.groups for partition in partitions]
+
+
+assert BASE_INPUTS["assignments"] == ("generation_id", "member_id", "group_instance_id", "client_id", "client_host",
+                                      "topic", "partition", "valid_from", "valid_to", "source_offset"), \
+    "_run_inputs builds these columns"
+
+
 _TRANSPOSE_ROWS = 128
 """Rows transposed at a time: `zip(*rows)` over a whole batch walks thousands of row tuples in
 step, column by column, and is several times slower per row than over short slices."""
@@ -460,7 +484,8 @@ class _Output:
     With `files`, the new rows of the tables it writes go to its Parquet files at a flush instead
     (`udfs.table_files`), and the files it wrote come out as `FILES_TABLE` rows at the end."""
 
-    __slots__ = ("carried", "counts", "files", "held", "held_rows", "keep", "rows", "schema", "states", "written")
+    __slots__ = ("carried", "counts", "files", "held", "held_rows", "keep", "rows", "run_rows", "schema", "states",
+                 "written")
 
     def __init__(self, schema: pa.Schema, files: TableFiles | None = None,
                  keep: frozenset[str] | None = None) -> None:
@@ -475,9 +500,12 @@ class _Output:
         self.written: list[tuple[str, str, int]] = []
         self.held: list[_HeldRows] = []
         self.held_rows = 0
+        self.run_rows = 0
+        """The rows of the `AssignmentRun`s in `rows`, beyond one each."""
 
     def __len__(self) -> int:
-        return len(self.rows) + len(self.carried) + len(self.counts) + len(self.states) + self.held_rows
+        return (len(self.rows) + len(self.carried) + len(self.counts) + len(self.states) + self.held_rows
+                + self.run_rows)
 
     def add_held(self, blocks: list[_HeldRows]) -> None:
         """New `offset_commits` rows given as held blocks, when that table's rows come out."""
@@ -521,9 +549,11 @@ class _Output:
         """One RecordBatch of everything collected (tables in `AUDIT_TABLES` order, then the counts,
         the states and the files written; the new rows of the tables `files` writes are in its
         files instead); the collector is empty afterwards."""
-        by_type: dict[type, list[Any]] = {cls: [] for cls in _ROW_TABLES}
+        by_type: dict[type, list[Any]] = {cls: [] for cls in (*_ROW_TABLES, AssignmentRun, OwnershipRun)}
         for row in self.rows:
             by_type[type(row)].append(row)
+        runs: list[AssignmentRun] = by_type.pop(AssignmentRun)
+        ownership_runs: list[OwnershipRun] = by_type.pop(OwnershipRun)
         schema = self.schema
         batches = []
         files = self.files
@@ -532,15 +562,20 @@ class _Output:
         built = _BlockArrays([*self.held, *state_blocks]) if self.held or state_blocks else None
         for cls, rows in by_type.items():
             out = _ROW_TABLES[cls]
-            held = self.held if cls is OffsetCommitRow else []
-            if not (rows or held) or not self.wants(out.name):
+            given: list[pa.Array] | None = None  # rows given as Arrow columns: held blocks', runs'
+            if cls is OffsetCommitRow and self.held:
+                assert built is not None
+                given = built.rows_of(self.held)[:len(out.positions)]
+            elif cls is AssignmentRow and runs:
+                given = _run_columns(runs)
+            elif cls is OwnershipRow and ownership_runs:
+                given = _ownership_run_columns(ownership_runs)
+            if not (rows or given) or not self.wants(out.name):
                 continue
             columns: list[Any] = _columns(out, rows)
-            if held:  # with the held blocks' rows, as Arrow columns
-                assert built is not None
-                held_columns = built.rows_of(held)[:len(columns)]
-                columns = ([pa.concat_arrays([a, b]) for a, b in zip(
-                    _offset_commit_arrays(columns), held_columns, strict=True)] if rows else held_columns)
+            if given is not None:
+                columns = ([pa.concat_arrays([pa.array(values, type=a.type), a]) for values, a in zip(
+                    columns, given, strict=True)] if rows else given)
             if files is not None and files.writes(out.name):
                 files.add(out.name, columns)
             else:
@@ -573,7 +608,7 @@ class _Output:
         self.states = []
         self.written = []
         self.held = []
-        self.held_rows = 0
+        self.held_rows = self.run_rows = 0
         if not batches:
             return pa.RecordBatch.from_pylist([], schema=schema)
         return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
@@ -631,6 +666,15 @@ def sorted_runs(values: pa.Array) -> list[tuple[Any, int, int]]:
     changes = pc.indices_nonzero(pc.not_equal(values.slice(1), values.slice(0, n - 1))).to_pylist()
     starts = [0, *(i + 1 for i in changes)]
     return list(zip(values.take(starts).to_pylist(), starts, [*starts[1:], n], strict=True))
+
+
+def _each_row(rows: Iterable[Any]) -> Iterator[Any]:
+    """`rows` with each `AssignmentRun` as its rows."""
+    for row in rows:
+        if type(row) is AssignmentRun:
+            yield from row.rows()
+        else:
+            yield row
 
 
 def _identity_key(row: Any) -> tuple[Any, ...] | None:
@@ -767,6 +811,67 @@ def _offset_commit_arrays(columns: list[list[Any]]) -> list[pa.Array]:
     """`offset_commits` rows given as value lists (the table's, in `OffsetCommitRow` field order)
     as Arrow columns of `_OFFSET_COMMIT_TYPES`."""
     return [pa.array(values, type=t) for values, t in zip(columns, _OFFSET_COMMIT_TYPES, strict=True)]
+
+
+_ASSIGNMENTS_OUT = _ROW_TABLES[AssignmentRow]
+_ASSIGNMENT_TYPES: dict[str, pa.DataType] = {
+    f.name: _ARROW_SCHEMA.field(p).type for f, p in zip(dataclasses.fields(AssignmentRow), _ASSIGNMENTS_OUT.positions,
+                                                       strict=True)}
+"""The Arrow types of the `assignments` columns (by `AssignmentRow` field): the wide output's."""
+_RUN_PER_ROW = ("topic", "partition", "owned_before")
+"""The `assignments` columns an `AssignmentRun` holds per row; it holds the others once."""
+_RUN_SHARED = tuple(name for name in _ASSIGNMENT_TYPES if name not in _RUN_PER_ROW)
+_RUN_SHARED_VALUES = attrgetter(*_RUN_SHARED)
+
+
+def _spread_columns(types: Mapping[str, pa.DataType], shared: Mapping[str, list[Any]], sizes: list[int],
+                    per_row: Mapping[str, list[Any]]) -> list[pa.Array]:
+    """Columns of rows given by runs (`types`: every column, in order): `shared`, one value per
+    run, spread over the run's `sizes` rows; `per_row`, one value per row."""
+    spread = pa.array(np.repeat(np.arange(len(sizes), dtype=np.int64), sizes))
+    by_name = {name: pa.array(values, type=types[name]).take(spread) for name, values in shared.items()}
+    by_name.update((name, pa.array(values, type=types[name])) for name, values in per_row.items())
+    return [by_name[name] for name in types]
+
+
+def _run_columns(runs: list[AssignmentRun]) -> list[pa.Array]:
+    """The rows of `runs`, in order, as the `assignments` table's Arrow columns (`AssignmentRow`
+    field order): what a run's rows share converted once per run, the topics, partitions and
+    flags as flat lists."""
+    topics: list[str] = []
+    partitions: list[int] = []
+    owned: list[bool] = []
+    for run in runs:
+        for topic, run_partitions in run.groups:
+            topics += [topic] * len(run_partitions)
+            partitions += run_partitions
+        flags = run.owned_before
+        owned += [flags] * run.size if type(flags) is bool else flags
+    shared = row_columns(runs, _RUN_SHARED_VALUES, len(_RUN_SHARED))
+    return _spread_columns(_ASSIGNMENT_TYPES, dict(zip(_RUN_SHARED, shared, strict=True)),
+                           [run.size for run in runs], dict(zip(_RUN_PER_ROW, (topics, partitions, owned), strict=True)))
+
+
+_OWNERSHIP_TYPES: dict[str, pa.DataType] = {
+    f.name: _ARROW_SCHEMA.field(p).type
+    for f, p in zip(dataclasses.fields(OwnershipRow), _ROW_TABLES[OwnershipRow].positions, strict=True)}
+"""The Arrow types of the `partition_ownership` columns (by `OwnershipRow` field): the wide output's."""
+_OWNERSHIP_SHARED = tuple(name for name in _OWNERSHIP_TYPES if name not in OWNERSHIP_PER_ROW)
+
+
+def _ownership_run_columns(runs: list[OwnershipRun]) -> list[pa.Array]:
+    """The rows of `runs`, in order, as the `partition_ownership` table's Arrow columns
+    (`OwnershipRow` field order), as `_run_columns`."""
+    topics: list[str] = []
+    partitions: list[int] = []
+    for run in runs:
+        if run.keys:
+            run_topics, run_partitions = zip(*run.keys, strict=True)
+            topics += run_topics
+            partitions += run_partitions
+    shared = row_columns(runs, OwnershipRun.shared, len(_OWNERSHIP_SHARED))
+    return _spread_columns(_OWNERSHIP_TYPES, dict(zip(_OWNERSHIP_SHARED, shared, strict=True)),
+                           [len(run.keys) for run in runs], {"topic": topics, "partition": partitions})
 
 
 def _blocks_columns(blocks: Sequence[_HeldRows]) -> list[pa.Array]:
@@ -923,7 +1028,7 @@ class _Group:
                     break
 
     def _keep_before(self, rows: Iterable[Any]) -> None:
-        for row in rows:
+        for row in _each_row(rows):
             key = _identity_key(row)
             if key is not None:
                 self.before[key] = row
@@ -936,7 +1041,13 @@ class _Group:
             self._keep_before(self.auditor.generation_rows())
 
     def route(self, row: Any, out: _Output) -> None:
-        if self.before:
+        if type(row) is AssignmentRun:
+            if self.before:  # rows an earlier run left open: compared one by one
+                for one in row.rows():
+                    self.route(one, out)
+                return
+            out.run_rows += row.size - 1
+        elif self.before:
             key = _identity_key(row)
             if key is not None:
                 old = self.before.pop(key, None)
@@ -1076,6 +1187,8 @@ class _Group:
             spec = _BASE_ROWS.get(type(row))
             if spec is not None:
                 inputs[spec[0]].append(spec[1](row))
+            elif type(row) is AssignmentRun:
+                inputs["assignments"].extend(_run_inputs(row))
         for block in held:
             inputs["offset_commits"].extend(zip(*block.commit_inputs(), strict=True))
         self.kept = []
@@ -1188,8 +1301,8 @@ def _resumed(group_id: Any, state: Any, summaries: dict[tuple[str, int], OffsetS
     """The auditor of a saved state (`STATE_FIELDS`' auditor_state; empty: a group the earlier run
     saw only through offset commits, which starts afresh), its open offset `summaries` (`_summaries`)
     put back when there are any."""
-    auditor = (GroupAuditor.from_dict(json.loads(state), load_path=load_path, observe=observe) if state
-               else GroupAuditor(group_id, load_path=load_path, observe=observe))
+    auditor = (GroupAuditor.from_dict(json.loads(state), load_path=load_path, observe=observe, assignment_runs=True)
+               if state else GroupAuditor(group_id, load_path=load_path, observe=observe, assignment_runs=True))
     if summaries:
         auditor.restore_summaries(summaries)
     return auditor
@@ -1237,7 +1350,9 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
             out.add_held(held)
             if group.kept is not None and auditor.group_id is not None:
                 t0 = perf_counter()
-                out.rows.extend(group.derived_rows(held))
+                derived = group.derived_rows(held)
+                out.rows.extend(derived)
+                out.run_rows += sum(len(row.keys) - 1 for row in derived if type(row) is OwnershipRun)
                 group.derive_seconds += perf_counter() - t0
             key = current if isinstance(current, str) else None  # a group is open: current is its key
             if out.wants(COUNTS_TABLE):
@@ -1262,7 +1377,8 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 continue
             if group is None:
                 group = (resume() if saved is not None else
-                         _Group(GroupAuditor(gid, load_path=load_path, observe=observe), None, gaps, keep=derive))
+                         _Group(GroupAuditor(gid, load_path=load_path, observe=observe, assignment_runs=True), None,
+                                gaps, keep=derive))
             group.changed = True
             auditor = group.auditor
             i = start

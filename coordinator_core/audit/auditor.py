@@ -137,11 +137,14 @@ class _LoadPath:
 class GroupAuditor:
     """Streams one group's records into audit rows; see the module docstring for the contract."""
 
-    def __init__(self, group_id: str | None = None, *, load_path: bool = True, observe: bool = True) -> None:
+    def __init__(self, group_id: str | None = None, *, load_path: bool = True, observe: bool = True,
+                 assignment_runs: bool = False) -> None:
         """`group_id` None takes the group of the first decodable record. `load_path=False` skips the
         coordinator's replay of GroupMetadata records (same rows; only a record the coordinator
         itself would reject beyond the audit's own checks goes unnoticed): a speed option.
-        `observe=False`: the offset windows only (module docstring)."""
+        `observe=False`: the offset windows only (module docstring). `assignment_runs`: each
+        member's `assignments` rows of one interval come as one `AssignmentRun` (for a consumer that
+        builds columns; `AssignmentRun.rows()` are the rows)."""
         self._group_id = group_id
         self._observe = observe
         self._load = _LoadPath() if load_path else None
@@ -150,6 +153,7 @@ class GroupAuditor:
         self._key_cache: dict[bytes, TopicPartition] = {}
         self._missing: dict[int, int] = {}  # per partition: offsets never read up to the last record fed
         self._observer = GenerationObserver(group_id)
+        self._observer.runs = assignment_runs
         self._window = OffsetWindow()
         # this run's counts
         self._records_in = self._duplicates = self._quarantined = self._skipped = 0
@@ -373,10 +377,11 @@ class GroupAuditor:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, load_path: bool = True, observe: bool = True) -> GroupAuditor:
+    def from_dict(cls, data: dict[str, Any], *, load_path: bool = True, observe: bool = True,
+                  assignment_runs: bool = False) -> GroupAuditor:
         """Resumes an audit from `to_dict()` output; the coordinator's load path is replayed with the
         saved GroupMetadata record so it holds the same state as before (`observe=False`: the
-        offset windows only, from there on)."""
+        offset windows only, from there on; `assignment_runs` as in the constructor)."""
         if data.get("format") != STATE_FORMAT:
             raise ValueError(f"audit state format {data.get('format')!r} is not {STATE_FORMAT}")
         self = cls(data["group_id"], load_path=load_path, observe=observe)
@@ -398,6 +403,7 @@ class GroupAuditor:
             snap = GroupSnapshot.from_value(decoded.value, group_id=decoded.key.group)
             record = (rec["partition"], rec["offset"], rec["timestamp"], key, value)
         self._observer = GenerationObserver.from_dict(data, snap, record)
+        self._observer.runs = assignment_runs
         self._window = OffsetWindow.from_dict(data["window"], snap)
         return self
 

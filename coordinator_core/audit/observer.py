@@ -20,6 +20,7 @@ from coordinator_core.audit.rows import (
     RebalanceCauseRow,
     ViolationRow,
     make_assignment_row,
+    make_assignment_run,
     make_cause_row,
     make_generation_row,
 )
@@ -86,6 +87,8 @@ class GenerationObserver:
         self._gap: HistoryGap | None = None  # records known to be missing before the next record
         self._activity: dict[str, tuple[int, int]] = {}  # member id -> last (commit ts, offset) this generation
         self._flavour = "unknown"  # which coordinator wrote the log, as inferred (see GenerationRow)
+        self.runs = False
+        """Emit each member's assignments of an interval as one `AssignmentRun` instead of its rows."""
 
     # ------------------------------------------------------------------------------------------
     # the observer's face
@@ -337,6 +340,17 @@ class GenerationObserver:
         if owned:
             assigned = m.assigned_set
             owned_before = True if owned >= assigned else False if owned.isdisjoint(assigned) else None
+        if self.runs:  # the same rows as below, as one object
+            flags: bool | tuple[bool, ...]
+            if owned_before is not None and not (snap.has_repeated_assignments() and not m.assigned_is_distinct):
+                flags, size = owned_before, sum(len(partitions) for _, partitions in groups)
+            else:
+                distinct = m.assigned_distinct
+                groups = tuple((t, (partition,)) for t, partition in distinct)
+                flags = owned_before if owned_before is not None else tuple(tp in owned for tp in distinct)
+                size = len(distinct)
+            return [make_assignment_run(group, gen, member_id, instance, client_id, host, version, ud_gen, sub_gen,
+                                        ts, valid_to, p, o, groups, flags, size)]
         if owned_before is None:
             return [make(group, gen, member_id, instance, client_id, host, tp[0], tp[1], version, tp in owned,
                          ud_gen, sub_gen, ts, valid_to, p, o) for tp in m.assigned_distinct]

@@ -21,6 +21,7 @@ __all__ = [
     "ROW_TYPES",
     "TABLES",
     "AssignmentRow",
+    "AssignmentRun",
     "AuditRow",
     "GenerationRow",
     "OffsetCommitRow",
@@ -208,27 +209,75 @@ class QuarantineRow:
     input_text: str | None = None
 
 
-AuditRow = GenerationRow | AssignmentRow | RebalanceCauseRow | ViolationRow | OffsetCommitRow | QuarantineRow
-
-_TABLES: dict[type, str] = {
-    GenerationRow: "generations",
-    AssignmentRow: "assignments",
-    RebalanceCauseRow: "rebalance_causes",
-    ViolationRow: "violations",
-    OffsetCommitRow: "offset_commits",
-    QuarantineRow: "quarantine",
+ROW_TYPES: dict[str, type] = {
+    "generations": GenerationRow,
+    "assignments": AssignmentRow,
+    "rebalance_causes": RebalanceCauseRow,
+    "violations": ViolationRow,
+    "offset_commits": OffsetCommitRow,
+    "quarantine": QuarantineRow,
 }
+TABLES: tuple[str, ...] = tuple(ROW_TYPES)
 
-TABLES: tuple[str, ...] = tuple(_TABLES.values())
-ROW_TYPES: dict[str, type] = {name: cls for cls, name in _TABLES.items()}
+
+make_assignment_row = fast_constructor(AssignmentRow)
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentRun:
+    """One member's `AssignmentRow`s of one interval, as one object: what the rows share once, and
+    per row its topic, partition and `owned_before` (`rows()` are the rows themselves, in order).
+
+    What a `GroupAuditor(assignment_runs=True)` emits instead of the rows: a member assigned a
+    hundred partitions is one object, which a columnar consumer (the Spark job's replay) turns into
+    its columns without building a row object per partition."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    subscription_version: int | None
+    user_data_generation: int | None
+    subscription_generation: int | None
+    valid_from: int
+    valid_to: int | None
+    source_partition: int
+    source_offset: int
+    groups: tuple[tuple[str, tuple[int, ...]], ...]
+    """(topic, partitions) in row order (every partition its own row)."""
+    owned_before: bool | tuple[bool, ...]
+    """The same for every row, or one per row."""
+    size: int
+    """The number of rows."""
+
+    def rows(self) -> list[AssignmentRow]:
+        """The run's rows, as the observer builds them without runs."""
+        owned = self.owned_before
+        flags = (owned,) * self.size if isinstance(owned, bool) else owned
+        tps = [(t, partition) for t, partitions in self.groups for partition in partitions]
+        return [make_assignment_row(self.group_id, self.generation_id, self.member_id, self.group_instance_id,
+                                    self.client_id, self.client_host, t, partition, self.subscription_version,
+                                    flag, self.user_data_generation, self.subscription_generation, self.valid_from,
+                                    self.valid_to, self.source_partition, self.source_offset)
+                for (t, partition), flag in zip(tps, flags, strict=True)]
+
+
+make_assignment_run = fast_constructor(AssignmentRun)
+
+
+AuditRow = (GenerationRow | AssignmentRow | RebalanceCauseRow | ViolationRow | OffsetCommitRow | QuarantineRow
+            | AssignmentRun)
+"""What an audit emits: a row of one of the six tables, or (`GroupAuditor(assignment_runs=True)`
+only) an `AssignmentRun` of several `assignments` rows."""
+
+_TABLES: dict[type, str] = {**{cls: name for name, cls in ROW_TYPES.items()}, AssignmentRun: "assignments"}
 
 
 def table_of(row: AuditRow) -> str:
     """The Delta table a row belongs to (e.g. "generations")."""
     return _TABLES[type(row)]
-
-
-make_assignment_row = fast_constructor(AssignmentRow)
 make_cause_row = fast_constructor(RebalanceCauseRow)
 make_generation_row = fast_constructor(GenerationRow)
 make_offset_commit_row = fast_constructor(OffsetCommitRow)

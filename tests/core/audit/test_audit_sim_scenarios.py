@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.audit import GroupAuditor
+from coordinator_core.audit import AssignmentRow, AssignmentRun, GroupAuditor
 from coordinator_core.sim.randomized import random_scenario
 from coordinator_core.sim.runner import run_scenario
 from coordinator_core.sim.scenario import FLAVORS, Scenario
@@ -141,3 +141,44 @@ def test_random_scenarios_agreement(flavor: str, capsys) -> None:
         print(f"\nrandom scenarios, {flavor} coordinator ({len(RANDOM_SEEDS)} seeds): {total.report()}")
     assert total.generations >= 180
     assert total.agreement >= 0.94, total.report()
+
+
+def _expanded(rows: list[Any]) -> list[Any]:
+    return [r for x in rows for r in (x.rows() if isinstance(x, AssignmentRun) else [x])]
+
+
+_run_kinds: set[str] = set()
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_assignment_runs_are_the_rows_in_place(name: str) -> None:
+    """`GroupAuditor(assignment_runs=True)` emits each member's assignments of an interval as one
+    `AssignmentRun`, whose rows are the plain auditor's rows at that place; also across a saved and
+    resumed state (`from_dict(..., assignment_runs=True)`)."""
+    records = run_scenario(Scenario.load(SCENARIO_DIR / f"{name}.json")).records
+    half = len(records) // 2
+    plain = GroupAuditor()
+    expected = list(plain.feed(records[:half]))
+    resumed_plain = GroupAuditor.from_dict(plain.to_dict())
+    expected += list(resumed_plain.feed(records[half:])) + resumed_plain.finish()
+    runs = GroupAuditor(assignment_runs=True)
+    got = list(runs.feed(records[:half]))
+    resumed = GroupAuditor.from_dict(runs.to_dict(), assignment_runs=True)
+    got += list(resumed.feed(records[half:])) + resumed.finish()
+    assert not any(isinstance(x, AssignmentRow) for x in got)
+    assert _expanded(got) == expected
+    for run in (x for x in got if isinstance(x, AssignmentRun)):
+        assert run.size == len(run.rows()) > 0
+        _run_kinds.add("owned per row" if isinstance(run.owned_before, tuple) else "owned once")
+        if any(len(partitions) == 1 for _, partitions in run.groups) and len(run.groups) > 1:
+            _run_kinds.add("one partition per topic entry")
+
+
+def test_assignment_runs_cover_both_flag_forms() -> None:
+    """The library exercises runs with one `owned_before` for all rows and runs with one per row
+    (a cooperative member that kept some of its partitions)."""
+    for name in SCENARIOS:
+        if {"owned per row", "owned once"} <= _run_kinds:
+            break
+        test_assignment_runs_are_the_rows_in_place(name)
+    assert {"owned per row", "owned once"} <= _run_kinds

@@ -4,13 +4,21 @@ phases, rows an earlier run left open, and the health figures."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coordinator_core.audit import GroupAuditor, table_of
+from coordinator_core.sim.runner import run_scenario
+from coordinator_core.sim.scenario import Scenario
 from udfs.history import (
+    BASE_INPUTS,
     DAY_MS,
+    RUN_KEY,
     CommitTimes,
+    OwnershipRow,
+    OwnershipRun,
     commit_times,
     derive_group,
     flapping_score,
@@ -220,3 +228,58 @@ def test_readme_documents_every_derived_column_and_command() -> None:
                     "jobs.query --tables out/delta worst", "jobs.report --tables out/delta --out report.html"):
         assert command in readme
     assert (Path(__file__).resolve().parents[3] / "docs" / "report-timeline.png").is_file()
+
+
+# ------------------------------------------------------------------------------------------------
+# runs (RUN_KEY): the replay's marked assignments give the same rows, their common ones as OwnershipRuns
+
+
+def _marked(assignments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The assignments marked (RUN_KEY) with one object per set of rows that have every column but
+    topic and partition in common, as the replay marks an `AssignmentRun`'s rows."""
+    shared: dict[tuple[Any, ...], object] = {}
+    return [{**a, RUN_KEY: shared.setdefault(tuple(sorted((k, v) for k, v in a.items() if k not in ("topic", "partition"))),
+                                             object())} for a in assignments]
+
+
+def _same_with_runs(gens: list[dict[str, Any]], asgs: list[dict[str, Any]], **inputs: Any) -> list[Any]:
+    """derive_group of `asgs` marked as runs: the same rows as unmarked (the ownership rows in
+    another order, those of runs as `OwnershipRun`s); its ownership rows and runs."""
+    plain = derive_group(G, generations=gens, assignments=asgs, **inputs)
+    runs = derive_group(G, generations=gens, assignments=_marked(asgs), **inputs)
+    expanded = [r for o in runs[0] for r in (o.rows() if isinstance(o, OwnershipRun) else [o])]
+    assert all(isinstance(o, OwnershipRow) for o in plain[0])
+    assert sorted(map(repr, expanded)) == sorted(map(repr, plain[0]))
+    assert runs[1:] == plain[1:]
+    return runs[0]
+
+
+def test_marked_runs_give_the_same_rows_on_the_inline_histories() -> None:
+    # every partition had two owners (and an eager gap between them): rows, no run
+    got = _same_with_runs(EAGER_GENS, EAGER_ASGS, commits=[commit(0, 4_000), commit(1, 4_500)])
+    assert not any(isinstance(o, OwnershipRun) for o in got)
+    gens = [gen(1, 900, 1_000, offset=10, members=1, ended_at=3_001), gen(2, 3_000, 3_001, offset=20, members=0,
+                                                                          state="Empty")]
+    _same_with_runs(gens, [asg(1, "a", 0, 1_000, 3_001)])
+    # one owner each, never unowned: one run of five, open
+    got = _same_with_runs(EAGER_GENS[:1], [asg(1, "a-1", p, 1_000, None, instance="i-1") for p in range(5)])
+    assert [(len(o.keys), o.valid_to) for o in got if isinstance(o, OwnershipRun)] == [(5, None)]
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (Path(__file__).resolve().parents[3] / "coordinator_core" / "sim"
+                                                         / "scenarios").glob("*.json")))
+def test_marked_runs_give_the_same_rows_on_the_simulator_library(name: str) -> None:
+    """Every library scenario's audit, derived with and without runs."""
+    scenario = Scenario.load(Path(__file__).resolve().parents[3] / "coordinator_core" / "sim" / "scenarios"
+                             / f"{name}.json")
+    auditor = GroupAuditor()
+    rows = list(auditor.feed(run_scenario(scenario).records)) + auditor.finish()
+    tables: dict[str, list[Any]] = {table: [] for table in BASE_INPUTS}
+    for row in rows:
+        table = table_of(row)
+        if table in tables:
+            tables[table].append({c: getattr(row, c) for c in BASE_INPUTS[table]})
+    if not tables["generations"]:
+        return
+    _same_with_runs(tables["generations"], tables["assignments"], commits=commit_times(tables["offset_commits"]),
+                    causes=tables["rebalance_causes"], violations=tables["violations"])
