@@ -53,7 +53,11 @@ table's rows in the order the audit produced them); the wide output has no other
 single pass's stretches that open their topic-partition's summary in a window still open at the
 group's end never become objects at all: their `offset_commits` rows, and the open windows the
 group's state saves, are taken out of the input's Arrow columns at the flush, once per input batch
-(`_Group.hold`, `_HeldBlock`, `_BlockArrays`).
+(`_Group.hold`, `_HeldBlock`, `_BlockArrays`). A member's assignments of one interval come from
+the auditor as one `AssignmentRun`, and the ownership rows derived from them as they were stored as
+one `udfs.history.OwnershipRun`: their columns are built from the values the rows share, once per
+run (`_run_columns`, `_ownership_run_columns`); a run is taken apart into rows only where the
+rows an earlier run left open are compared one by one (`_Group.route`).
 """
 
 from __future__ import annotations
