@@ -366,7 +366,9 @@ def derive_from_tables(group_id: str, rows: Mapping[str, Sequence[Any]]
 
 def _last_commits(gens: list[dict[str, Any]], commits: Iterable[CommitTimes]
                   ) -> dict[int, dict[tuple[str, int], int]]:
-    """generation index -> {(topic, partition): last commit timestamp while it was current}.
+    """generation index -> {(topic, partition): last commit timestamp while it was current}, for
+    every generation but the last (only the join phase that ends a generation reads them:
+    `_revocation`, `_start`).
 
     A commit belongs to the generation whose record is the latest at or before it (log order is
     time order within the group's `__consumer_offsets` partition); by time rather than by the row's
@@ -374,11 +376,13 @@ def _last_commits(gens: list[dict[str, Any]], commits: Iterable[CommitTimes]
     see (generation_id null) and that an earlier run's rows explain."""
     out: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
     starts = [g["record_timestamp"] for g in gens]
-    first, single = starts[0], len(starts) == 1
+    if len(starts) < 2:
+        return out
+    first, last = starts[0], starts[-1]
     for topic, partition, _, ts in commits:
-        if ts is None or ts < first:
-            continue
-        current = out[0 if single else bisect_right(starts, ts) - 1]
+        if ts is None or ts < first or ts >= last:
+            continue  # the last generation's commits: no later join phase reads them
+        current = out[bisect_right(starts, ts) - 1]
         key = (topic, partition)
         known = current.get(key)
         if known is None or ts > known:
@@ -390,19 +394,18 @@ def _departed(cause_rows: Sequence[Mapping[str, Any]]) -> set[str]:
     return {c["member_id"] for c in cause_rows if c.get("cause") == "member_left_or_expired" and c.get("member_id")}
 
 
-def _revocation(seg: _Segment, prev_i: int, nxt: Mapping[str, Any], owner_keys: list[tuple[str, int]],
-                last_commit: Mapping[int, Mapping[tuple[str, int], int]]) -> tuple[int, str]:
+def _revocation(seg: _Segment, nxt: Mapping[str, Any], owner_last: int | None) -> tuple[int, str]:
     """When an old owner gave its partitions up before the next generation (module docstring:
-    broker start, then its last commit, then the latest possible moment), clamped to the segment."""
+    broker start, then its last commit `owner_last`, then the latest possible moment), clamped to
+    the segment."""
     latest = nxt["state_timestamp"] if nxt.get("state_timestamp") is not None else nxt["record_timestamp"]
     latest = max(seg.start, min(latest, nxt["record_timestamp"]))
-    commits = [t for k in owner_keys if (t := last_commit.get(prev_i, {}).get(k)) is not None]
     broker = nxt.get("rebalance_started_at")
     candidates: list[tuple[int, str]] = []
     if broker is not None:
         candidates.append((int(broker), "broker_rebalance_start"))
-    if commits:
-        candidates.append((max(commits), "last_commit"))
+    if owner_last is not None:
+        candidates.append((owner_last, "last_commit"))
     if not candidates:
         return latest, "join_completed_latest"
     t, ev = max(candidates)
@@ -429,17 +432,21 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             segs.append(a)
             owned.add(key)
         owned_in.append(owned)
-    owner_parts: dict[int, dict[str, list[tuple[str, int]]]] = {}
+    owner_last: dict[int, dict[str, int | None]] = {}
 
-    def parts_of(i: int, member: str) -> list[tuple[str, int]]:
-        """The partitions `member` was assigned in generation `i` (built per generation only when
-        a revocation asks: most assignments are never revoked)."""
-        parts = owner_parts.get(i)
-        if parts is None:
-            parts = owner_parts[i] = defaultdict(list)
+    def last_commit_of(i: int, member: str) -> int | None:
+        """The last commit, while generation `i` was current, of any partition `member` was
+        assigned in it (per generation, built only when a revocation asks: most assignments are
+        never revoked; once per member, not per revoked partition)."""
+        latest = owner_last.get(i)
+        if latest is None:
+            commits = last_commit.get(i, {})
+            latest = owner_last[i] = {}
             for a in by_gen.get(i, ()):
-                parts[a["member_id"]].append((a["topic"], a["partition"]))
-        return parts[member]
+                t, m = commits.get((a["topic"], a["partition"])), a["member_id"]
+                known = latest.get(m)
+                latest[m] = known if t is None or (known is not None and known >= t) else t
+        return latest.get(member)
 
     gaps: dict[tuple[str, int], list[_Gap]] = defaultdict(list)
     # 1. the join phase before each new generation: EAGER owners revoked everything; departed owners are gone
@@ -466,7 +473,7 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                 continue  # COOPERATIVE: the owner kept it until the new assignment (KIP-429)
             s = found if isinstance(found, _Segment) else _segment(row, offset_at)
             segments[key][j] = s
-            t, ev = _revocation(s, i - 1, g, parts_of(i - 1, member), last_commit)
+            t, ev = _revocation(s, g, last_commit_of(i - 1, member))
             s.end, s.to_evidence, s.to_offset = t, ev, None
             reason = "eager_join_phase" if eager and not empty and member not in gone else "owner_departed"
             gaps[key].append(_Gap(t, max(t, gap_end), reason, g["generation_id"], ev, to_ev, to_offset=to_off))
@@ -661,15 +668,25 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             violations: Sequence[Mapping[str, Any]]) -> list[HealthRow]:
     """Per UTC day from the group's first to its last known event (a record or a commit)."""
     times = [g["record_timestamp"] for g in gens] + [g["ended_at"] for g in gens if g.get("ended_at")]
-    times += [t for c in commits for t in (c[2], c[3]) if t is not None]
-    first, horizon = min(times), max(times) + 1
     last_commit_on: dict[int, int] = {}  # day -> the latest commit that day (every commit is within the days)
-    for _, _, _, t in commits:
-        if t is not None:
-            day = t - t % DAY_MS
-            known = last_commit_on.get(day)
-            if known is None or t > known:
-                last_commit_on[day] = t
+    if commits:
+        _, _, firsts, lasts = zip(*commits, strict=True)
+        known_firsts = [t for t in firsts if t is not None]
+        known_lasts = [t for t in lasts if t is not None]
+        if known_firsts:
+            times += (min(known_firsts), max(known_firsts))
+        if known_lasts:
+            lo, hi = min(known_lasts), max(known_lasts)
+            times += (lo, hi)
+            if _day_start(lo) == _day_start(hi):  # all on one day: its latest is the latest
+                last_commit_on[_day_start(hi)] = hi
+            else:
+                for t in known_lasts:
+                    day = t - t % DAY_MS
+                    latest_that_day = last_commit_on.get(day)
+                    if latest_that_day is None or t > latest_that_day:
+                        last_commit_on[day] = t
+    first, horizon = min(times), max(times) + 1
     days = range(_day_start(first), horizon, DAY_MS)
     acc: dict[int, dict[str, Any]] = {d: {"done": 0, "aborted": 0, "hours": defaultdict(int), "rebalancing": 0,
                                           "unowned": 0, "empty": 0, "joined": 0, "left": 0, "violations": 0,
