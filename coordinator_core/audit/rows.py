@@ -209,15 +209,17 @@ class QuarantineRow:
     input_text: str | None = None
 
 
-ROW_TYPES: dict[str, type] = {
-    "generations": GenerationRow,
-    "assignments": AssignmentRow,
-    "rebalance_causes": RebalanceCauseRow,
-    "violations": ViolationRow,
-    "offset_commits": OffsetCommitRow,
-    "quarantine": QuarantineRow,
+_TABLES: dict[type, str] = {
+    GenerationRow: "generations",
+    AssignmentRow: "assignments",
+    RebalanceCauseRow: "rebalance_causes",
+    ViolationRow: "violations",
+    OffsetCommitRow: "offset_commits",
+    QuarantineRow: "quarantine",
 }
-TABLES: tuple[str, ...] = tuple(ROW_TYPES)
+
+TABLES: tuple[str, ...] = tuple(_TABLES.values())
+ROW_TYPES: dict[str, type] = {name: cls for cls, name in _TABLES.items()}
 
 
 make_assignment_row = fast_constructor(AssignmentRow)
@@ -272,12 +274,12 @@ AuditRow = (GenerationRow | AssignmentRow | RebalanceCauseRow | ViolationRow | O
 """What an audit emits: a row of one of the six tables, or (`GroupAuditor(assignment_runs=True)`
 only) an `AssignmentRun` of several `assignments` rows."""
 
-_TABLES: dict[type, str] = {**{cls: name for name, cls in ROW_TYPES.items()}, AssignmentRun: "assignments"}
+_TABLE_OF: dict[type, str] = {**_TABLES, AssignmentRun: "assignments"}
 
 
 def table_of(row: AuditRow) -> str:
     """The Delta table a row belongs to (e.g. "generations")."""
-    return _TABLES[type(row)]
+    return _TABLE_OF[type(row)]
 make_cause_row = fast_constructor(RebalanceCauseRow)
 make_generation_row = fast_constructor(GenerationRow)
 make_offset_commit_row = fast_constructor(OffsetCommitRow)
