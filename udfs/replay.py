@@ -832,8 +832,16 @@ def _spread_columns(types: Mapping[str, pa.DataType], shared: Mapping[str, list[
                     per_row: Mapping[str, list[Any]]) -> list[pa.Array]:
     """Columns of rows given by runs (`types`: every column, in order): `shared`, one value per
     run, spread over the run's `sizes` rows; `per_row`, one value per row."""
-    spread = pa.array(np.repeat(np.arange(len(sizes), dtype=np.int64), sizes))
-    by_name = {name: pa.array(values, type=types[name]).take(spread) for name, values in shared.items()}
+    spread: pa.Array | None = None
+    rows = sum(sizes)
+    by_name: dict[str, pa.Array] = {}
+    for name, values in shared.items():
+        if values and values.count(values[0]) == len(values):  # one value in every run (e.g. all open)
+            by_name[name] = pa.repeat(pa.scalar(values[0], types[name]), rows)
+            continue
+        if spread is None:
+            spread = pa.array(np.repeat(np.arange(len(sizes), dtype=np.int64), sizes))
+        by_name[name] = pa.array(values, type=types[name]).take(spread)
     by_name.update((name, pa.array(values, type=types[name])) for name, values in per_row.items())
     return [by_name[name] for name in types]
 
