@@ -207,6 +207,19 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return offsets, data, null
 
 
+def _take_ascending(col: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """`col`'s values at `rows` (ascending), taken chunk by chunk (a take over a chunked array
+    combines its chunks first)."""
+    taken, start = [], 0
+    for piece in col.chunks:
+        end = start + len(piece)
+        lo, hi = (int(j) for j in np.searchsorted(rows, (start, end)))
+        if hi > lo:
+            taken.append(piece.take(pa.array(rows[lo:hi] - start)))
+        start = end
+    return pa.concat_arrays(taken) if taken else pa.array([], col.type)
+
+
 def _int64s(arr: pa.Array) -> np.ndarray:
     """An integer Arrow array as int64 numpy (nulls as 0)."""
     out: np.ndarray = np.asarray((arr.fill_null(0) if arr.null_count else arr).to_numpy(), dtype=np.int64)
@@ -439,12 +452,23 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     is_commit_key = kind == KIND_COMMIT_KEY
     name = np.where(is_commit_key, ids, -1)  # topic-partition id of offset-commit keys
     key_ok = is_commit_key & keys.valid[np.where(is_commit_key, ids, 0)] if len(keys.valid) else is_commit_key
-    vcol = table.column("value").combine_chunks()
-    v_offsets, v_data, v_null = _binary_buffers(vcol)
     status = np.zeros(len(keep), dtype=np.int8)
     commit_offset = np.zeros(len(keep), dtype=np.int64)
     commit_ts = np.zeros(len(keep), dtype=np.int64)
-    commit_status(keep, kind, key_ok, positioned, v_offsets, v_data, v_null, status, commit_offset, commit_ts)
+    in_order = not len(order)  # keep ascends: each input batch's values are read where they are
+    vcol: pa.ChunkedArray | pa.Array = table.column("value")
+    if in_order and vcol.num_chunks > 1:
+        start = 0
+        for piece in vcol.chunks:
+            end = start + len(piece)
+            j0, j1 = (int(j) for j in np.searchsorted(keep, (start, end)))
+            if j1 > j0:
+                commit_status(keep[j0:j1] - start, kind[start:end], key_ok[start:end], positioned[start:end],
+                              *_binary_buffers(piece), status[j0:j1], commit_offset[j0:j1], commit_ts[j0:j1])
+            start = end
+    else:
+        vcol = vcol.combine_chunks()
+        commit_status(keep, kind, key_ok, positioned, *_binary_buffers(vcol), status, commit_offset, commit_ts)
 
     def raw(col: pa.ChunkedArray | pa.Array, row: int) -> bytes | None:
         value: bytes | None = col[row].as_py()
@@ -478,7 +502,7 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
         out.append(_rows(KIND_SIDE, len(side), {
             # from the columns combined above: a take over the table's chunks would combine them again
             "partition": part_a.take(idx), "offset": off_a.take(idx), "timestamp_ms": ts_a.take(idx),
-            "value": vcol.take(idx),
+            "value": _take_ascending(vcol, side) if isinstance(vcol, pa.ChunkedArray) else vcol.take(idx),
             "key": pa.array(side_keys, type=_B), "record_type": types, "group_id": side_groups,
             "chunk": np.full(len(side), chunk, dtype=np.int64), "records_in": rank}))
 

@@ -8,6 +8,8 @@ re-scan), including a task that carried its stretches over another task's record
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -262,3 +264,24 @@ def test_open_partitions_of_the_open_stretches() -> None:
         want = set(rows[:n][rows[:n, S_STRETCH] >= 0, S_PART].tolist())
         assert set(open_partitions(rows, n).tolist()) == want
         assert len(open_partitions(rows, n)) == len(want)
+
+
+@pytest.mark.parametrize("batch_rows", [1, 7, 100])
+def test_a_chunk_of_many_batches_gives_what_one_combined_batch_gives(batch_rows: int) -> None:
+    """The kernel reads a chunk's values batch by batch where the chunk is in log order (and over
+    the combined column where it is not): the bundled samples cut into batches of `batch_rows`
+    give the same rows as one batch, in log order and shuffled."""
+    import pyarrow.parquet as pq
+
+    from udfs.scan import _input_batch
+
+    samples = sorted((Path(__file__).resolve().parents[2] / "data" / "samples").glob("*.parquet"))
+    assert samples
+    for path in samples:
+        read = pq.read_table(path, columns=["key", "value", "partition", "offset", "timestamp"])
+        table = pa.Table.from_batches([_input_batch(b, None, None) for b in read.to_batches()]).combine_chunks()
+        shuffled = table.take(pa.array(np.random.default_rng(0).permutation(table.num_rows)))
+        for rows in (table, shuffled):
+            pieces = pa.Table.from_batches(rows.to_batches(max_chunksize=batch_rows))
+            assert pieces.column("value").num_chunks > 1 or rows.num_rows <= batch_rows
+            assert scan_chunk(pieces, chunk=1).equals(scan_chunk(rows, chunk=1)), path.name
