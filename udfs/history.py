@@ -9,7 +9,9 @@ dicts), any number of runs of the job, already reduced to one row per natural ke
 
 * `partition_ownership` (`OwnershipRow`): per (group, topic, partition), consecutive intervals,
   each owned (member, instance id, client id, host, generation) or unowned, with why, and how each
-  bound is known.
+  bound is known. The replay (`udfs.replay`) also runs `derive_group` at each group's end, with its
+  assignment dicts marked by run (`RUN_KEY`): the owned rows that are assignments as stored then
+  come as one `OwnershipRun` per run.
 * `rebalances` (`RebalanceRow`): one row per join phase that produced a generation (a Stable or
   an Empty one) or was aborted (a generation id the log skipped).
 * `group_health` (`HealthRow`): per group per UTC day, with the flapping score (`flapping_score`).
