@@ -524,13 +524,11 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         segs, key_gaps = segments[key], gaps.get(key)
         if key_gaps is None and len(segs) == 1:  # the common case: one owner, never unowned
             found = segs[0]
-            run = found.get(RUN_KEY) if not isinstance(found, _Segment) else None
-            if run is None:
+            if isinstance(found, _Segment) or (run := found.get(RUN_KEY)) is None:
                 rows.append(owned_row(topic, partition, found))
                 continue
             same = runs.get(id(run))
             if same is None:
-                assert not isinstance(found, _Segment)
                 end = found.get("valid_to")
                 same = runs[id(run)] = OwnershipRun(
                     group_id, found["member_id"], found.get("group_instance_id"), found.get("client_id"),

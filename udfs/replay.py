@@ -876,11 +876,10 @@ def _ownership_run_columns(runs: list[OwnershipRun]) -> list[pa.Array]:
     (`OwnershipRow` field order), as `_run_columns`."""
     topics: list[str] = []
     partitions: list[int] = []
-    for run in runs:
-        if run.keys:
-            run_topics, run_partitions = zip(*run.keys, strict=True)
-            topics += run_topics
-            partitions += run_partitions
+    for run in runs:  # a run has a key at least (`udfs.history._ownership` makes it for one)
+        run_topics, run_partitions = zip(*run.keys, strict=True)
+        topics += run_topics
+        partitions += run_partitions
     shared = row_columns(runs, OwnershipRun.shared, len(_OWNERSHIP_SHARED))
     return _spread_columns(_OWNERSHIP_TYPES, dict(zip(_OWNERSHIP_SHARED, shared, strict=True)),
                            [len(run.keys) for run in runs], {"topic": topics, "partition": partitions})

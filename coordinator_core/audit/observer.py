@@ -19,7 +19,6 @@ from coordinator_core.audit.rows import (
     GenerationRow,
     RebalanceCauseRow,
     ViolationRow,
-    make_assignment_row,
     make_assignment_run,
     make_cause_row,
     make_generation_row,
@@ -335,30 +334,23 @@ class GenerationObserver:
         group, gen, member_id, instance = self.group_id or "", snap.generation, m.member_id, m.group_instance_id
         client_id, host, version, owned = m.client_id, m.client_host, m.subscription_version, m.owned
         ud_gen, sub_gen = m.user_data_generation, m.subscription_generation
-        make = make_assignment_row
         owned_before: bool | None = False  # the same for every row, or None: per row
         if owned:
             assigned = m.assigned_set
             owned_before = True if owned >= assigned else False if owned.isdisjoint(assigned) else None
-        if self.runs:  # the same rows as below, as one object
-            flags: bool | tuple[bool, ...]
-            if owned_before is not None and not (snap.has_repeated_assignments() and not m.assigned_is_distinct):
-                flags, size = owned_before, sum(len(partitions) for _, partitions in groups)
-            else:
-                distinct = m.assigned_distinct
-                groups = tuple((t, (partition,)) for t, partition in distinct)
-                flags = owned_before if owned_before is not None else tuple(tp in owned for tp in distinct)
-                size = len(distinct)
-            return [make_assignment_run(group, gen, member_id, instance, client_id, host, version, ud_gen, sub_gen,
-                                        ts, valid_to, p, o, groups, flags, size)]
-        if owned_before is None:
-            return [make(group, gen, member_id, instance, client_id, host, tp[0], tp[1], version, tp in owned,
-                         ud_gen, sub_gen, ts, valid_to, p, o) for tp in m.assigned_distinct]
-        if snap.has_repeated_assignments() and not m.assigned_is_distinct:
-            return [make(group, gen, member_id, instance, client_id, host, t, partition, version, owned_before,
-                         ud_gen, sub_gen, ts, valid_to, p, o) for t, partition in m.assigned_distinct]
-        return [make(group, gen, member_id, instance, client_id, host, t, partition, version, owned_before, ud_gen,
-                     sub_gen, ts, valid_to, p, o) for t, partitions in groups for partition in partitions]
+        flags: bool | tuple[bool, ...]
+        if owned_before is not None and not (snap.has_repeated_assignments() and not m.assigned_is_distinct):
+            flags, size = owned_before, sum(len(partitions) for _, partitions in groups)
+        else:  # per distinct partition
+            distinct = m.assigned_distinct
+            groups = tuple((t, (partition,)) for t, partition in distinct)
+            flags = owned_before if owned_before is not None else tuple(tp in owned for tp in distinct)
+            size = len(distinct)
+        run = make_assignment_run(group, gen, member_id, instance, client_id, host, version, ud_gen, sub_gen, ts,
+                                  valid_to, p, o, groups, flags, size)
+        if self.runs:
+            return [run]
+        return [*run.rows()]
 
     def _cause_row(self, c: Cause, gen: int | None, prev_gen: int | None, primary: bool, p: int, o: int,
                    ts: int, evidence: str) -> RebalanceCauseRow:

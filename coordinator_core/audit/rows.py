@@ -222,9 +222,6 @@ TABLES: tuple[str, ...] = tuple(_TABLES.values())
 ROW_TYPES: dict[str, type] = {name: cls for cls, name in _TABLES.items()}
 
 
-make_assignment_row = fast_constructor(AssignmentRow)
-
-
 @dataclass(frozen=True, slots=True)
 class AssignmentRun:
     """One member's `AssignmentRow`s of one interval, as one object: what the rows share once, and
@@ -255,18 +252,17 @@ class AssignmentRun:
     """The number of rows."""
 
     def rows(self) -> list[AssignmentRow]:
-        """The run's rows, as the observer builds them without runs."""
-        owned = self.owned_before
-        flags = (owned,) * self.size if isinstance(owned, bool) else owned
+        """The run's rows (what a `GroupAuditor` without runs emits)."""
+        group, gen, member, instance = self.group_id, self.generation_id, self.member_id, self.group_instance_id
+        client, host, version = self.client_id, self.client_host, self.subscription_version
+        ud_gen, sub_gen, start, end = self.user_data_generation, self.subscription_generation, self.valid_from, self.valid_to
+        p, o, make, owned = self.source_partition, self.source_offset, make_assignment_row, self.owned_before
+        if isinstance(owned, bool):
+            return [make(group, gen, member, instance, client, host, t, partition, version, owned, ud_gen, sub_gen,
+                         start, end, p, o) for t, partitions in self.groups for partition in partitions]
         tps = [(t, partition) for t, partitions in self.groups for partition in partitions]
-        return [make_assignment_row(self.group_id, self.generation_id, self.member_id, self.group_instance_id,
-                                    self.client_id, self.client_host, t, partition, self.subscription_version,
-                                    flag, self.user_data_generation, self.subscription_generation, self.valid_from,
-                                    self.valid_to, self.source_partition, self.source_offset)
-                for (t, partition), flag in zip(tps, flags, strict=True)]
-
-
-make_assignment_run = fast_constructor(AssignmentRun)
+        return [make(group, gen, member, instance, client, host, t, partition, version, flag, ud_gen, sub_gen,
+                     start, end, p, o) for (t, partition), flag in zip(tps, owned, strict=True)]
 
 
 AuditRow = (GenerationRow | AssignmentRow | RebalanceCauseRow | ViolationRow | OffsetCommitRow | QuarantineRow
@@ -280,6 +276,10 @@ _TABLE_OF: dict[type, str] = {**_TABLES, AssignmentRun: "assignments"}
 def table_of(row: AuditRow) -> str:
     """The Delta table a row belongs to (e.g. "generations")."""
     return _TABLE_OF[type(row)]
+
+
+make_assignment_row = fast_constructor(AssignmentRow)
+make_assignment_run = fast_constructor(AssignmentRun)
 make_cause_row = fast_constructor(RebalanceCauseRow)
 make_generation_row = fast_constructor(GenerationRow)
 make_offset_commit_row = fast_constructor(OffsetCommitRow)
