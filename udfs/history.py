@@ -10,8 +10,11 @@ dicts), any number of runs of the job, already reduced to one row per natural ke
 * `partition_ownership` (`OwnershipRow`): per (group, topic, partition), consecutive intervals,
   each owned (member, instance id, client id, host, generation) or unowned, with why, and how each
   bound is known. The replay (`udfs.replay`) also runs `derive_group` at each group's end, with its
-  assignment dicts marked by run (`RUN_KEY`): the owned rows that are assignments as stored then
-  come as one `OwnershipRun` per run.
+  assignments as the audit's runs (`AssignedRun`: a member's assignments of one interval, one
+  object): the owned rows that are such assignments as stored then come as one `OwnershipRun` per
+  run. Within, every assignment input becomes such a run (`_Assigned`: dicts in a row that share
+  every column but topic and partition are one), so the derivation's loops go over members'
+  intervals and their partitions, not over one dict per partition.
 * `rebalances` (`RebalanceRow`): one row per join phase that produced a generation (a Stable or
   an Empty one) or was aborted (a generation id the log skipped).
 * `group_health` (`HealthRow`): per group per UTC day, with the flapping score (`flapping_score`).
@@ -48,7 +51,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from coordinator_core.records_fast import fast_constructor
 
@@ -58,7 +61,7 @@ __all__ = [
     "DERIVED_KEYS",
     "FLAPPING_THRESHOLDS",
     "OWNERSHIP_PER_ROW",
-    "RUN_KEY",
+    "AssignedRun",
     "CommitTimes",
     "HealthRow",
     "OwnershipRow",
@@ -123,12 +126,30 @@ _ownership_row = fast_constructor(OwnershipRow)
 """OwnershipRow(*values) without a frozen dataclass's per-field object.__setattr__ (one row per
 ownership interval: the derivation's most numerous row)."""
 
-RUN_KEY = "_run"
-"""An assignment dict may carry, under this key, an object it shares with the dicts of the rows
-that have every column the derivation reads but topic and partition in common (the Spark job's
-replay: its `AssignmentRun`). The ownership rows of such dicts that are their assignment as stored
-(one owner, never unowned, bounded by records: most of them) then come out as one `OwnershipRun`
-per run instead of a row each (`derive_group`)."""
+class AssignedRun(Protocol):
+    """A member's assignments of one interval given as one object (the Spark job's replay: its
+    `coordinator_core.audit.AssignmentRun`): what its rows share, and `groups`, (topic, partitions)
+    in row order. The ownership rows of such a run that are its assignment as stored (one owner,
+    never unowned, bounded by records: most of them) come out as one `OwnershipRun` (`derive_group`)."""
+
+    @property
+    def generation_id(self) -> int: ...
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def group_instance_id(self) -> str | None: ...
+    @property
+    def client_id(self) -> str | None: ...
+    @property
+    def client_host(self) -> str | None: ...
+    @property
+    def valid_from(self) -> int: ...
+    @property
+    def valid_to(self) -> int | None: ...
+    @property
+    def source_offset(self) -> int | None: ...
+    @property
+    def groups(self) -> Sequence[tuple[str, Sequence[int]]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +278,53 @@ def health_status(score: float) -> str:
     return "flapping" if score >= 1.0 else "unstable" if score >= 0.5 else "healthy"
 
 
-def _member_key(row: Mapping[str, Any]) -> str:
-    return f"static:{row['group_instance_id']}" if row.get("group_instance_id") else f"dynamic:{row['member_id']}"
+class _Assigned:
+    """A member's assignments of one generation interval: the columns they share, once, and their
+    (topic, partition) in row order; `marked` when given as an `AssignedRun` (its ownership rows as
+    stored come out as one `OwnershipRun`). A run of assignment dicts is the dicts in a row that share
+    every column but topic and partition (`_assigned`)."""
+
+    __slots__ = ("client_host", "client_id", "generation_id", "group_instance_id", "keys", "marked", "member_id",
+                 "source_offset", "valid_from", "valid_to")
+
+    def __init__(self, generation_id: int, member_id: str, group_instance_id: str | None, client_id: str | None,
+                 client_host: str | None, valid_from: int, valid_to: int | None, source_offset: int | None,
+                 keys: list[tuple[str, int]], marked: bool) -> None:
+        self.generation_id, self.member_id, self.group_instance_id = generation_id, member_id, group_instance_id
+        self.client_id, self.client_host, self.valid_from, self.valid_to = client_id, client_host, valid_from, valid_to
+        self.source_offset, self.keys, self.marked = source_offset, keys, marked
+
+    def closed(self, end: int) -> _Assigned:
+        """The same assignments ending at `end` (closed by the next generation's record)."""
+        return _Assigned(self.generation_id, self.member_id, self.group_instance_id, self.client_id,
+                         self.client_host, self.valid_from, end, self.source_offset, self.keys, self.marked)
+
+    def member_key(self) -> str:
+        """The member as `rebalances` counts it: by instance id when static, else by member id."""
+        return f"static:{self.group_instance_id}" if self.group_instance_id else f"dynamic:{self.member_id}"
+
+
+def _assigned(assignments: Iterable[Mapping[str, Any] | AssignedRun]) -> list[_Assigned]:
+    """The assignments (dicts of `BASE_INPUTS["assignments"]`, or `AssignedRun`s) as `_Assigned`
+    runs, in their order (a run without partitions is no assignment)."""
+    out: list[_Assigned] = []
+    last: tuple[Any, ...] | None = None
+    for a in assignments:
+        if isinstance(a, (dict, Mapping)):  # a dict first: the common input, checked without the ABC
+            shared = (a["generation_id"], a["member_id"], a.get("group_instance_id"), a.get("client_id"),
+                      a.get("client_host"), a["valid_from"], a.get("valid_to"), a.get("source_offset"))
+            if shared == last:
+                out[-1].keys.append((a["topic"], a["partition"]))
+            else:
+                out.append(_Assigned(*shared, [(a["topic"], a["partition"])], False))
+                last = shared
+            continue
+        keys = [(topic, partition) for topic, partitions in a.groups for partition in partitions]
+        if keys:
+            out.append(_Assigned(a.generation_id, a.member_id, a.group_instance_id, a.client_id, a.client_host,
+                                 a.valid_from, a.valid_to, a.source_offset, keys, True))
+        last = None
+    return out
 
 
 def _is_cooperative(*gens: Mapping[str, Any] | None) -> bool:
@@ -270,7 +336,7 @@ def _is_cooperative(*gens: Mapping[str, Any] | None) -> bool:
 class _Segment:
     """An ownership interval under construction (bounds may move while gaps are cut)."""
 
-    row: Mapping[str, Any]
+    row: _Assigned
     start: int
     end: int | None
     from_evidence: str = "record"
@@ -307,46 +373,48 @@ def commit_times(rows: Iterable[Mapping[str, Any]]) -> list[CommitTimes]:
 
 
 def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
-                 assignments: Sequence[Mapping[str, Any]] = (), commits: Sequence[CommitTimes] = (),
+                 assignments: Sequence[Mapping[str, Any] | AssignedRun] = (), commits: Sequence[CommitTimes] = (),
                  causes: Sequence[Mapping[str, Any]] = (), violations: Sequence[Mapping[str, Any]] = (),
                  ) -> tuple[list[OwnershipRow | OwnershipRun], list[RebalanceRow], list[HealthRow]]:
     """The three derived tables' rows of one group (module docstring).
 
-    Rows are dicts with the base tables' column names (`commits`: `CommitTimes` tuples);
-    `generations` may carry the optional `rebalance_started_at` (the broker's own start of the join
-    phase). Raises ValueError naming the group and the generation when an assignment has no
-    generation row."""
+    Rows are dicts with the base tables' column names (`commits`: `CommitTimes` tuples; an
+    assignment may also be an `AssignedRun` of several); `generations` may carry the optional
+    `rebalance_started_at` (the broker's own start of the join phase). The ownership rows are
+    `OwnershipRow`s in key order, then one `OwnershipRun` per `AssignedRun` whose rows are its
+    assignments as stored. Raises ValueError naming the group and the generation when an assignment
+    has no generation row."""
     gens = sorted((dict(g) for g in generations),
                   key=lambda g: (g["record_timestamp"], g.get("source_offset") or 0, g["generation_id"]))
     if not gens:
         return [], [], []
     # assignments -> the generation row they belong to (generation ids restart after a tombstone)
-    by_gen_index: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    by_gen_index: dict[int, list[_Assigned]] = defaultdict(list)
     starts: dict[int, list[int]] = defaultdict(list)
     for i, g in enumerate(gens):
         starts[g["generation_id"]].append(i)
     owner_of: dict[tuple[int, int], int] = {}
-    for a in assignments:
-        key = (a["generation_id"], a["valid_from"])
+    for a in _assigned(assignments):
+        key = (a.generation_id, a.valid_from)
         index = owner_of.get(key)
         if index is None:
             candidates = [i for i in starts.get(key[0], ()) if gens[i]["record_timestamp"] <= key[1]]
             if not candidates:
-                raise ValueError(f"group {group_id!r}: assignment of {a['topic']}-{a['partition']} to "
-                                 f"{a['member_id']!r} in generation {a['generation_id']} (valid from "
-                                 f"{a['valid_from']}) has no generations row")
+                topic, partition = a.keys[0]
+                raise ValueError(f"group {group_id!r}: assignment of {topic}-{partition} to {a.member_id!r} in "
+                                 f"generation {a.generation_id} (valid from {a.valid_from}) has no generations row")
             index = owner_of[key] = candidates[-1]
         by_gen_index[index].append(a)  # copied below only if it is closed here
     # rows an earlier run left open are closed by the next record the tables know of
     for i, g in enumerate(gens[:-1]):
         if g.get("ended_at") is None:
             g["ended_at"], g["ended_by_offset"] = gens[i + 1]["record_timestamp"], gens[i + 1].get("source_offset")
-    for i, rows in by_gen_index.items():
+    for i, runs in by_gen_index.items():
         if i + 1 < len(gens):
             closing = gens[i + 1]["record_timestamp"]
-            for j, a in enumerate(rows):
-                if a.get("valid_to") is None:
-                    rows[j] = {**a, "valid_to": closing}
+            for j, a in enumerate(runs):
+                if a.valid_to is None:
+                    runs[j] = a.closed(closing)
     last_commit = _last_commits(gens, commits)
     cause_rows: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     for c in causes:
@@ -414,25 +482,26 @@ def _revocation(seg: _Segment, nxt: Mapping[str, Any], owner_last: int | None) -
     return max(seg.start, min(t, latest)), ev
 
 
-def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[Mapping[str, Any]]],
+def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[_Assigned]],
                last_commit: Mapping[int, Mapping[tuple[str, int], int]],
                cause_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[OwnershipRow | OwnershipRun]:
     offset_at = {g["record_timestamp"]: g.get("source_offset") for g in gens}
     # per partition, its assignments in generation order; one whose end a join phase moves becomes a
     # `_Segment` (most never do: no object per assignment)
-    segments: dict[tuple[str, int], list[Mapping[str, Any] | _Segment]] = defaultdict(list)
+    segments: dict[tuple[str, int], list[_Assigned | _Segment]] = defaultdict(list)
     ending_at: dict[int, list[tuple[tuple[str, int], int]]] = defaultdict(list)
     owned_in: list[set[tuple[str, int]]] = []
     for i in range(len(gens)):
         owned: set[tuple[str, int]] = set()
         for a in by_gen.get(i, ()):
-            key = (a["topic"], a["partition"])
-            segs = segments[key]
-            end = a.get("valid_to")
-            if end is not None:
-                ending_at[end].append((key, len(segs)))
-            segs.append(a)
-            owned.add(key)
+            end = a.valid_to
+            ending = ending_at[end] if end is not None else None
+            for key in a.keys:
+                segs = segments[key]
+                if ending is not None:
+                    ending.append((key, len(segs)))
+                segs.append(a)
+            owned.update(a.keys)
         owned_in.append(owned)
     owner_last: dict[int, dict[str, int | None]] = {}
 
@@ -445,9 +514,10 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             commits = last_commit.get(i, {})
             latest = owner_last[i] = {}
             for a in by_gen.get(i, ()):
-                t, m = commits.get((a["topic"], a["partition"])), a["member_id"]
-                known = latest.get(m)
-                latest[m] = known if t is None or (known is not None and known >= t) else t
+                m = a.member_id
+                for key in a.keys:
+                    t, known = commits.get(key), latest.get(m)
+                    latest[m] = known if t is None or (known is not None and known >= t) else t
         return latest.get(member)
 
     gaps: dict[tuple[str, int], list[_Gap]] = defaultdict(list)
@@ -468,8 +538,8 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         for key, j in ending:
             found = segments[key][j]
             row = found.row if isinstance(found, _Segment) else found
-            member = row["member_id"]
-            if row["generation_id"] != prev["generation_id"]:
+            member = row.member_id
+            if row.generation_id != prev["generation_id"]:
                 continue
             if not (eager or empty or member in gone):
                 continue  # COOPERATIVE: the owner kept it until the new assignment (KIP-429)
@@ -501,39 +571,38 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             gaps[key].append(_Gap(start, end, reason, g["generation_id"], ev, None if end is None else "record",
                                   from_offset=off, to_offset=None if end is None else end_offset))
 
-    def owned_row(topic: str, partition: int, found: Mapping[str, Any] | _Segment) -> OwnershipRow:
+    def owned_row(topic: str, partition: int, found: _Assigned | _Segment) -> OwnershipRow:
         if isinstance(found, _Segment):
             r, start, end, to_ev, to_off = found.row, found.start, found.end, found.to_evidence, found.to_offset
         else:  # an assignment as stored: bounded by records
-            r, start, end, to_ev = found, found["valid_from"], found.get("valid_to"), "record"
+            r, start, end, to_ev = found, found.valid_from, found.valid_to, "record"
             to_off = None if end is None else offset_at.get(end)
         if end is None:
             return _ownership_row(
-                group_id, topic, partition, start, None, True, r["member_id"], r.get("group_instance_id"),
-                r.get("client_id"), r.get("client_host"), r["generation_id"], None, None, "record", True,
-                None, None, r.get("source_offset"), None)
+                group_id, topic, partition, start, None, True, r.member_id, r.group_instance_id, r.client_id,
+                r.client_host, r.generation_id, None, None, "record", True, None, None, r.source_offset, None)
         return _ownership_row(
-            group_id, topic, partition, start, end, True, r["member_id"], r.get("group_instance_id"),
-            r.get("client_id"), r.get("client_host"), r["generation_id"], None, end - start, "record", True,
-            to_ev, to_ev in EXACT_EVIDENCE, r.get("source_offset"), to_off)
+            group_id, topic, partition, start, end, True, r.member_id, r.group_instance_id, r.client_id,
+            r.client_host, r.generation_id, None, end - start, "record", True, to_ev, to_ev in EXACT_EVIDENCE,
+            r.source_offset, to_off)
 
     rows: list[OwnershipRow | OwnershipRun] = []
-    runs: dict[int, OwnershipRun] = {}  # id of an assignment's RUN_KEY object -> its rows as stored
+    runs: dict[int, OwnershipRun] = {}  # id of a marked `_Assigned` -> its rows as stored
     for key in sorted(segments):
         topic, partition = key
         segs, key_gaps = segments[key], gaps.get(key)
         if key_gaps is None and len(segs) == 1:  # the common case: one owner, never unowned
             found = segs[0]
-            if isinstance(found, _Segment) or (run := found.get(RUN_KEY)) is None:
+            if isinstance(found, _Segment) or not found.marked:
                 rows.append(owned_row(topic, partition, found))
                 continue
-            same = runs.get(id(run))
+            same = runs.get(id(found))
             if same is None:
-                end = found.get("valid_to")
-                same = runs[id(run)] = OwnershipRun(
-                    group_id, found["member_id"], found.get("group_instance_id"), found.get("client_id"),
-                    found.get("client_host"), found["generation_id"], found["valid_from"], end,
-                    found.get("source_offset"), None if end is None else offset_at.get(end), [])
+                end = found.valid_to
+                same = runs[id(found)] = OwnershipRun(
+                    group_id, found.member_id, found.group_instance_id, found.client_id, found.client_host,
+                    found.generation_id, found.valid_from, end, found.source_offset,
+                    None if end is None else offset_at.get(end), [])
             same.keys.append(key)
             continue
         items = [owned_row(topic, partition, s) for s in segs]
@@ -560,14 +629,14 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
     return rows
 
 
-def _segment(row: Mapping[str, Any], offset_at: Mapping[int, int | None]) -> _Segment:
+def _segment(row: _Assigned, offset_at: Mapping[int, int | None]) -> _Segment:
     """The interval of an assignment as stored (both bounds records), to move its end."""
-    end = row.get("valid_to")
-    return _Segment(row, row["valid_from"], end, "record", row.get("source_offset"), "record",
+    end = row.valid_to
+    return _Segment(row, row.valid_from, end, "record", row.source_offset, "record",
                     None if end is None else offset_at.get(end))
 
 
-def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[Mapping[str, Any]]],
+def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[_Assigned]],
                 last_commit: Mapping[int, Mapping[tuple[str, int], int]],
                 cause_rows: Mapping[int, Sequence[Mapping[str, Any]]],
                 ownership: Sequence[OwnershipRow | OwnershipRun]) -> list[RebalanceRow]:
@@ -581,8 +650,8 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
     members_before: set[str] = set()  # the member keys of generation prev_i's assignments
     for i, g in enumerate(gens):
         rows = by_gen.get(i, ())
-        keys = [_member_key(a) for a in rows]
-        owners = {(a["topic"], a["partition"]): k for a, k in zip(rows, keys, strict=True)}
+        keys = [a.member_key() for a in rows]
+        owners = {tp: k for a, k in zip(rows, keys, strict=True) for tp in a.keys}
         if prev_i is not None and gens[prev_i]["generation_id"] == g["generation_id"]:
             last_owner.update(owners)  # a same-generation rewrite: not a join phase
             prev_i, members_before = i, set(keys)
@@ -625,7 +694,7 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
     return out
 
 
-def _start(g: Mapping[str, Any], prev: Mapping[str, Any] | None, prev_rows: Sequence[Mapping[str, Any]],
+def _start(g: Mapping[str, Any], prev: Mapping[str, Any] | None, prev_rows: Sequence[_Assigned],
            prev_commits: Mapping[tuple[str, int], int], gone: set[str], join_done: int | None
            ) -> tuple[int | None, str]:
     """Best evidence of when the join phase began (the generation's own record says only when it
@@ -640,14 +709,16 @@ def _start(g: Mapping[str, Any], prev: Mapping[str, Any] | None, prev_rows: Sequ
         return int(g["rebalance_started_at"]), "broker_rebalance_start"
     final: dict[str, int] = {}
     for a in prev_rows:
-        t = prev_commits.get((a["topic"], a["partition"]))
-        if t is not None:
-            final[a["member_id"]] = max(t, final.get(a["member_id"], t))
+        member = a.member_id
+        for key in a.keys:
+            t = prev_commits.get(key)
+            if t is not None:
+                final[member] = max(t, final.get(member, t))
     if g["state"] == "Empty":
         gone = set(final)  # everyone left
     stayed = [t for m, t in final.items() if m not in gone]
     left = [t for m, t in final.items() if m in gone]
-    floor = max((a["valid_from"] for a in prev_rows), default=prev["record_timestamp"] if prev else latest)
+    floor = max((a.valid_from for a in prev_rows), default=prev["record_timestamp"] if prev else latest)
     if stayed and not _is_cooperative(prev, g):
         return max(floor, min(min(stayed), latest)), "last_commit"
     if left:

@@ -109,7 +109,6 @@ from udfs.handoff import Handoff, HandoffWriter, Parts, parts_by_bucket, read_bu
 from udfs.history import (
     BASE_INPUTS,
     OWNERSHIP_PER_ROW,
-    RUN_KEY,
     OwnershipRow,
     OwnershipRun,
     derive_from_tables,
@@ -330,22 +329,6 @@ _BASE_ROWS: dict[type, tuple[str, Callable[[Any], Any]]] = {
 """Base row class -> (its table, the row as the derivation reads it: the dict of the columns it reads;
 `offset_commits` rows as `CommitTimes`)."""
 _COUNTS_VALUES = attrgetter(*COUNT_FIELDS)
-
-
-def _run_inputs(run: AssignmentRun) -> list[dict[str, Any]]:
-    """An `AssignmentRun`'s rows as the derivation reads them (`_BASE_ROWS`' dicts), each marked as
-    one of the run (`udfs.history.RUN_KEY`: their ownership rows as stored come out as one run)."""
-    g, m, i, c, h = run.generation_id, run.member_id, run.group_instance_id, run.client_id, run.client_host
-    start, end, offset = run.valid_from, run.valid_to, run.source_offset
-    return [{"generation_id": g, "member_id": m, "group_instance_id": i, "client_id": c, "client_host": h,
-             "topic": topic, "partition": partition, "valid_from": start, "valid_to": end, "source_offset": offset,
-             RUN_KEY: run}
-            for topic, partitions in run.groups for partition in partitions]
-
-
-assert BASE_INPUTS["assignments"] == ("generation_id", "member_id", "group_instance_id", "client_id", "client_host",
-                                      "topic", "partition", "valid_from", "valid_to", "source_offset"), \
-    "_run_inputs builds these columns"
 
 
 _TRANSPOSE_ROWS = 128
@@ -1199,7 +1182,7 @@ class _Group:
             if spec is not None:
                 inputs[spec[0]].append(spec[1](row))
             elif type(row) is AssignmentRun:
-                inputs["assignments"].extend(_run_inputs(row))
+                inputs["assignments"].append(row)
         for block in held:
             inputs["offset_commits"].extend(zip(*block.commit_inputs(), strict=True))
         self.kept = []

@@ -5,17 +5,17 @@ phases, rows an earlier run left open, and the health figures."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from coordinator_core.audit import GroupAuditor, table_of
+from coordinator_core.audit import AssignmentRun, GroupAuditor, table_of
 from coordinator_core.sim.runner import run_scenario
 from coordinator_core.sim.scenario import Scenario
 from udfs.history import (
     BASE_INPUTS,
     DAY_MS,
-    RUN_KEY,
     CommitTimes,
     OwnershipRow,
     OwnershipRun,
@@ -231,27 +231,34 @@ def test_readme_documents_every_derived_column_and_command() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# runs (RUN_KEY): the replay's marked assignments give the same rows, their common ones as OwnershipRuns
+# runs (AssignedRun): the replay's assignments as runs give the same rows, their common ones as OwnershipRuns
 
 
-def _marked(assignments: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The assignments marked (RUN_KEY) with one object per set of rows that have every column but
-    topic and partition in common, as the replay marks an `AssignmentRun`'s rows."""
-    shared: dict[tuple[Any, ...], object] = {}
-    return [{**a, RUN_KEY: shared.setdefault(tuple(sorted((k, v) for k, v in a.items() if k not in ("topic", "partition"))),
-                                             object())} for a in assignments]
+def _as_runs(assignments: list[dict[str, Any]]) -> list[Any]:
+    """The assignments as `AssignedRun`s: one per set of rows that have every column but topic and
+    partition in common (in the order of its first row), as the audit's `AssignmentRun` holds a
+    member's rows of one interval."""
+    runs: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, list[int]]]] = {}
+    for a in assignments:
+        shared = tuple(sorted((k, v) for k, v in a.items() if k not in ("topic", "partition")))
+        _, topics = runs.setdefault(shared, (a, {}))
+        topics.setdefault(a["topic"], []).append(a["partition"])
+    return [SimpleNamespace(**{c: first.get(c) for c in BASE_INPUTS["assignments"] if c not in ("topic", "partition")},
+                            groups=tuple((t, tuple(ps)) for t, ps in topics.items())) for first, topics in runs.values()]
 
 
-def _same_with_runs(gens: list[dict[str, Any]], asgs: list[dict[str, Any]], **inputs: Any) -> list[Any]:
-    """derive_group of `asgs` marked as runs: the same rows as unmarked (the ownership rows in
-    another order, those of runs as `OwnershipRun`s); its ownership rows and runs."""
+def _same_with_runs(gens: list[dict[str, Any]], asgs: list[dict[str, Any]], runs: list[Any] | None = None,
+                    **inputs: Any) -> list[Any]:
+    """derive_group of `asgs` given as runs (`runs`, else `_as_runs`): the same rows as given as
+    dicts (the ownership rows in another order, those of runs as `OwnershipRun`s); its ownership
+    rows and runs."""
     plain = derive_group(G, generations=gens, assignments=asgs, **inputs)
-    runs = derive_group(G, generations=gens, assignments=_marked(asgs), **inputs)
-    expanded = [r for o in runs[0] for r in (o.rows() if isinstance(o, OwnershipRun) else [o])]
+    got = derive_group(G, generations=gens, assignments=_as_runs(asgs) if runs is None else runs, **inputs)
+    expanded = [r for o in got[0] for r in (o.rows() if isinstance(o, OwnershipRun) else [o])]
     assert all(isinstance(o, OwnershipRow) for o in plain[0])
     assert sorted(map(repr, expanded)) == sorted(map(repr, plain[0]))
-    assert runs[1:] == plain[1:]
-    return runs[0]
+    assert got[1:] == plain[1:]
+    return got[0]
 
 
 def test_marked_runs_give_the_same_rows_on_the_inline_histories() -> None:
@@ -269,11 +276,14 @@ def test_marked_runs_give_the_same_rows_on_the_inline_histories() -> None:
 @pytest.mark.parametrize("name", sorted(p.stem for p in (Path(__file__).resolve().parents[3] / "coordinator_core" / "sim"
                                                          / "scenarios").glob("*.json")))
 def test_marked_runs_give_the_same_rows_on_the_simulator_library(name: str) -> None:
-    """Every library scenario's audit, derived with and without runs."""
+    """Every library scenario's audit, derived from its assignment rows and from the runs an auditor
+    with `assignment_runs=True` emits (the replay's input), and from those rows as `_as_runs`."""
     scenario = Scenario.load(Path(__file__).resolve().parents[3] / "coordinator_core" / "sim" / "scenarios"
                              / f"{name}.json")
-    auditor = GroupAuditor()
-    rows = list(auditor.feed(run_scenario(scenario).records)) + auditor.finish()
+    records = run_scenario(scenario).records
+    auditor, with_runs = GroupAuditor(), GroupAuditor(assignment_runs=True)
+    rows = list(auditor.feed(records)) + auditor.finish()
+    runs = [r for r in [*with_runs.feed(records), *with_runs.finish()] if isinstance(r, AssignmentRun)]
     tables: dict[str, list[Any]] = {table: [] for table in BASE_INPUTS}
     for row in rows:
         table = table_of(row)
@@ -281,5 +291,8 @@ def test_marked_runs_give_the_same_rows_on_the_simulator_library(name: str) -> N
             tables[table].append({c: getattr(row, c) for c in BASE_INPUTS[table]})
     if not tables["generations"]:
         return
-    _same_with_runs(tables["generations"], tables["assignments"], commits=commit_times(tables["offset_commits"]),
-                    causes=tables["rebalance_causes"], violations=tables["violations"])
+    inputs = {"commits": commit_times(tables["offset_commits"]), "causes": tables["rebalance_causes"],
+              "violations": tables["violations"]}
+    assert sum(run.size for run in runs) == len(tables["assignments"])
+    _same_with_runs(tables["generations"], tables["assignments"], runs, **inputs)
+    _same_with_runs(tables["generations"], tables["assignments"], **inputs)
