@@ -246,6 +246,12 @@ class HealthRow:
     status: str
 
 
+_ownership_run = fast_constructor(OwnershipRun)
+_rebalance_row = fast_constructor(RebalanceRow)
+_health_row = fast_constructor(HealthRow)
+"""The same for the derivation's other rows (one `OwnershipRun` per member's assignment as stored)."""
+
+
 # ------------------------------------------------------------------------------------------------
 # helpers
 
@@ -599,7 +605,7 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             same = runs.get(id(found))
             if same is None:
                 end = found.valid_to
-                same = runs[id(found)] = OwnershipRun(
+                same = runs[id(found)] = _ownership_run(
                     group_id, found.member_id, found.group_instance_id, found.client_id, found.client_host,
                     found.generation_id, found.valid_from, end, found.source_offset,
                     None if end is None else offset_at.get(end), [])
@@ -664,7 +670,7 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
         cs = cause_rows.get(g["generation_id"], ())
         primary = next((c for c in cs if c.get("is_primary")), None)
         for skipped in range(int(g.get("missing_generations") or 0)):
-            out.append(RebalanceRow(
+            out.append(_rebalance_row(
                 group_id, g["generation_id"] - int(g["missing_generations"]) + skipped, "aborted",
                 g.get("rebalance_protocol"), None, "unknown", False, None, None, None, None, None, None, (),
                 prev["generation_id"] if prev else None, None, 0, 0, 0, 0, 0, 0, 0,
@@ -677,7 +683,7 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
         moved = sum(1 for k, m in owners.items() if k in last_owner and last_owner[k] != m)
         gaps = gaps_by_gen.get(g["generation_id"], [])
         closed = [o.duration_ms for o in gaps if o.duration_ms is not None]
-        out.append(RebalanceRow(
+        out.append(_rebalance_row(
             group_id, g["generation_id"], "emptied" if g["state"] == "Empty" else "completed",
             g.get("rebalance_protocol") or (prev.get("rebalance_protocol") if prev else None),
             start, ev, ev in EXACT_EVIDENCE, join_done, g["record_timestamp"],
@@ -825,7 +831,7 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
         score = flapping_score(peak_hour_rebalances=peak, rebalancing_ms=b["rebalancing"],
                                unowned_partition_ms=b["unowned"], partitions=len(b["parts"]),
                                observed_ms=max(observed, HOUR_MS))
-        out.append(HealthRow(
+        out.append(_health_row(
             group_id, _day(d), observed, b["done"], b["aborted"], peak, b["rebalancing"], b["unowned"], b["empty"],
             len(b["parts"]), b["joined"], b["left"], len(b["static"]), len(b["dynamic"]), b["violations"],
             b["last_commit"], score, health_status(score)))
