@@ -3,7 +3,7 @@ without Spark's scheduling; prints figures.
 
     .venv/bin/python -m benchmarks.bench_replay_cpu --input .cache/bench/input-r20221159-g5000-s0
         [--work-dir .cache/bench] [--files N] [--repeat 3] [--nightly] [--json F]
-        [--only offset_path,audit,nightly] [--instructions [--batches N]]
+        [--only offset_path,audit,audit_files,nightly] [--instructions [--batches N]]
 
 Input: the replay's input for a benchmark input (`python -m benchmarks`' cache, Parquet with the
 Kafka-source schema): the single pass (`jobs.offsets_path.scan_log`) and `udfs.replay.replay_input`
@@ -17,7 +17,12 @@ Measured in this one process, CPU seconds, best of `--repeat`, per configuration
 * `offset_path`: what the offset path's replay runs (`tables=("offset_commits", "violations")`,
   `observe=False`);
 * `audit`: what the embedded audit's replay runs on a fresh output (`derive=True`: every table,
-  derived ones included, and the saved states);
+  derived ones included, and the saved states), every row in the output batches;
+* `audit_files`: the same as the job's embedded writer runs it on a local output: the tables its
+  replay tasks write themselves (`jobs.audit.direct_tables`) go into Parquet files under a
+  temporary directory (`udfs.table_files`), only the rest into the output batches; the hash covers
+  the files' rows too (so it differs from `audit`'s: the files carry the run id and the TIMESTAMP
+  columns);
 
 * `nightly` (with `--nightly`): what a nightly run's replay runs: the input's second window (the
   input cut in two by record count, `benchmarks.bench_nightly.window_bounds`) resumed from the
@@ -52,7 +57,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +71,15 @@ if str(ROOT) not in sys.path:  # run as a file: the project's packages (a PYTHON
     sys.path.append(str(ROOT))
 
 from udfs.replay import COUNTS_TABLE, make_replay_fn  # noqa: E402
+from udfs.table_files import FILES_TABLE, DirectWrite  # noqa: E402
 
 CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "offset_path": {"tables": ("offset_commits", "violations"), "observe": False},
     "audit": {"derive": True},
+    "audit_files": {"derive": True, "files": True},
 }
+"""Replay options per configuration; `files`: the tables the job's embedded writer has its replay
+tasks write (`jobs.audit.direct_tables`) are written as the job writes them (`_with_files`)."""
 NIGHTLY: dict[str, Any] = {"mode": "resume"}
 """The `nightly` configuration's replay options (its own input: `nightly_input`)."""
 BATCH_ROWS = 10_000
@@ -125,12 +136,40 @@ def nightly_input(input_dir: Path, work_dir: Path) -> Path:
     return out
 
 
-def _rows_hash(batches: list[pa.RecordBatch]) -> str:
-    rows = []
+def _with_files(options: dict[str, Any], scratch: Path | None) -> dict[str, Any]:
+    """`options` for `make_replay_fn`: with `files`, a `DirectWrite` of the tables a fresh embedded
+    audit's replay tasks write (`jobs.audit.direct_tables`, derived tables included) into
+    directories under `scratch`, as the job does (local files, Parquet, a run id)."""
+    if not options.get("files"):
+        return options
+    from jobs.audit import direct_tables
+    from jobs.config import load_config
+
+    assert scratch is not None
+    cfg = load_config(None, {"input.path": str(scratch), "input.format": "parquet", "input.table": "",
+                             "output.path": str(scratch / "out")})
+    names = direct_tables(cfg, writer="embedded", derive_in_replay=True, input_rejects=False)
+    rest = {k: v for k, v in options.items() if k != "files"}
+    return {**rest, "direct": DirectWrite({name: str(scratch / "out" / name) for name in names}, "bench")}
+
+
+def _file_rows(scratch: Path) -> list[str]:
+    """The rows of every Parquet file the replay wrote under `scratch` (each with its table)."""
+    rows: list[str] = []
+    for f in sorted((scratch / "out").glob("*/*.parquet")):
+        table = f.parent.name
+        rows.extend(repr((table, sorted(r.items()))) for r in pq.read_table(f).to_pylist())
+    return rows
+
+
+def _rows_hash(batches: list[pa.RecordBatch], extra: Sequence[str] = ()) -> str:
+    rows: list[str] = list(extra)
     for batch in batches:
         for r in batch.to_pylist():
             if r["_table"] == COUNTS_TABLE:  # its Python timings differ from run to run
                 r = {k: v for k, v in r.items() if not k.startswith("double_")}
+            elif r["_table"] == FILES_TABLE:  # a file's name is new each run: its rows are hashed instead
+                continue
             rows.append(repr(sorted(r.items())))
     digest = hashlib.sha256()
     for row in sorted(rows):
@@ -140,25 +179,35 @@ def _rows_hash(batches: list[pa.RecordBatch]) -> str:
 
 
 def measure(tables: list[pa.Table], options: dict[str, Any], repeat: int) -> dict[str, Any]:
-    """Best CPU seconds of `repeat` replays of every table (each its own task), rows and hash."""
+    """Best CPU seconds of `repeat` replays of every table (each its own task), rows and hash (with
+    `files`, the rows of the files written too: `rows_out` counts both)."""
     best = float("inf")
     out: list[pa.RecordBatch] = []
-    for _ in range(repeat):
-        out = []
-        start = time.process_time()
-        for table in tables:
-            out.extend(make_replay_fn(**options)(iter(table.to_batches(max_chunksize=BATCH_ROWS))))
-        best = min(best, time.process_time() - start)
-    return {"cpu_s": round(best, 3), "rows_out": sum(b.num_rows for b in out), "sha256": _rows_hash(out)}
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
+        scratch = Path(tmp)
+        for _ in range(repeat):
+            shutil.rmtree(scratch / "out", ignore_errors=True)
+            out = []
+            start = time.process_time()
+            for table in tables:
+                out.extend(make_replay_fn(**_with_files(options, scratch))(
+                    iter(table.to_batches(max_chunksize=BATCH_ROWS))))
+            best = min(best, time.process_time() - start)
+        written = _file_rows(scratch)
+    files = sum(1 for b in out for t in b.column("_table").to_pylist() if t == FILES_TABLE)
+    return {"cpu_s": round(best, 3), "rows_out": sum(b.num_rows for b in out) - files + len(written),
+            "sha256": _rows_hash(out, written)}
 
 
 def _replay_once(files: list[Path], options: dict[str, Any], batches: int | None) -> None:
     """One replay of the first `batches` batches (all: None) of each file (the subprocess that
     `instructions` counts)."""
-    for f in files:
-        table = pq.read_table(f)
-        for _ in make_replay_fn(**options)(iter(table.to_batches(max_chunksize=BATCH_ROWS)[:batches])):
-            pass
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
+        for f in files:
+            table = pq.read_table(f)
+            for _ in make_replay_fn(**_with_files(options, Path(tmp)))(
+                    iter(table.to_batches(max_chunksize=BATCH_ROWS)[:batches])):
+                pass
 
 
 def instructions(files: list[Path], options: dict[str, Any], batches: int | None) -> int:
@@ -198,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="count instructions under callgrind instead of timing (module docstring)")
     p.add_argument("--batches", type=int, default=None, help="with --instructions: the first N batches only")
     p.add_argument("--only", default=None,
-                   help="comma-separated configurations to measure (offset_path, audit, and nightly with --nightly; "
+                   help="comma-separated configurations to measure (offset_path, audit, audit_files, and nightly with --nightly; "
                         "default all)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -6,8 +6,8 @@ repartitioned by `group_id` and sorted within partitions by (`group_id`, `partit
 (see `jobs.audit`). `replay_handed_off` is its twin over input the single pass's tasks handed off
 as local files (`udfs.handoff`): each task reads its buckets and sorts them itself. This module never assumes more than that a group's records are contiguous and
 in log order. Memory is bounded by one group's audit state plus one output batch (flushed once
-`batch_rows` rows are held; a group's closing rows and counts row may add to it), never by how many
-records a group has.
+`batch_rows` rows are held, `FILE_FLUSH_ROWS` when the task writes its tables' files itself; a
+group's closing rows and counts row may add to it), never by how many records a group has.
 
 Output: one wide row per audit row (`REPLAY_SCHEMA`): `_table` names the table, and the columns
 that hold that table's fields (`wide_column`; tables share columns of the same type) are set, the
@@ -1311,6 +1311,8 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     `files` writes, and with a row per file it wrote, when given; only `tables`' rows, when given;
     the offset windows only, without the generation observer, unless `observe`)."""
     out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA, files, tables)
+    if files is not None:  # most rows go to the task's files, not to the JVM: fewer, larger flushes
+        batch_rows = max(batch_rows, FILE_FLUSH_ROWS)
     gaps = gaps or {}
     group: _Group | None = None
     current: object = object()  # no group yet (None is a real key: records whose key did not parse)
@@ -1466,14 +1468,22 @@ def _check_observe(keep: frozenset[str] | None, *, observe: bool, derive: bool) 
                          f"without derivation; asked for {asked}{' with derive=True' if derive else ''}")
 
 
+FILE_FLUSH_ROWS = 50_000
+"""The rows held before a flush when the task writes its tables' files itself (`direct`): a flush
+converts every table's held rows to Arrow columns, a few milliseconds of fixed cost each time, and
+its rows go to Parquet files rather than into the batch Spark moves to the JVM, so the batch size
+that bounds that transfer (`batch_rows`) need not bound it (the audit's replay on the 20M-record
+benchmark input: 2.7% fewer instructions than flushing every 10,000 rows, 10% less CPU time)."""
+
+
 def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
                    gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
                    direct: DirectWrite | None = None, tables: Collection[str] | None = None, observe: bool = True,
                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (`REPLAY_DERIVED_SCHEMA` when
     `derive`; see `replay_frame`); closes over plain values only. A batch is flushed as soon as
-    `batch_rows` rows are held (a group's closing rows, derived rows and counts row may add to it),
-    and at the end of the partition. `mode` says how resumed groups' rows are sorted (module
+    `batch_rows` rows are held (a group's closing rows, derived rows and counts row may add to it;
+    with `direct`, `FILE_FLUSH_ROWS` at least), and at the end of the partition. `mode` says how resumed groups' rows are sorted (module
     docstring); `gaps` are the offsets never read per `__consumer_offsets` partition between the
     previous run and this one. `direct`: the task writes the new rows of its tables into Parquet
     files itself (`udfs.table_files`) and outputs a `FILES_TABLE` row per file instead. `tables`:
