@@ -1,6 +1,6 @@
 """The single pass's Python work alone, in this one process, without Spark.
 
-    .venv/bin/python -m benchmarks.bench_pass [--input DIR] [--repeat 4]
+    .venv/bin/python -m benchmarks.bench_pass [--input DIR] [--repeat 4] [--hash]
 
 On the benchmark's input (`.cache/bench/input-r20221159-g5000-s0` by default: run `python -m
 benchmarks` once to make it), the job's file-reading pass (`udfs.scan.make_file_scan_fn`, the work
@@ -13,6 +13,7 @@ two versions of the code by running it from each (a git worktree), alternating.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 from pathlib import Path
 
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_pass", description=__doc__.split("\n\n")[0])
     p.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="Kafka-source Parquet records (a directory)")
     p.add_argument("--repeat", type=int, default=4)
+    p.add_argument("--hash", action="store_true",
+                   help="hash the warm-up run's output (compare two versions of the pass: the same hash, the same rows)")
     args = p.parse_args(argv)
     files = sorted(args.input.glob("*.parquet"))
     if not files:
@@ -44,7 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         return sum(out.num_rows for b in batches for out in fn(iter([b])))
 
-    rows = run()  # numba's compile or cache load, pyarrow's first reads
+    if args.hash:  # the warm-up run's output, hashed (untimed)
+        digest = hashlib.sha256()
+        rows = 0
+        for b in batches:
+            for out in fn(iter([b])):
+                rows += out.num_rows
+                for column in out.columns:
+                    digest.update(repr(column.to_pylist()).encode())
+        print(f"output: {rows:,} rows, sha256 {digest.hexdigest()[:16]} (every column of every output batch, in order)",
+              flush=True)
+    else:
+        rows = run()  # numba's compile or cache load, pyarrow's first reads
     best = (float("inf"), 0.0)
     for i in range(1, max(1, args.repeat) + 1):
         w0, c0 = time.perf_counter(), time.process_time()
