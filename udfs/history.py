@@ -421,13 +421,13 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
             for j, a in enumerate(runs):
                 if a.valid_to is None:
                     runs[j] = a.closed(closing)
-    last_commit = _last_commits(gens, commits)
+    member_commits = _MemberCommits(by_gen_index, _last_commits(gens, commits))
     cause_rows: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     for c in causes:
         cause_rows[c["generation_id"]].append(c)
 
-    ownership = _ownership(group_id, gens, by_gen_index, last_commit, cause_rows)
-    rebalances = _rebalances(group_id, gens, by_gen_index, last_commit, cause_rows, ownership)
+    ownership = _ownership(group_id, gens, by_gen_index, member_commits, cause_rows)
+    rebalances = _rebalances(group_id, gens, by_gen_index, member_commits, cause_rows, ownership)
     health = _health(group_id, gens, ownership, rebalances, commits, violations)
     return ownership, rebalances, health
 
@@ -466,6 +466,36 @@ def _last_commits(gens: list[dict[str, Any]], commits: Iterable[CommitTimes]
     return out
 
 
+class _MemberCommits:
+    """Per generation index, each member's last commit, while that generation was current, of the
+    partitions it was assigned in it (members without one left out): what the join phase that ends
+    the generation reads, for a revoked owner (`_revocation`) and for the members that stayed or
+    left (`_start`). Built once per generation, and only when asked."""
+
+    __slots__ = ("_by_gen", "_commits", "_done")
+
+    def __init__(self, by_gen: Mapping[int, list[_Assigned]],
+                 commits: Mapping[int, Mapping[tuple[str, int], int]]) -> None:
+        self._by_gen, self._commits = by_gen, commits
+        self._done: dict[int, dict[str, int]] = {}
+
+    def of(self, i: int) -> dict[str, int]:
+        """Member id -> its last commit in generation `i`."""
+        done = self._done.get(i)
+        if done is None:
+            commits = self._commits.get(i, {})
+            done = self._done[i] = {}
+            for a in self._by_gen.get(i, ()):
+                member = a.member_id
+                for key in a.keys:
+                    t = commits.get(key)
+                    if t is not None:
+                        known = done.get(member)
+                        if known is None or t > known:
+                            done[member] = t
+        return done
+
+
 def _departed(cause_rows: Sequence[Mapping[str, Any]]) -> set[str]:
     return {c["member_id"] for c in cause_rows if c.get("cause") == "member_left_or_expired" and c.get("member_id")}
 
@@ -489,7 +519,7 @@ def _revocation(seg: _Segment, nxt: Mapping[str, Any], owner_last: int | None) -
 
 
 def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[_Assigned]],
-               last_commit: Mapping[int, Mapping[tuple[str, int], int]],
+               member_commits: _MemberCommits,
                cause_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[OwnershipRow | OwnershipRun]:
     offset_at = {g["record_timestamp"]: g.get("source_offset") for g in gens}
     # per partition, its assignments in generation order; one whose end a join phase moves becomes a
@@ -509,23 +539,6 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                 segs.append(a)
             owned.update(a.keys)
         owned_in.append(owned)
-    owner_last: dict[int, dict[str, int | None]] = {}
-
-    def last_commit_of(i: int, member: str) -> int | None:
-        """The last commit, while generation `i` was current, of any partition `member` was
-        assigned in it (per generation, built only when a revocation asks: most assignments are
-        never revoked; once per member, not per revoked partition)."""
-        latest = owner_last.get(i)
-        if latest is None:
-            commits = last_commit.get(i, {})
-            latest = owner_last[i] = {}
-            for a in by_gen.get(i, ()):
-                m = a.member_id
-                for key in a.keys:
-                    t, known = commits.get(key), latest.get(m)
-                    latest[m] = known if t is None or (known is not None and known >= t) else t
-        return latest.get(member)
-
     gaps: dict[tuple[str, int], list[_Gap]] = defaultdict(list)
     # 1. the join phase before each new generation: EAGER owners revoked everything; departed owners are gone
     for i in range(1, len(gens)):
@@ -551,7 +564,7 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                 continue  # COOPERATIVE: the owner kept it until the new assignment (KIP-429)
             s = found if isinstance(found, _Segment) else _segment(row, offset_at)
             segments[key][j] = s
-            t, ev = _revocation(s, g, last_commit_of(i - 1, member))
+            t, ev = _revocation(s, g, member_commits.of(i - 1).get(member))
             s.end, s.to_evidence, s.to_offset = t, ev, None
             reason = "eager_join_phase" if eager and not empty and member not in gone else "owner_departed"
             gaps[key].append(_Gap(t, max(t, gap_end), reason, g["generation_id"], ev, to_ev, to_offset=to_off))
@@ -643,7 +656,7 @@ def _segment(row: _Assigned, offset_at: Mapping[int, int | None]) -> _Segment:
 
 
 def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[_Assigned]],
-                last_commit: Mapping[int, Mapping[tuple[str, int], int]],
+                member_commits: _MemberCommits,
                 cause_rows: Mapping[int, Sequence[Mapping[str, Any]]],
                 ownership: Sequence[OwnershipRow | OwnershipRun]) -> list[RebalanceRow]:
     gaps_by_gen: dict[int, list[OwnershipRow]] = defaultdict(list)
@@ -678,8 +691,8 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
         join_done = g.get("state_timestamp")
         if join_done is not None and join_done < 0:
             join_done = None
-        start, ev = _start(g, prev, by_gen.get(prev_i, []) if prev_i is not None else [],
-                           last_commit.get(prev_i, {}) if prev_i is not None else {}, _departed(cs), join_done)
+        start, ev = _start(g, prev, prev_i, by_gen.get(prev_i, []) if prev_i is not None else [], member_commits,
+                           _departed(cs), join_done)
         moved = sum(1 for k, m in owners.items() if k in last_owner and last_owner[k] != m)
         gaps = gaps_by_gen.get(g["generation_id"], [])
         closed = [o.duration_ms for o in gaps if o.duration_ms is not None]
@@ -700,9 +713,8 @@ def _rebalances(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, 
     return out
 
 
-def _start(g: Mapping[str, Any], prev: Mapping[str, Any] | None, prev_rows: Sequence[_Assigned],
-           prev_commits: Mapping[tuple[str, int], int], gone: set[str], join_done: int | None
-           ) -> tuple[int | None, str]:
+def _start(g: Mapping[str, Any], prev: Mapping[str, Any] | None, prev_i: int | None, prev_rows: Sequence[_Assigned],
+           member_commits: _MemberCommits, gone: set[str], join_done: int | None) -> tuple[int | None, str]:
     """Best evidence of when the join phase began (the generation's own record says only when it
     ended): the broker's line, when given; else, under EAGER, the earliest final commit of the old
     members that stayed (each commits its positions, then revokes, when it learns of the rebalance
@@ -713,13 +725,7 @@ def _start(g: Mapping[str, Any], prev: Mapping[str, Any] | None, prev_rows: Sequ
     latest = join_done if join_done is not None else g["record_timestamp"]
     if g.get("rebalance_started_at") is not None:
         return int(g["rebalance_started_at"]), "broker_rebalance_start"
-    final: dict[str, int] = {}
-    for a in prev_rows:
-        member = a.member_id
-        for key in a.keys:
-            t = prev_commits.get(key)
-            if t is not None:
-                final[member] = max(t, final.get(member, t))
+    final = member_commits.of(prev_i) if prev_i is not None else {}
     if g["state"] == "Empty":
         gone = set(final)  # everyone left
     stayed = [t for m, t in final.items() if m not in gone]
