@@ -207,16 +207,22 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return offsets, data, null
 
 
-def _take_ascending(col: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
-    """`col`'s values at `rows` (ascending), taken chunk by chunk (a take over a chunked array
-    combines its chunks first)."""
-    taken, start = [], 0
+def _chunk_spans(col: pa.ChunkedArray, rows: np.ndarray) -> Iterator[tuple[pa.Array, int, int, int]]:
+    """For each chunk of `col` that holds some of `rows` (ascending positions in `col`): the chunk,
+    its first position in `col`, and the slice [lo, hi) of `rows` inside it."""
+    start = 0
     for piece in col.chunks:
         end = start + len(piece)
         lo, hi = (int(j) for j in np.searchsorted(rows, (start, end)))
         if hi > lo:
-            taken.append(piece.take(pa.array(rows[lo:hi] - start)))
+            yield piece, start, lo, hi
         start = end
+
+
+def _take_ascending(col: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """`col`'s values at `rows` (ascending), taken chunk by chunk (a take over a chunked array
+    combines its chunks first)."""
+    taken = [piece.take(pa.array(rows[lo:hi] - start)) for piece, start, lo, hi in _chunk_spans(col, rows)]
     return pa.concat_arrays(taken) if taken else pa.array([], col.type)
 
 
@@ -458,14 +464,10 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     in_order = not len(order)  # keep ascends: each input batch's values are read where they are
     vcol: pa.ChunkedArray | pa.Array = table.column("value")
     if in_order and vcol.num_chunks > 1:
-        start = 0
-        for piece in vcol.chunks:
+        for piece, start, j0, j1 in _chunk_spans(vcol, keep):
             end = start + len(piece)
-            j0, j1 = (int(j) for j in np.searchsorted(keep, (start, end)))
-            if j1 > j0:
-                commit_status(keep[j0:j1] - start, kind[start:end], key_ok[start:end], positioned[start:end],
-                              *_binary_buffers(piece), status[j0:j1], commit_offset[j0:j1], commit_ts[j0:j1])
-            start = end
+            commit_status(keep[j0:j1] - start, kind[start:end], key_ok[start:end], positioned[start:end],
+                          *_binary_buffers(piece), status[j0:j1], commit_offset[j0:j1], commit_ts[j0:j1])
     else:
         vcol = vcol.combine_chunks()
         commit_status(keep, kind, key_ok, positioned, *_binary_buffers(vcol), status, commit_offset, commit_ts)
