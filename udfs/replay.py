@@ -1472,8 +1472,9 @@ FILE_FLUSH_ROWS = 50_000
 """The rows held before a flush when the task writes its tables' files itself (`direct`): a flush
 converts every table's held rows to Arrow columns, a few milliseconds of fixed cost each time, and
 its rows go to Parquet files rather than into the batch Spark moves to the JVM, so the batch size
-that bounds that transfer (`batch_rows`) need not bound it (the audit's replay on the 20M-record
-benchmark input: 2.7% fewer instructions than flushing every 10,000 rows, 10% less CPU time)."""
+that bounds that transfer (`batch_rows`) need not bound it (`python -m benchmarks.bench_replay_cpu
+--instructions --only audit_files`, the first file of the 20M-record benchmark's replay input:
+23.32 G instructions against 24.07 G flushing every 10,000 rows)."""
 
 
 def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
@@ -1483,12 +1484,13 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
     """The function to pass to `mapInArrow(fn, REPLAY_SCHEMA)` (`REPLAY_DERIVED_SCHEMA` when
     `derive`; see `replay_frame`); closes over plain values only. A batch is flushed as soon as
     `batch_rows` rows are held (a group's closing rows, derived rows and counts row may add to it;
-    with `direct`, `FILE_FLUSH_ROWS` at least), and at the end of the partition. `mode` says how resumed groups' rows are sorted (module
-    docstring); `gaps` are the offsets never read per `__consumer_offsets` partition between the
-    previous run and this one. `direct`: the task writes the new rows of its tables into Parquet
-    files itself (`udfs.table_files`) and outputs a `FILES_TABLE` row per file instead. `tables`:
-    only these tables' rows come out (`OUTPUT_TABLES` names; default all). `observe=False`: the
-    offset windows only (`GroupAuditor(observe=False)`; `tables` within `OFFSETS_ONLY_TABLES`)."""
+    with `direct`, `FILE_FLUSH_ROWS` at least), and at the end of the partition. `mode` says how
+    resumed groups' rows are sorted (module docstring); `gaps` are the offsets never read per
+    `__consumer_offsets` partition between the previous run and this one. `direct`: the task
+    writes the new rows of its tables into Parquet files itself (`udfs.table_files`) and outputs a
+    `FILES_TABLE` row per file instead. `tables`: only these tables' rows come out (`OUTPUT_TABLES`
+    names; default all). `observe=False`: the offset windows only (`GroupAuditor(observe=False)`;
+    `tables` within `OFFSETS_ONLY_TABLES`)."""
     if batch_rows < 1:
         raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
     keep = _kept_tables(tables, derive=derive)
