@@ -49,7 +49,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from coordinator_core.errors import CoordinatorAuditError
 from coordinator_core.records import OffsetCommitValue, decode
@@ -78,6 +77,10 @@ from udfs.scan_kernel import (
     STATUS_SIDE,
     STATUS_TOMBSTONE,
     STRETCH_FIELDS,
+    TS_MICROS,
+    TS_MILLIS,
+    TS_NANOS,
+    TS_SECONDS,
     KeyTable,
     classify_keys,
     commit_status,
@@ -85,7 +88,9 @@ from udfs.scan_kernel import (
     in_log_order,
     keep_rows,
     open_partitions,
+    prepare,
     summarise,
+    window_ms,
 )
 
 __all__ = [
@@ -207,6 +212,20 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return offsets, data, null
 
 
+def _values(arr: pa.Array, dtype: Any) -> np.ndarray:
+    """The values buffer of a fixed-width Arrow array of numpy `dtype`, as a view (nulls: whatever the
+    buffer holds)."""
+    if not len(arr):
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * np.dtype(dtype).itemsize)
+
+
+def _bits(arr: pa.Array) -> np.ndarray:
+    """The values bitmap of a boolean Arrow array, as a uint8 view (its first value at bit `arr.offset`)."""
+    buf = arr.buffers()[1]
+    return np.frombuffer(buf, dtype=np.uint8) if buf is not None and buf.size else np.zeros(1, dtype=np.uint8)
+
+
 def _chunk_spans(col: pa.ChunkedArray, rows: np.ndarray) -> Iterator[tuple[pa.Array, int, int, int]]:
     """For each chunk of `col` that holds some of `rows` (ascending positions in `col`): the chunk,
     its first position in `col`, and the slice [lo, hi) of `rows` inside it."""
@@ -226,9 +245,9 @@ def _take_ascending(col: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
     return pa.concat_arrays(taken) if taken else pa.array([], col.type)
 
 
-def _int64s(arr: pa.Array) -> np.ndarray:
-    """An integer Arrow array as int64 numpy (nulls as 0)."""
-    out: np.ndarray = np.asarray((arr.fill_null(0) if arr.null_count else arr).to_numpy(), dtype=np.int64)
+def _int64s(arr: pa.Array, null: int = 0) -> np.ndarray:
+    """An integer Arrow array as int64 numpy (nulls as `null`)."""
+    out: np.ndarray = np.asarray((arr.fill_null(null) if arr.null_count else arr).to_numpy(), dtype=np.int64)
     return out
 
 
@@ -268,6 +287,23 @@ def _masked(values: np.ndarray, valid: np.ndarray) -> pa.Array:
     return pa.array(values, mask=~valid)
 
 
+_NO_INDEX = np.zeros(0, dtype=np.int32)
+
+
+class KeyClasses(NamedTuple):
+    """What `scan_kernel.prepare` reads of one batch's keys: per entry (a dictionary's entries, or
+    the keys themselves when `entry` is empty) its kind (`scan_kernel.KIND_*`), its topic-partition
+    id (offset-commit keys, else -1), its group id (GroupMetadata keys, else -1) and whether it is an
+    offset-commit key whose names are UTF-8; `entry`, `entry_null`: each key's entry."""
+
+    entry: np.ndarray
+    entry_null: np.ndarray
+    kind: np.ndarray
+    name: np.ndarray
+    gm_group: np.ndarray
+    key_ok: np.ndarray
+
+
 class TaskKeys:
     """What one task knows of the keys it has seen, across its chunks: the topic-partitions of
     offset-commit keys (`scan_kernel.KeyTable`: id, group id, names, whether the names are UTF-8 and
@@ -297,7 +333,7 @@ class TaskKeys:
         self.wanted = np.empty(0, dtype=bool)
         self._chunks: list[tuple[pa.Array, pa.Array, pa.Array]] = []
         self._columns: tuple[pa.Array, pa.Array, pa.Array] | None = None
-        self._dictionary: tuple[pa.Array, np.ndarray, np.ndarray] | None = None
+        self._dictionary: tuple[pa.Array, tuple[np.ndarray, ...]] | None = None
         self.open = np.full((0, STRETCH_FIELDS), -1, dtype=np.int64)
         self.gm_seen = np.zeros(0, dtype=np.int64)
         self.last_chunk: dict[int, int] = {}
@@ -330,28 +366,40 @@ class TaskKeys:
         return len(self.keys)
 
     def classify(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        """(kind, id) of each key of a binary or dictionary-encoded binary array (a dictionary's
-        entries are classified once): `scan_kernel.intern_keys`."""
-        if pa.types.is_dictionary(keys.type):
-            # pyarrow hands every batch of a row group the row group's whole dictionary: an equal
-            # one is compared, not hashed again (the benchmark's 20M records: 90 dictionaries
-            # hashed instead of 283, the pass 0.6-0.7 s of CPU less)
-            entries = keys.dictionary
-            cached = self._dictionary
-            if cached is not None and cached[0].equals(entries):
-                kind_e, id_e = cached[1], cached[2]
-            else:
-                kind_e, id_e = self.classify(entries)
-                self._dictionary = (entries, kind_e, id_e)
-            idx = keys.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-            valid = idx >= 0
-            at = np.where(valid, idx, 0)
-            return np.where(valid, kind_e[at], 0).astype(np.int8), np.where(valid, id_e[at], -1)
+        """(kind, id) of each key of a binary array: `scan_kernel.intern_keys`."""
         before = len(self.keys)
         kind, ids = classify_keys(*_binary_buffers(keys), self.keys, self.groups)
         if len(self.keys) > before:
             self._learn(before, len(self.keys))
         return kind, ids
+
+    def classes(self, keys: pa.Array) -> KeyClasses:
+        """The classes of a binary or dictionary-encoded binary array's keys (a dictionary's entries
+        are classified once, `classify`)."""
+        if not pa.types.is_dictionary(keys.type):
+            return KeyClasses(_NO_INDEX, _NONE, *self._entry_classes(*self.classify(keys)))
+        # pyarrow hands every batch of a row group the row group's whole dictionary: an equal one is
+        # compared, not hashed again (the benchmark's 20M records: 90 dictionaries hashed instead of
+        # 283, the pass 0.6-0.7 s of CPU less)
+        entries = keys.dictionary
+        cached = self._dictionary
+        if cached is not None and cached[0].equals(entries):
+            classes = cached[1]
+        else:
+            classes = self._entry_classes(*self.classify(entries))
+            self._dictionary = (entries, classes)
+        indices = keys.indices
+        if indices.type != _I:
+            indices = indices.cast(_I)
+        index = np.frombuffer(indices.buffers()[1], dtype=np.int32, count=len(indices), offset=4 * indices.offset)
+        return KeyClasses(index, _nulls(indices), *classes)
+
+    def _entry_classes(self, kind: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(kind, topic-partition id, group id, commit key with UTF-8 names) of classified keys."""
+        is_commit_key = kind == KIND_COMMIT_KEY
+        name = np.where(is_commit_key, ids, -1)
+        key_ok = is_commit_key & self.valid[np.where(is_commit_key, ids, 0)] if len(self.valid) else is_commit_key
+        return kind, name, np.where(kind == KIND_GROUP_METADATA_KEY, ids, -1), key_ok
 
     def _learn(self, first: int, last: int) -> None:
         n = last - first
@@ -431,13 +479,19 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     carried = keys.open_partitions()
     table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     n = table.num_rows
-    part_a, off_a = table.column("partition").combine_chunks(), table.column("offset").combine_chunks()
-    positioned = ~(part_a.is_null().to_numpy(zero_copy_only=False) | off_a.is_null().to_numpy(zero_copy_only=False))
-    part, off = _int64s(part_a), _int64s(off_a)
-    inw_a = table.column("in_window").combine_chunks()
-    inw = (inw_a.fill_null(False) if inw_a.null_count else inw_a).to_numpy(zero_copy_only=False)
-    ts_a = table.column("timestamp_ms").combine_chunks()
-    ts = _int64s(ts_a)
+    part, off, ts, name, gm_group = (np.empty(n, dtype=np.int64) for _ in range(5))
+    inw, positioned, key_ok = (np.empty(n, dtype=bool) for _ in range(3))
+    kind = np.empty(n, dtype=np.int8)
+    at = 0
+    for b in table.to_batches():  # each batch's columns into the chunk's arrays, in one compiled loop
+        p, o, t, w = (b.column(c) for c in ("partition", "offset", "timestamp_ms", "in_window"))
+        if p.type != _I:
+            p = p.cast(_I)
+        o, t = (a if a.type == _L else a.cast(_L) for a in (o, t))
+        prepare(at, _values(p, np.int32), _nulls(p), _values(o, np.int64), _nulls(o), _values(t, np.int64), _nulls(t),
+                _bits(w), w.offset, _nulls(w), *keys.classes(b.column("key")), part, off, ts, inw, positioned, kind,
+                name, gm_group, key_ok)
+        at += b.num_rows
 
     order = np.empty(0, dtype=np.int64) if in_log_order(part, off) else np.lexsort((off, part))
     keep = np.empty(n, dtype=np.int64)
@@ -446,18 +500,9 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     if n_keep:  # a repeat of the last record may begin the next chunk (a chunk ends at a fixed size)
         last_kept = keep[-1]
         keys.last_position[:] = (part[last_kept], off[last_kept], 1 if positioned[last_kept] else 0)
+    every = not len(order) and n_keep == n  # keep is every row, in order: its gathers are the arrays
 
     kcol = table.column("key")
-    kinds, names = [], []
-    for piece in kcol.chunks:
-        k, nm = keys.classify(piece)
-        kinds.append(k)
-        names.append(nm)
-    kind = np.concatenate(kinds) if kinds else np.zeros(0, dtype=np.int8)
-    ids = np.concatenate(names) if names else np.zeros(0, dtype=np.int64)
-    is_commit_key = kind == KIND_COMMIT_KEY
-    name = np.where(is_commit_key, ids, -1)  # topic-partition id of offset-commit keys
-    key_ok = is_commit_key & keys.valid[np.where(is_commit_key, ids, 0)] if len(keys.valid) else is_commit_key
     status = np.zeros(len(keep), dtype=np.int8)
     commit_offset = np.zeros(len(keep), dtype=np.int64)
     commit_ts = np.zeros(len(keep), dtype=np.int64)
@@ -491,20 +536,19 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
 
     # GroupMetadata records end their group's stretches; the replay decodes them (side rows)
     side_j = np.flatnonzero(status == STATUS_SIDE)
-    side = keep[side_j]
-    gm_group = np.where(kind == KIND_GROUP_METADATA_KEY, ids, -1)
+    side = side_j if every else keep[side_j]
     side_keys = [raw(kcol, int(r)) for r in side]
     types, side_groups = _side_classes(side_keys)
 
-    kp = part[keep]
+    kp = part if every else part[keep]
     first = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])  # each partition's first position
     if len(side):
-        idx = pa.array(side)
         rank = side_j - first[np.searchsorted(first, side_j, side="right") - 1]
         out.append(_rows(KIND_SIDE, len(side), {
-            # from the columns combined above: a take over the table's chunks would combine them again
-            "partition": part_a.take(idx), "offset": off_a.take(idx), "timestamp_ms": ts_a.take(idx),
-            "value": _take_ascending(vcol, side) if isinstance(vcol, pa.ChunkedArray) else vcol.take(idx),
+            "partition": _side_values(table, "partition", part, side),
+            "offset": _side_values(table, "offset", off, side),
+            "timestamp_ms": _side_values(table, "timestamp_ms", ts, side),
+            "value": _take_ascending(vcol, side) if isinstance(vcol, pa.ChunkedArray) else vcol.take(pa.array(side)),
             "key": pa.array(side_keys, type=_B), "record_type": types, "group_id": side_groups,
             "chunk": np.full(len(side), chunk, dtype=np.int64), "records_in": rank}))
 
@@ -529,7 +573,7 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
 
     if len(keep):
         last = np.concatenate([first[1:] - 1, [len(keep) - 1]])
-        ko = off[keep]
+        ko = off if every else off[keep]
         parts = kp[first].tolist()
         linked = [keys.last_chunk.get(p) if p in carried else None for p in parts]
         keys.last_chunk.update(dict.fromkeys(parts, chunk))
@@ -544,6 +588,12 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     if final:
         out.extend(keys.flush())
     return pa.Table.from_batches(out, schema=_ARROW_SCHEMA)
+
+
+def _side_values(table: pa.Table, column: str, values: np.ndarray, rows: np.ndarray) -> np.ndarray | pa.Array:
+    """`column`'s values at `rows`: from `values` (its int64 copy, nulls as 0) unless it has nulls."""
+    col = table.column(column)
+    return col.combine_chunks().take(pa.array(rows)) if col.null_count else values[rows]
 
 
 def _stretch_rows(keys: TaskKeys, names: np.ndarray, v: np.ndarray) -> pa.RecordBatch:
@@ -726,37 +776,38 @@ def parquet_input_problem(footer: ParquetFooter) -> str | None:
     return None
 
 
+_TS_UNITS = {"s": TS_SECONDS, "ms": TS_MILLIS, "us": TS_MICROS, "ns": TS_NANOS}
+_NONE = np.zeros(0, dtype=bool)
+"""An empty null mask: no nulls (`scan_kernel.prepare`, `window_ms`)."""
+
+
+def _nulls(arr: pa.Array) -> np.ndarray:
+    """`arr`'s null mask, or an empty one when it has no nulls."""
+    return arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else _NONE
+
+
 def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None,
                  start_after: dict[int, int] | None = None) -> pa.RecordBatch:
     """A Parquet batch as the kernel's input: timestamps as epoch ms (floored, as Spark's
     unix_millis), the time window evaluated (a null timestamp is outside a bounded window); on the
     partitions of `start_after` the lower bound is `offset > start_after[partition]` instead of the
-    time (`jobs.inputs.window_condition`)."""
+    time (`jobs.inputs.window_condition`). One compiled loop (`scan_kernel.window_ms`)."""
     ts_col = b.column("timestamp")
-    unit = ts_col.type.unit
-    raw = ts_col.cast(pa.timestamp(unit)).cast(pa.int64())
-    per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
-    ms = pc.multiply(raw, 1000) if per_ms is None else (
-        raw if per_ms == 1 else pa.array(np.floor_divide(raw.fill_null(0).to_numpy(), per_ms),
-                                         mask=raw.is_null().to_numpy(zero_copy_only=False)))
-    inside: pa.Array = pa.array(np.ones(b.num_rows, dtype=bool))
-    if since_ms is not None:
-        inside = pc.and_(inside, pc.greater_equal(ms, since_ms))
+    null = _nulls(ts_col)
+    n = b.num_rows
+    ms, inside = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
+    sa_part = sa_last = part = offs = np.zeros(0, dtype=np.int64)
     if start_after:
-        part = b.column("partition").cast(pa.int64())
-        pnum = part.fill_null(-1).to_numpy(zero_copy_only=False)
-        offs = b.column("offset").cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-        keys = np.array(sorted(start_after), dtype=np.int64)
-        lasts = np.array([start_after[int(k)] for k in keys], dtype=np.int64)
-        at = np.clip(np.searchsorted(keys, pnum), 0, len(keys) - 1)
-        known = keys[at] == pnum
-        by_offset = pa.array(offs > lasts[at])
-        inside = pc.if_else(pa.array(known), by_offset, inside)
-    if until_ms is not None:
-        inside = pc.and_(inside, pc.less(ms, until_ms))
+        part = _int64s(b.column("partition"), null=-1)
+        offs = _int64s(b.column("offset"))
+        sa_part = np.array(sorted(start_after), dtype=np.int64)
+        sa_last = np.array([start_after[int(k)] for k in sa_part], dtype=np.int64)
+    window_ms(_values(ts_col, np.int64), _TS_UNITS[ts_col.type.unit], null, part, offs, since_ms or 0, since_ms is not None,
+              until_ms or 0, until_ms is not None, sa_part, sa_last, ms, inside)
     return pa.RecordBatch.from_arrays(
         [b.column("key"), b.column("value"), b.column("partition").cast(pa.int32()),
-         b.column("offset").cast(pa.int64()), ms, inside], names=list(INPUT_COLUMNS))
+         b.column("offset").cast(pa.int64()), pa.array(ms, mask=null if len(null) else None), pa.array(inside)],
+        names=list(INPUT_COLUMNS))
 
 
 def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: int | None = None,

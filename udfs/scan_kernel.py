@@ -36,8 +36,8 @@ import numpy as np
 __all__ = ["KIND_COMMIT_KEY", "KIND_GROUP_METADATA_KEY", "KIND_OTHER", "STATUS_CHECK", "STATUS_COMMIT",
            "STATUS_FILTERED", "STATUS_SIDE", "STATUS_TOMBSTONE", "STRETCH_FIELDS", "S_COMMITS", "S_FC_CTS",
            "S_FC_OFF", "S_FC_RTS", "S_FC_SRC", "S_FIRST_SRC", "S_LAST_SRC", "S_LC_CTS", "S_LC_OFF", "S_LC_SRC",
-           "S_PART", "S_REGS", "S_STRETCH", "S_TOMBS", "KeyTable", "commit_status", "open_partitions",
-           "summarise"]
+           "S_PART", "S_REGS", "S_STRETCH", "S_TOMBS", "TS_MICROS", "TS_MILLIS", "TS_NANOS", "TS_SECONDS", "KeyTable",
+           "commit_status", "open_partitions", "prepare", "summarise", "window_ms"]
 
 KIND_OTHER, KIND_COMMIT_KEY, KIND_GROUP_METADATA_KEY = 0, 1, 2
 STATUS_SIDE, STATUS_COMMIT, STATUS_TOMBSTONE, STATUS_CHECK, STATUS_FILTERED = 0, 1, 2, 3, 4
@@ -304,6 +304,95 @@ def classify_keys(offsets: np.ndarray, data: np.ndarray, null: np.ndarray, keys:
         size = int(offsets[at + 1] - offsets[at])
         keys.make_room(size)
         groups.make_room(size)
+
+
+TS_SECONDS, TS_MILLIS, TS_MICROS, TS_NANOS = 0, 1, 2, 3
+"""Units of `window_ms`'s raw timestamps (Arrow's s, ms, us, ns)."""
+
+
+def _window_ms(raw: Any, unit: int, ts_null: Any, part: Any, offs: Any, since: int, has_since: bool, until: int,
+               has_until: bool, sa_part: Any, sa_last: Any, ms: Any, inside: Any) -> None:
+    """Each record's time in epoch ms (`ms`, floored, as Spark's unix_millis; 0 where `ts_null`)
+    and whether it is inside the run's window (`inside`): at or after `since` (a null time is not),
+    or, on a Kafka partition of `sa_part` (ascending), after the offset `sa_last` gives it; and
+    before `until` (a null time is not). `ts_null`, `part` and `offs` may be empty: no nulls, no
+    `sa_part`."""
+    lp = 0
+    known = False
+    last = 0
+    have = False
+    for i in range(len(raw)):
+        v = raw[i]
+        if unit == 0:
+            m = v * 1000
+        elif unit == 1:
+            m = v
+        elif unit == 2:
+            m = v // 1000
+        else:
+            m = v // 1000000
+        valid = len(ts_null) == 0 or not ts_null[i]
+        if not valid:
+            m = 0
+        ms[i] = m
+        ins = True
+        if has_since:
+            ins = valid and m >= since
+        if len(sa_part):
+            p = part[i]
+            if not have or p != lp:  # records come in runs of one partition: look it up once per run
+                at = np.searchsorted(sa_part, p)
+                known = at < len(sa_part) and sa_part[at] == p
+                last = sa_last[at] if known else 0
+                lp = p
+                have = True
+            if known:
+                ins = offs[i] > last
+        if has_until:
+            ins = ins and valid and m < until
+        inside[i] = ins
+
+
+window_ms = _jit(_window_ms)
+
+
+def _prepare(at: int, p: Any, p_null: Any, o: Any, o_null: Any, t: Any, t_null: Any, w_bits: Any, w_bit: int,
+             w_null: Any, k_idx: Any, k_null: Any, e_kind: Any, e_name: Any, e_gm: Any, e_ok: Any, part: Any,
+             off: Any, ts: Any, inw: Any, positioned: Any, kind: Any, name: Any, gm_group: Any, key_ok: Any) -> None:
+    """One input batch's columns into a chunk's arrays, from row `at`: partition, offset and time
+    as int64 (0 where null), whether the record is in the window (`w_bits`: the Arrow bitmap of
+    in_window values from bit `w_bit`; null is not) and has a log position (partition and offset
+    not null), and its key's classes (`TaskKeys.classes`): the entry of each key is `k_idx[i]` (a
+    dictionary's indices, null: no key) or, with `k_idx` empty, `i`; an entry's kind, its
+    topic-partition id (offset-commit keys, else -1), its group id (GroupMetadata keys, else -1) and
+    whether it is a commit key with UTF-8 names. A null mask may be empty: no nulls."""
+    for i in range(len(p)):
+        r = at + i
+        pv = len(p_null) == 0 or not p_null[i]
+        ov = len(o_null) == 0 or not o_null[i]
+        part[r] = p[i] if pv else 0
+        off[r] = o[i] if ov else 0
+        positioned[r] = pv and ov
+        ts[r] = t[i] if len(t_null) == 0 or not t_null[i] else 0
+        b = w_bit + i
+        inw[r] = (w_bits[b >> 3] >> (b & 7)) & 1 == 1 and (len(w_null) == 0 or not w_null[i])
+        if len(k_idx) == 0:
+            e = i
+        elif len(k_null) == 0 or not k_null[i]:
+            e = k_idx[i]
+        else:
+            kind[r] = 0
+            name[r] = -1
+            gm_group[r] = -1
+            key_ok[r] = False
+            continue
+        kind[r] = e_kind[e]
+        name[r] = e_name[e]
+        gm_group[r] = e_gm[e]
+        key_ok[r] = e_ok[e]
+
+
+prepare = _jit(_prepare)
 
 
 def _in_log_order(part: Any, off: Any) -> bool:

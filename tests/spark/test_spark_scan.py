@@ -230,7 +230,7 @@ def test_the_spark_reader_merges_many_splits_and_finds_the_same(spark) -> None:
 def test_an_equal_dictionary_is_classified_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """pyarrow gives each batch of a row group the row group's whole key dictionary: `TaskKeys`
     classifies an equal dictionary again only by comparing it, and a different one afresh; the
-    kinds and ids are those of the plain keys either way."""
+    classes of each key are those of the plain keys either way."""
     commit = [encode(CoordinatorRecord.of(OffsetCommitKey(f"g{i % 3}", "orders", i), OffsetCommitValue(1, 0, "", T)))[0]
               for i in range(6)]
     keys = [*commit, b"\x00\x02\x00\x02g0", b"\x01", None, commit[0]]
@@ -239,19 +239,27 @@ def test_an_equal_dictionary_is_classified_once(monkeypatch: pytest.MonkeyPatch)
 
     task = TaskKeys()
 
-    def plain(values: list[bytes | None]) -> tuple[list[int], list[int]]:  # ids are the task's own
-        kind, ids = task.classify(pa.array(values, type=pa.binary()))
-        return kind.tolist(), ids.tolist()
+    def per_key(arr: pa.Array) -> list[tuple[int, int, int, bool]]:  # each key's classes (ids are the task's own)
+        c = task.classes(arr)
+        entries = list(zip(c.kind.tolist(), c.name.tolist(), c.gm_group.tolist(), c.key_ok.tolist(), strict=True))
+        if not len(c.entry):
+            return entries
+        nulls = c.entry_null.tolist() if len(c.entry_null) else [False] * len(c.entry)
+        return [(0, -1, -1, False) if null else entries[i] for i, null in zip(c.entry.tolist(), nulls, strict=True)]
+
+    def plain(values: list[bytes | None]) -> list[tuple[int, int, int, bool]]:
+        return per_key(pa.array(values, type=pa.binary()))
 
     first = pa.array(keys, type=pa.binary()).dictionary_encode()
     again = pa.array(keys[::-1], type=pa.binary()).dictionary_encode()  # other indices, the same entries reordered
     same = pa.DictionaryArray.from_arrays(pa.array([3, 0, None, 3]), first.dictionary.slice(0))  # an equal copy
     for arr, values, classified in ((first, keys, 1), (same, [keys[3], keys[0], None, keys[3]], 0),
-                                    (again, keys[::-1], 1), (first, keys, 1)):
+                                    (again, keys[::-1], 1), (first, keys, 1), (first.slice(2, 5), keys[2:7], 0)):
         calls.clear()
-        kind, ids = task.classify(arr)
+        got = per_key(arr)
         assert calls == [1] * classified  # `same`: equal to the dictionary before it, compared only
-        assert (kind.tolist(), ids.tolist()) == plain(values)
+        assert got == plain(values)
+    assert per_key(first)[:8] == [(1, i, -1, True) for i in range(6)] + [(2, -1, 0, False), (0, -1, -1, False)]
 
 
 def test_open_partitions_of_the_open_stretches() -> None:

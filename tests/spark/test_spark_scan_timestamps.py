@@ -3,8 +3,12 @@ INT96 reads as nanoseconds; TIMESTAMP_MICROS as microseconds), nulls included.""
 
 from __future__ import annotations
 
+import math
+
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from udfs.scan import _input_batch
 
@@ -18,3 +22,43 @@ def test_timestamps_of_any_unit_become_floored_epoch_ms_with_nulls_kept(unit: st
                              "timestamp": ts})
     out = _input_batch(batch, None, None)
     assert out.column("timestamp_ms").to_pylist() == ms
+
+
+_UNITS = {"s": 1 / 1000, "ms": 1, "us": 1000, "ns": 1_000_000}
+
+
+@settings(max_examples=300, deadline=None)
+@given(unit=st.sampled_from(sorted(_UNITS)),
+       rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.one_of(st.none(), st.integers(-5000, 5000))),
+                     max_size=40),
+       since=st.one_of(st.none(), st.integers(-3, 3)), until=st.one_of(st.none(), st.integers(-3, 3)),
+       start_after=st.dictionaries(st.integers(0, 4), st.integers(-1, 40), max_size=3),
+       offset=st.integers(0, 3))
+def test_the_window_is_the_time_bounds_or_the_offsets_after_the_last_run(
+        unit: str, rows: list[tuple[int, int, int | None]], since: int | None, until: int | None,
+        start_after: dict[int, int], offset: int) -> None:
+    """`_input_batch`'s window, written out per record: at or after `since` (or, on a partition of
+    `start_after`, after its offset) and before `until`; a null time is in no bounded window. Rows
+    in any order, a batch sliced from a bigger one (`offset`)."""
+    scale = _UNITS[unit]
+    raw = [None if t is None else (t * 1000 if unit == "s" else t) for _, _, t in rows]  # in the unit
+    pad = [(0, 0, 0)] * offset
+    batch = pa.record_batch({
+        "key": pa.array([b"k"] * (offset + len(rows))), "value": pa.array([b"v"] * (offset + len(rows))),
+        "partition": pa.array([p for p, _, _ in pad + rows], pa.int32()),
+        "offset": pa.array([o for _, o, _ in pad + rows], pa.int64()),
+        "timestamp": pa.array([0] * offset + raw, pa.timestamp(unit, tz="UTC"))}).slice(offset)
+    out = _input_batch(batch, since, until, start_after)
+    want_ms: list[int | None] = []
+    want_in: list[bool] = []
+    for (p, o, _), r in zip(rows, raw, strict=True):
+        ms = None if r is None else (r * 1000 if unit == "s" else math.floor(r / scale) if scale > 1 else r)
+        inside = since is None or (ms is not None and ms >= since)
+        if p in start_after:
+            inside = o > start_after[p]
+        if until is not None:
+            inside = inside and ms is not None and ms < until
+        want_ms.append(ms)
+        want_in.append(inside)
+    assert out.column("timestamp_ms").to_pylist() == want_ms
+    assert out.column("in_window").to_pylist() == want_in
