@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql.types import (
@@ -203,3 +204,20 @@ def test_release_frees_the_blocks_of_a_local_checkpoint_under_a_projection(spark
     table.unpersist()
     assert stored() == 2
     assert release(table) == 1 and stored() == 0
+
+
+def test_the_local_jvm_runs_with_the_jit_thresholds(spark: Any) -> None:
+    """A local master's JVM gets `LOCAL_JIT_OPTIONS` (the suite's session has them too): this JDK
+    accepts them (an unknown -XX flag would stop the JVM from starting) and applies them."""
+    from jobs.spark_session import LOCAL_JIT_OPTIONS
+
+    assert LOCAL_DEFAULTS["spark.driver.extraJavaOptions"] == LOCAL_JIT_OPTIONS
+    jvm = spark.sparkContext._jvm
+    args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    flags = LOCAL_JIT_OPTIONS.split()
+    assert set(flags) <= set(args)
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    for flag in flags:
+        name, value = flag.removeprefix("-XX:").split("=")
+        assert str(bean.getVMOption(name).getValue()) == value, name
