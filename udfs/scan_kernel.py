@@ -8,6 +8,11 @@ Arrow array, as numpy views) and never build a Python object per record:
   topic-partition (its group, topic and partition bytes: type 0 and type 1 keys, and keys with
   trailing bytes, of one topic-partition are one) a dense id from an open-addressing hash table
   that lives as long as the task (`KeyTable`), and each group one from a second table;
+* `window_ms` (the file reader's input batches): each record's time in epoch ms and whether it is
+  in the run's window, from the Parquet timestamps of any unit;
+* `prepare`: one input batch's columns (log position, time, window, and its keys' classes, gathered
+  from their dictionary entries' when the key column is dictionary-encoded) into the chunk's
+  arrays, null masks applied, in one loop instead of a numpy pass per column;
 * `commit_status`: per record in log order, whether it is an offset commit the pass summarises
   (with its committed offset and commitTimestamp read from the value), an offset tombstone, a
   record for the replay, or a v4+ value with tagged fields for the codec to judge;

@@ -293,3 +293,25 @@ def test_a_chunk_of_many_batches_gives_what_one_combined_batch_gives(batch_rows:
             pieces = pa.Table.from_batches(rows.to_batches(max_chunksize=batch_rows))
             assert pieces.column("value").num_chunks > 1 or rows.num_rows <= batch_rows
             assert scan_chunk(pieces, chunk=1).equals(scan_chunk(rows, chunk=1)), path.name
+
+
+def test_nulls_in_the_position_time_window_and_key_columns_reach_the_output_as_nulls() -> None:
+    """A chunk whose partition, offset, timestamp, in_window or key is null (records the pass
+    cannot place or must not summarise go to the replay, their nulls kept), given as one batch with
+    plain keys, and as sliced batches of a dictionary-encoded key column: the same rows."""
+    recs = [*LOG[:6], (None, LOG[0][1])]
+    batch = _batch(recs).to_pylist()
+    batch[1]["partition"] = None  # cannot be placed: a side row, partition null
+    batch[2]["offset"] = None
+    batch[3]["timestamp_ms"] = None  # placed: still summarised, its time read as 0
+    batch[4]["in_window"] = None  # outside the window
+    rows = pa.RecordBatch.from_pylist(batch, schema=_ARROW_INPUT)
+    plain = scan_chunk(rows, chunk=1)
+    keys = pa.array([r["key"] for r in batch], pa.binary()).dictionary_encode()
+    encoded = pa.RecordBatch.from_arrays([keys, *rows.columns[1:]], names=list(INPUT_COLUMNS))
+    pieces = pa.Table.from_batches([encoded.slice(0, 3), encoded.slice(3, 1), encoded.slice(4)])
+    assert scan_chunk(pieces, chunk=1).equals(plain)
+    got = _by_kind(plain)
+    side = {(r["partition"], r["offset"]) for r in got[KIND_SIDE]}
+    assert (None, 1) in side and (0, None) in side and (0, 6) in side  # the null key: a side row
+    assert got[KIND_COUNTS][0]["filtered_by_window"] == 1
