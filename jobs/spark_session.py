@@ -51,9 +51,15 @@ input, one local[2] session per setting (`benchmarks.bench_worker_cpu.session_cp
 11.4-12.3 s with the defaults, in warm audits 2.1-2.5 s against 2.7-3.8 s, the cold audit's wall
 13.4-13.7 s against 14.1-14.6 s; where the JVM reads the input (Spark's Parquet reader,
 `job.scan_reader = spark`) warm audits took 17.8-18.0 s against 18.0-19.4 s and a bare scan
-1.01-1.05 s against 1.16-1.34 s. (Stopping at C1, `-XX:TieredStopAtLevel=1`, saved more in the
-first case and cost 60% in the second: 28.9 s against 18.0 s.) It applies where the job starts the
-JVM (`python -m jobs.audit`, the `coordinator-audit` command, a notebook's first session); under
+1.01-1.05 s against 1.16-1.34 s; through Spark's Kafka source (`python -m benchmarks --records
+8000000 --groups 2000 --no-scaling --skip bare_scan,offset_path,peer,replay,memory,fixed_groups,
+derived,delta_input --kafka-factors 1,4`, then the same with `--conf spark.driver.extraJavaOptions=
+-Dcoordinator.audit.nojit=1`, best of two per point) the warm audit of 2M and 8M records took 5.51
+and 14.90 s against 5.46 and 14.46 s, the bare scan 2.81 and 7.25 s against 2.83 and 7.69 s: within
+the spread of one pair of runs. (Stopping at C1, `-XX:TieredStopAtLevel=1`, saved more where the
+workers read the input and cost 60% where Spark's Parquet reader does: 28.9 s against 18.0 s.) It
+applies where the job starts the JVM (`python -m jobs.audit`, the `coordinator-audit` command, a
+notebook's first session); `scripts/spark-submit.sh` passes it for a local master, and under another
 `spark-submit` pass it as `--driver-java-options`."""
 
 LOCAL_DEFAULTS: dict[str, str] = {
