@@ -39,7 +39,7 @@ from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
 from jobs.inputs import filter_groups, window_condition
 from jobs.spark_session import release
-from udfs.handoff import Handoff, Parts, buckets_for, parts_by_bucket
+from udfs.handoff import Handoff, Parts, buckets_for, parts_by_bucket, read_files
 from udfs.replay import (
     HANDOFF_REPORT_SCHEMA,
     STRETCH_COLUMNS,
@@ -107,17 +107,22 @@ class Scan:
     handoff: Handoff | None = None
     """Where the pass's tasks wrote the rows the replay reads (`udfs.handoff`), or None: they are in `df`."""
     parts: Parts | None = None
-    """With `handoff`: the row groups of each bucket."""
+    """With `handoff`: the record batches of each bucket."""
 
     def _rows(self) -> DataFrame:
         """The pass's rows the replay reads: in `df`, or read back from the handed-off files."""
         if self.handoff is None or self.parts is None:
             return self.df
-        paths = sorted({path for files in self.parts.values() for path, _ in files})
+        files: dict[str, list[int]] = {}
+        for bucket_files in self.parts.values():
+            for path, batches in bucket_files:
+                files.setdefault(path, []).extend(batches)
         spark = self.df.sparkSession
-        if not paths:
+        if not files:
             return spark.createDataFrame([], SCAN_SCHEMA)
-        return spark.read.schema(SCAN_SCHEMA).parquet(*paths)
+        units = spark.createDataFrame(sorted((path, sorted(batches)) for path, batches in files.items()),
+                                      "path string, batches array<int>")
+        return units.mapInArrow(read_files, SCAN_SCHEMA)
 
     @property
     def ranges(self) -> dict[int, tuple[int, int, int]]:
@@ -231,7 +236,7 @@ def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[
 
 
 def _chunk_ranges(scanned: DataFrame) -> tuple[list[Any], dict[str, int], Parts]:
-    """The scan's `range` rows in log order, its summed `counts` and the row groups it handed off
+    """The scan's `range` rows in log order, its summed `counts` and the record batches it handed off
     per bucket (`handoff` rows), in one Spark job."""
     rows = (scanned.where(F.col("_kind").isin(KIND_RANGE, KIND_COUNTS, KIND_HANDOFF))
             .select("_kind", "partition", "offset", "last_source_offset", "chunk", "previous_chunk",

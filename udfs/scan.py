@@ -125,7 +125,7 @@ KIND_COUNTS = "counts"
 KIND_HANDOFF = "handoff"
 HANDED_KINDS = (KIND_SIDE, KIND_PARTIAL, KIND_REGRESSION)
 """The rows the replay reads: with a handoff (`make_file_scan_fn(handoff=...)`) they go to the task's
-file and a `handoff` row per row group written comes out instead."""
+file and a `handoff` row per record batch written comes out instead."""
 
 INPUT_COLUMNS: tuple[str, ...] = ("key", "value", "partition", "offset", "timestamp_ms", "in_window")
 """What the kernel reads: raw key/value bytes, log position, record time in epoch ms, and whether
@@ -170,8 +170,8 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("side_records", _L, "counts: rows sent to the replay"),
     ("record_type", _H, "side: the key's int16 record type (null: a key under 2 bytes)"),
     ("path", _S, "handoff: a file the task wrote the replay's rows into (`udfs.handoff`)"),
-    ("bucket", _I, "handoff: the bucket of one row group of it"),
-    ("row_group", _I, "handoff: the row group's index in the file (`records_in`: its rows)"),
+    ("bucket", _I, "handoff: the bucket of one record batch of it"),
+    ("row_group", _I, "handoff: the record batch's index in the file (`records_in`: its rows)"),
 )
 _ARROW_SCHEMA = pa.schema([pa.field(name, t, nullable=name != "_kind") for name, t, _ in SCAN_FIELDS])
 
@@ -818,7 +818,7 @@ def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: 
     rows: each worker reads its units' row groups with pyarrow and runs the same kernel, in chunks
     of about `chunk_rows` rows (a chunk never spans two units). With `handoff`, the rows the replay
     reads (`HANDED_KINDS`) go into a file of the task's own (`udfs.handoff.HandoffWriter`) and
-    `handoff` rows report its row groups."""
+    `handoff` rows report its record batches."""
     import pyarrow.parquet as pq
 
     patterns = tuple(groups)
@@ -841,7 +841,7 @@ def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: 
 
 
 def handed_off(stream: Iterator[pa.RecordBatch], writer: HandoffWriter) -> Iterator[pa.RecordBatch]:
-    """`stream`'s batches without the rows `writer` takes, then a `handoff` row per row group it wrote."""
+    """`stream`'s batches without the rows `writer` takes, then a `handoff` row per record batch it wrote."""
     reports = yield from writer.hand_off(stream)
     if reports:
         paths, buckets, row_groups, rows = zip(*reports, strict=True)

@@ -62,7 +62,7 @@ def test_a_groups_bucket_does_not_depend_on_the_process() -> None:
 
 
 def test_the_writer_hands_off_the_chosen_kinds_and_its_reports_lead_back_to_them(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(H, "FLUSH_ROWS", 64)  # several flushes: several row groups per bucket
+    monkeypatch.setattr(H, "FLUSH_ROWS", 64)  # several flushes: several record batches per bucket
     spec = H.Handoff(str(tmp_path / "pass"), 4)
     writer = H.HandoffWriter(spec, 3, columns=_SCAN.names, kinds=(KIND_SIDE, KIND_PARTIAL))
     sent: list[dict] = []
@@ -84,7 +84,14 @@ def test_the_writer_hands_off_the_chosen_kinds_and_its_reports_lead_back_to_them
         got += table.select(["_kind", "group_id", "partition", "offset"]).to_pylist()
     key = ("_kind", "group_id", "partition", "offset")
     assert sorted(tuple(r[k] for k in key) for r in got) == sorted(tuple(r[k] for k in key) for r in sent)
-    assert len(reports) > len(parts)  # more than one row group per bucket
+    assert len(reports) > len(parts)  # more than one record batch per bucket
+    for path, _, index, rows in reports:  # a report is one record batch of its Arrow IPC file
+        with pa.OSFile(path) as source:
+            assert pa.ipc.open_file(source).get_batch(index).num_rows == rows
+    (path,) = {r[0] for r in reports}
+    units = pa.record_batch({"path": [path], "batches": [[r[2] for r in reports]]})
+    back = pa.Table.from_batches(list(H.read_files([units]))).select(list(key)).to_pylist()
+    assert sorted(tuple(r[k] for k in key) for r in back) == sorted(tuple(r[k] for k in key) for r in sent)
 
 
 def test_a_writer_of_every_row_reports_them_all_and_one_of_some_kinds_refuses(tmp_path) -> None:
