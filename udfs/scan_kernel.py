@@ -521,7 +521,9 @@ def _summarise(keep: Any, status: Any, kind: Any, name: Any, gm_group: Any, name
     opens the next one; the closed ones are copied to `closed`/`c_name`. `gm_seen` counts each
     group's GroupMetadata records over the task. Every backwards step inside a stretch is also
     returned as (position j, name, previous commit's offset, commitTimestamp and log offset).
-    Returns (closed stretches, regressions)."""
+    Returns (closed stretches, regressions). The open row's fields are indexed in place
+    (`open_[nm, F]`), never taken as a row view: numba builds a view, reference counts included, at
+    every record (the benchmark's chunks: 15 ns per record with a view, 6 without)."""
     nc = 0
     nr = 0
     for j in range(len(keep)):
@@ -536,39 +538,39 @@ def _summarise(keep: Any, status: Any, kind: Any, name: Any, gm_group: Any, name
         nm = name[r]
         g = name_group[nm]
         stretch = gm_seen[g] if g >= 0 else 0
-        o = open_[nm]
-        if o[S_STRETCH] != stretch or o[S_PART] != part[r]:
-            if o[S_STRETCH] >= 0:
-                closed[nc, :] = o
+        if open_[nm, S_STRETCH] != stretch or open_[nm, S_PART] != part[r]:
+            if open_[nm, S_STRETCH] >= 0:
+                for f in range(STRETCH_FIELDS):
+                    closed[nc, f] = open_[nm, f]
                 c_name[nc] = nm
                 nc += 1
-            o[S_STRETCH] = stretch
-            o[S_PART] = part[r]
-            o[S_FIRST_SRC] = off[r]
-            o[S_COMMITS] = 0
-            o[S_TOMBS] = 0
-            o[S_REGS] = 0
-        o[S_LAST_SRC] = off[r]
+            open_[nm, S_STRETCH] = stretch
+            open_[nm, S_PART] = part[r]
+            open_[nm, S_FIRST_SRC] = off[r]
+            open_[nm, S_COMMITS] = 0
+            open_[nm, S_TOMBS] = 0
+            open_[nm, S_REGS] = 0
+        open_[nm, S_LAST_SRC] = off[r]
         if st == 2:
-            o[S_TOMBS] += 1
+            open_[nm, S_TOMBS] += 1
             continue
-        if o[S_COMMITS] == 0:
-            o[S_FC_SRC] = off[r]
-            o[S_FC_RTS] = ts[r]
-            o[S_FC_OFF] = commit_offset[j]
-            o[S_FC_CTS] = commit_ts[j]
-        elif commit_offset[j] < o[S_LC_OFF]:
-            o[S_REGS] += 1
+        if open_[nm, S_COMMITS] == 0:
+            open_[nm, S_FC_SRC] = off[r]
+            open_[nm, S_FC_RTS] = ts[r]
+            open_[nm, S_FC_OFF] = commit_offset[j]
+            open_[nm, S_FC_CTS] = commit_ts[j]
+        elif commit_offset[j] < open_[nm, S_LC_OFF]:
+            open_[nm, S_REGS] += 1
             r_cur[nr] = j
             r_name[nr] = nm
-            r_prev[nr, 0] = o[S_LC_OFF]
-            r_prev[nr, 1] = o[S_LC_CTS]
-            r_prev[nr, 2] = o[S_LC_SRC]
+            r_prev[nr, 0] = open_[nm, S_LC_OFF]
+            r_prev[nr, 1] = open_[nm, S_LC_CTS]
+            r_prev[nr, 2] = open_[nm, S_LC_SRC]
             nr += 1
-        o[S_COMMITS] += 1
-        o[S_LC_SRC] = off[r]
-        o[S_LC_OFF] = commit_offset[j]
-        o[S_LC_CTS] = commit_ts[j]
+        open_[nm, S_COMMITS] += 1
+        open_[nm, S_LC_SRC] = off[r]
+        open_[nm, S_LC_OFF] = commit_offset[j]
+        open_[nm, S_LC_CTS] = commit_ts[j]
     return nc, nr
 
 
