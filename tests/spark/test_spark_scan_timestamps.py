@@ -1,5 +1,6 @@
 """The single pass's Arrow reader on Parquet timestamps that are not milliseconds (Spark's default
-INT96 reads as nanoseconds; TIMESTAMP_MICROS as microseconds), nulls included."""
+INT96 reads as nanoseconds; TIMESTAMP_MICROS as microseconds), nulls included; and the kernel's
+big-endian reads of the values' bytes (unsigned-indexed, `udfs.scan_kernel._be_int64`)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,17 @@ def test_the_window_is_the_time_bounds_or_the_offsets_after_the_last_run(
         want_in.append(inside)
     assert out.column("timestamp_ms").to_pylist() == want_ms
     assert out.column("in_window").to_pylist() == want_in
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=8, max_size=40), st.data())
+def test_the_kernels_big_endian_reads_are_python_s(data: bytes, draw: st.DataObject) -> None:
+    import numpy as np
+
+    from udfs.scan_kernel import be_int64, be_signed
+
+    buf = np.frombuffer(data, dtype=np.uint8)
+    at = draw.draw(st.integers(0, len(data) - 8))
+    assert be_int64(buf, at) == int.from_bytes(data[at:at + 8], "big", signed=True)
+    for size in (2, 4):
+        assert be_signed(buf, at, size) == int.from_bytes(data[at:at + size], "big", signed=True)
