@@ -84,6 +84,7 @@ from udfs.scan_kernel import (
     KeyTable,
     classify_keys,
     commit_status,
+    copy_ranges,
     entry_fields,
     in_log_order,
     keep_rows,
@@ -439,12 +440,14 @@ class TaskKeys:
 def _strings(arena: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
     """A string array of the UTF-8 byte ranges (`start`, `length`) of `arena` (validated by the
     caller; a length of 0 gives "")."""
-    offsets = np.zeros(len(start) + 1, dtype=np.int64)
-    np.cumsum(length, out=offsets[1:])
-    total = int(offsets[-1])
-    gather = np.repeat(start - offsets[:-1], length) + np.arange(total, dtype=np.int64)
-    data = arena[gather] if total else np.zeros(0, dtype=np.uint8)
-    return pa.LargeStringArray.from_buffers(len(start), pa.py_buffer(offsets), pa.py_buffer(data)).cast(_S)
+    total = int(length.sum())
+    if total >= 1 << 31:
+        raise ValueError(f"single pass: {total:,} bytes of group or topic names in one task's key table, more than "
+                         "a string column holds (2 GiB); lower TaskKeys.MAX_KEYS")
+    offsets = np.empty(len(start) + 1, dtype=np.int32)
+    data = np.empty(max(total, 1), dtype=np.uint8)
+    copy_ranges(arena, start, length, offsets, data)
+    return pa.StringArray.from_buffers(len(start), pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def _side_classes(keys: list[bytes | None]) -> tuple[list[int | None], list[str | None]]:

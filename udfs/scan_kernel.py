@@ -42,7 +42,7 @@ __all__ = ["KIND_COMMIT_KEY", "KIND_GROUP_METADATA_KEY", "KIND_OTHER", "STATUS_C
            "STATUS_FILTERED", "STATUS_SIDE", "STATUS_TOMBSTONE", "STRETCH_FIELDS", "S_COMMITS", "S_FC_CTS",
            "S_FC_OFF", "S_FC_RTS", "S_FC_SRC", "S_FIRST_SRC", "S_LAST_SRC", "S_LC_CTS", "S_LC_OFF", "S_LC_SRC",
            "S_PART", "S_REGS", "S_STRETCH", "S_TOMBS", "TS_MICROS", "TS_MILLIS", "TS_NANOS", "TS_SECONDS", "KeyTable",
-           "commit_status", "open_partitions", "prepare", "summarise", "window_ms"]
+           "commit_status", "copy_ranges", "open_partitions", "prepare", "summarise", "window_ms"]
 
 KIND_OTHER, KIND_COMMIT_KEY, KIND_GROUP_METADATA_KEY = 0, 1, 2
 STATUS_SIDE, STATUS_COMMIT, STATUS_TOMBSTONE, STATUS_CHECK, STATUS_FILTERED = 0, 1, 2, 3, 4
@@ -316,6 +316,22 @@ def classify_keys(offsets: np.ndarray, data: np.ndarray, null: np.ndarray, keys:
         size = int(offsets[at + 1] - offsets[at])
         keys.make_room(size)
         groups.make_room(size)
+
+
+def _copy_ranges(arena: Any, start: Any, length: Any, offsets: Any, data: Any) -> None:
+    """The byte ranges (`start`, `length`) of `arena`, one after another, into `data`, and where
+    each begins into `offsets` (one more than the ranges: Arrow's offsets of a binary array)."""
+    at = 0
+    offsets[0] = 0
+    for k in range(len(start)):
+        a = start[k]
+        for i in range(length[k]):
+            data[at + i] = arena[a + i]
+        at += length[k]
+        offsets[k + 1] = at
+
+
+copy_ranges = _jit(_copy_ranges)
 
 
 TS_SECONDS, TS_MILLIS, TS_MICROS, TS_NANOS = 0, 1, 2, 3
