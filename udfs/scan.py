@@ -341,10 +341,11 @@ class TaskKeys:
 
     def ready(self) -> None:
         """Room in `open` for every topic-partition id and in `gm_seen` for every group id."""
-        if len(self.open) < len(self.keys):
-            grow = np.full((max(len(self.keys), 2 * len(self.open)) - len(self.open), STRETCH_FIELDS), -1,
-                           dtype=np.int64)
-            self.open = np.concatenate([self.open, grow])
+        if len(self.open) < len(self.keys):  # a new row is closed (S_STRETCH -1); its other fields are unread
+            grown = np.empty((max(len(self.keys), 2 * len(self.open)), STRETCH_FIELDS), dtype=np.int64)
+            grown[:len(self.open)] = self.open
+            grown[len(self.open):, S_STRETCH] = -1
+            self.open = grown
         if len(self.gm_seen) < max(len(self.groups), 1):
             grow_g = np.zeros(max(len(self.groups), 1, 2 * len(self.gm_seen)) - len(self.gm_seen), dtype=np.int64)
             self.gm_seen = np.concatenate([self.gm_seen, grow_g])
