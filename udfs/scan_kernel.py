@@ -18,7 +18,13 @@ Arrow array, as numpy views) and never build a Python object per record:
   record for the replay, or a v4+ value with tagged fields for the codec to judge;
 * `summarise`: one partial summary per (topic-partition, stretch between two GroupMetadata records
   of its group, Kafka partition), kept open across the task's chunks until the stretch ends, and
-  every backwards step inside one.
+  every backwards step inside one;
+* `copy_ranges`: the names of newly learnt keys out of the key table, as an Arrow string column.
+
+Two numba costs they avoid in their per-record loops: a row of a 2-D array taken as a view (numba
+builds the view, reference counts included, every time: `summarise` indexes the field in place),
+and signed indices into byte arrays where several bytes make one number (numba checks each for a
+negative index, which keeps LLVM from loading the word at once: `_be_int64`, `commit_status`).
 
 The layout rules are those of Kafka's `OffsetCommitKey` (versions 0-1) and `OffsetCommitValue`
 (versions 0-4, any later version read as 4, as `GroupCoordinatorRecordSerde` reads it) schemas, as
