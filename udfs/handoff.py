@@ -132,9 +132,13 @@ class HandoffWriter:
             handed, rest = batch, batch.slice(0, 0)
         else:
             mask = pc.is_in(batch.column("_kind"), value_set=self._kinds)
-            if not pc.any(mask).as_py():
+            taken = pc.sum(mask).as_py() or 0
+            if taken == 0:
                 return batch
-            handed, rest = batch.filter(mask), batch.filter(pc.invert(mask))
+            if taken == batch.num_rows:  # the single pass's batches hold one kind each: no copies
+                handed, rest = batch, batch.slice(0, 0)
+            else:
+                handed, rest = batch.filter(mask), batch.filter(pc.invert(mask))
         if handed.num_rows:
             self._buffered.append(handed.select(self._columns))
             self._size += handed.num_rows
