@@ -65,6 +65,8 @@ HANDOFF_COMPRESSION = "lz4"
 benchmark's pass hands off 23.5 MB in these files (the uncompressed Parquet files they replaced:
 50.7 MB); uncompressed IPC buffers, several times larger, saved only ~0.1 s of CPU more."""
 _WRITE_OPTIONS = pa.ipc.IpcWriteOptions(compression=HANDOFF_COMPRESSION)
+_READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)
+"""One thread decompresses: Spark runs a task per core already (as `udfs.scan`'s Parquet reads)."""
 
 REPORT_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("path", pa.string()), ("bucket", pa.int32()), ("row_group", pa.int32()), ("rows", pa.int64()))
@@ -232,7 +234,7 @@ def read_bucket(parts: Sequence[tuple[str, Sequence[int]]], schema: pa.Schema | 
     tables = []
     for path, row_groups in parts:
         with pa.OSFile(path) as source:
-            reader = pa.ipc.open_file(source)
+            reader = pa.ipc.open_file(source, options=_READ_OPTIONS)
             tables.append(pa.Table.from_batches([reader.get_batch(i) for i in row_groups], schema=reader.schema))
     if not tables:
         return None
@@ -248,6 +250,6 @@ def read_files(units: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for unit in units:
         for path, indices in zip(unit.column("path").to_pylist(), unit.column("batches").to_pylist(), strict=True):
             with pa.OSFile(path) as source:
-                reader = pa.ipc.open_file(source)
+                reader = pa.ipc.open_file(source, options=_READ_OPTIONS)
                 for i in indices:
                     yield reader.get_batch(i)
