@@ -28,6 +28,7 @@ This module has no Spark imports: the writer runs in Python workers and is teste
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 import zlib
@@ -233,8 +234,7 @@ def read_bucket(parts: Sequence[tuple[str, Sequence[int]]], schema: pa.Schema | 
     """One bucket's rows from its files' record batches (None: none); `schema` unifies the files' tables."""
     tables = []
     for path, row_groups in parts:
-        with pa.OSFile(path) as source:
-            reader = pa.ipc.open_file(source, options=_READ_OPTIONS)
+        with _reader(path) as reader:
             tables.append(pa.Table.from_batches([reader.get_batch(i) for i in row_groups], schema=reader.schema))
     if not tables:
         return None
@@ -249,7 +249,13 @@ def read_files(units: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     at a pass's handed-off rows as a DataFrame)."""
     for unit in units:
         for path, indices in zip(unit.column("path").to_pylist(), unit.column("batches").to_pylist(), strict=True):
-            with pa.OSFile(path) as source:
-                reader = pa.ipc.open_file(source, options=_READ_OPTIONS)
+            with _reader(path) as reader:
                 for i in indices:
                     yield reader.get_batch(i)
+
+
+@contextlib.contextmanager
+def _reader(path: str) -> Iterator[pa.ipc.RecordBatchFileReader]:
+    """A handoff file open for reading its record batches by index (`_READ_OPTIONS`)."""
+    with pa.OSFile(path) as source:
+        yield pa.ipc.open_file(source, options=_READ_OPTIONS)
