@@ -75,7 +75,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a file: the project's packages (a PYTHONPATH set first wins)
     sys.path.append(str(ROOT))
 
-from udfs.replay import COUNTS_TABLE, make_replay_fn  # noqa: E402
+from udfs.replay import COUNTS_TABLE, REPLAY_DERIVED_SCHEMA, REPLAY_SCHEMA, make_replay_fn  # noqa: E402
 from udfs.table_files import FILES_TABLE, DirectWrite  # noqa: E402
 
 CONFIGURATIONS: dict[str, dict[str, Any]] = {
@@ -168,9 +168,15 @@ def _file_rows(scratch: Path) -> list[str]:
 
 
 def _rows_hash(batches: list[pa.RecordBatch], extra: Sequence[str] = ()) -> str:
+    """A hash of the wide rows (with `extra`), each over every column of the full wide schema, a
+    column its batch lacks as null: a replay asked for some tables outputs only their columns
+    (`udfs.replay.replay_schema`, since 2026-11-28), and hashes the same rows as before."""
     rows: list[str] = list(extra)
     for batch in batches:
-        for r in batch.to_pylist():
+        full = REPLAY_SCHEMA if set(batch.schema.names) <= set(REPLAY_SCHEMA.fieldNames()) else REPLAY_DERIVED_SCHEMA
+        names = full.fieldNames()
+        for found in batch.to_pylist():
+            r = {name: found.get(name) for name in names}
             if r["_table"] == COUNTS_TABLE:  # its Python timings differ from run to run
                 r = {k: v for k, v in r.items() if not k.startswith("double_")}
             elif r["_table"] == FILES_TABLE:  # a file's name is new each run: its rows are hashed instead

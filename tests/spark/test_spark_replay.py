@@ -29,6 +29,7 @@ from udfs.replay import (
     group_runs,
     make_replay_fn,
     replay_frame,
+    replay_schema,
     sorted_runs,
     split_counts,
     split_table,
@@ -279,6 +280,12 @@ def test_chosen_tables_alone_come_out() -> None:
     chosen = ("offset_commits", "violations")
     out = pa.Table.from_batches(list(make_replay_fn(batch_rows=5, tables=chosen)(iter(_batches(log, 4)))))
     assert set(out.column("_table").to_pylist()) == set(chosen)
+    # in the columns those tables use alone, in the full schema's order
+    narrow = replay_schema(chosen)
+    assert out.schema.names == narrow.fieldNames() == [n for n in REPLAY_SCHEMA.fieldNames() if n in narrow.fieldNames()]
+    used = {wide_column(t, f.name) for t in chosen for f in dataclasses.fields(AUDIT_TABLES[t])}
+    assert set(narrow.fieldNames()) == {"_table", "_carried", *used} and len(used) < len(REPLAY_SCHEMA.fields) - 2
+    assert replay_schema(None) == REPLAY_SCHEMA and replay_schema(None, derive=True) == REPLAY_DERIVED_SCHEMA
     got = _wide_rows(out)
     assert all(got[t] == full[t] and full[t] for t in chosen)
     with pytest.raises(ValueError, match=r"unknown output table\(s\) \['offsets'\]"):
@@ -301,6 +308,14 @@ def test_replay_frame_through_spark(spark) -> None:
         assert Counter(tuple(_freeze(v) for v in r) for r in got.collect()) == expected[table], table
     counts = split_counts(wide).collect()
     assert Counter(tuple(r)[:1 + len(COUNT_FIELDS)] for r in counts) == expected[COUNTS_TABLE]
+    # chosen tables (the offset path's): their columns alone, split as from the full schema
+    chosen = ("offset_commits", "violations")
+    narrow = replay_frame(records, tables=chosen)
+    assert narrow.schema == replay_schema(chosen) != REPLAY_SCHEMA
+    for table in chosen:
+        got = split_table(narrow, table)
+        assert got.schema == split_table(wide, table).schema
+        assert Counter(tuple(_freeze(v) for v in r) for r in got.collect()) == expected[table], table
     # each group's Python time feeding its records and merging stretches (none here); nothing derived
     assert all(r["feed_seconds"] > 0 and r["merge_seconds"] == 0 and r["derive_seconds"] == 0
                for r in counts if r["records_in"])
