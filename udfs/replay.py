@@ -1333,6 +1333,9 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     `files` writes, and with a row per file it wrote, when given; only `tables`' rows, when given;
     the offset windows only, without the generation observer, unless `observe`)."""
     out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA, files, tables)
+    # offset windows only, and neither the quarantine rows nor the counts kept: the members' embedded
+    # bytes need not be decoded (`GroupAuditor(embedded=False)`)
+    embedded = observe or tables is None or not tables.isdisjoint(("quarantine", COUNTS_TABLE))
     if files is not None:  # most rows go to the task's files, not to the JVM: fewer, larger flushes
         batch_rows = max(batch_rows, FILE_FLUSH_ROWS)
     gaps = gaps or {}
@@ -1395,7 +1398,8 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 continue
             if group is None:
                 group = (resume() if saved is not None else
-                         _Group(GroupAuditor(gid, load_path=load_path, observe=observe, assignment_runs=True), None,
+                         _Group(GroupAuditor(gid, load_path=load_path, observe=observe, assignment_runs=True,
+                                             embedded=embedded), None,
                                 gaps, keep=derive))
             group.changed = True
             auditor = group.auditor

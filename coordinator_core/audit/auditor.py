@@ -30,7 +30,10 @@ Offsets only: `observe=False` leaves the observer out (the offset path keeps onl
 `offset_commits` rows and the `offset_regression` violations, which the offset windows give). Each
 GroupMetadata record is still read, checked and replayed, so the windows open and close exactly
 where a full audit's do; no generation, assignment, cause or observer violation row comes out, and
-the state cannot be saved.
+the state cannot be saved. With `embedded=False` too, the members' embedded subscription and
+assignment bytes stay undecoded until an `offset_regression` names a partition's owners: they never
+decide where a window opens (a part that does not decode only adds a quarantine row, which such a
+caller does not keep).
 
 Counts: records_in = duplicates + replayed + quarantined + skipped_other_type.
 
@@ -47,12 +50,13 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from coordinator_core.audit.observer import GenerationObserver, HistoryGap
 from coordinator_core.audit.offsets import OffsetSummary, Regression, TopicPartition
 from coordinator_core.audit.rows import AuditRow, QuarantineRow
-from coordinator_core.audit.snapshot import GroupSnapshot
+from coordinator_core.audit.snapshot import GroupSnapshot, check_unique_members
 from coordinator_core.audit.windows import OffsetWindow
 from coordinator_core.coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator_core.errors import CoordinatorAuditError, RecordDecodeError
@@ -138,15 +142,22 @@ class GroupAuditor:
     """Streams one group's records into audit rows; see the module docstring for the contract."""
 
     def __init__(self, group_id: str | None = None, *, load_path: bool = True, observe: bool = True,
-                 assignment_runs: bool = False) -> None:
+                 assignment_runs: bool = False, embedded: bool = True) -> None:
         """`group_id` None takes the group of the first decodable record. `load_path=False` skips the
         coordinator's replay of GroupMetadata records (same rows; only a record the coordinator
         itself would reject beyond the audit's own checks goes unnoticed): a speed option.
         `observe=False`: the offset windows only (module docstring). `assignment_runs`: each
         member's `assignments` rows of one interval come as one `AssignmentRun` (for a consumer that
-        builds columns; `AssignmentRun.rows()` are the rows)."""
+        builds columns; `AssignmentRun.rows()` are the rows). `embedded=False` (with `observe=False`
+        only): the members' embedded subscription and assignment bytes are not decoded, so a part
+        that does not decode is neither quarantined nor counted (`embedded_errors`); the window's
+        snapshot is built only when an `offset_regression` row names the partition's owners. For a
+        caller that keeps the offset_commits and violations rows alone (the offset path)."""
+        if embedded is False and observe:
+            raise ValueError("GroupAuditor: embedded=False needs observe=False (the observer reads the decoded members)")
         self._group_id = group_id
         self._observe = observe
+        self._embedded = embedded
         self._load = _LoadPath() if load_path else None
         self._reader = GroupRecordReader()
         self._positions: dict[int, int] = {}
@@ -487,10 +498,14 @@ class GroupAuditor:
         elif group != self._group_id:
             return self._quarantine(p, o, ts, key, value, self._wrong_group(p, o, "GroupMetadata", group), 2)
         snap: GroupSnapshot | None = None
+        persisted = rec.value
         try:
-            if isinstance(rec.value, GroupMetadataValue):
-                # the open window's snapshot is the previous record's (the observer's, when it observes)
-                snap = GroupSnapshot.from_value(rec.value, group_id=group, previous=self._window.snapshot)
+            if isinstance(persisted, GroupMetadataValue):
+                if self._embedded:
+                    # the open window's snapshot is the previous record's (the observer's, when it observes)
+                    snap = GroupSnapshot.from_value(persisted, group_id=group, previous=self._window.snapshot)
+                elif len(persisted.members) > 1:  # what from_value checks besides decoding
+                    check_unique_members(persisted.members, group)
             if self._load is not None:
                 self._load.replay(rec)
         except CoordinatorAuditError as exc:
@@ -514,10 +529,13 @@ class GroupAuditor:
         rows.extend(window.rows(group, end_offset=o))
         if self._observe:
             rows.extend(self._observer.observe(p, o, ts, key, value, snap, window.summaries))
-        if snap is None:
-            window.open(None, "Dead", o, p, None)
-        else:
+        if snap is not None:
             window.open(snap.generation, snap.state, o, p, snap)
+        elif isinstance(persisted, GroupMetadataValue):  # not `embedded`: generation and state as from_value gives them
+            window.open(persisted.generation, "Stable" if persisted.members else "Empty", o, p, None,
+                        deferred=partial(GroupSnapshot.from_value, persisted, group_id=group))
+        else:
+            window.open(None, "Dead", o, p, None)
         return rows
 
 

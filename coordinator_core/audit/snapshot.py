@@ -13,6 +13,7 @@ is still valid for Kafka's load path, which never parses the assignment.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from coordinator_core.consumer_protocol import (
@@ -33,7 +34,7 @@ from coordinator_core.records import (
 )
 from coordinator_core.records_fast import assignment_groups_fast, subscription_fast
 
-__all__ = ["EAGER_ONLY_ASSIGNORS", "GroupSnapshot", "MemberView", "TopicPartition"]
+__all__ = ["EAGER_ONLY_ASSIGNORS", "GroupSnapshot", "MemberView", "TopicPartition", "check_unique_members"]
 
 TopicPartition = tuple[str, int]
 
@@ -477,7 +478,7 @@ class GroupSnapshot:
         cache = _DecodeCache()
         members = tuple([_member_view(m, protocol_type, protocol, cache, reuse) for m in value.members])
         if len(members) > 1:
-            _check_unique(members, group_id)
+            check_unique_members(members, group_id)
         ts = value.current_state_timestamp
         leader = value.leader
         if leader is None and members:  # the load path adds members in order: the first one leads
@@ -486,8 +487,11 @@ class GroupSnapshot:
                              ts if ts is not None and ts >= 0 else None, members, cache)
 
 
-def _check_unique(members: tuple[MemberView, ...], group_id: str) -> None:
-    """A member id or instance id listed twice cannot be represented by Kafka's load path."""
+def check_unique_members(members: Sequence[MemberView] | Sequence[MemberMetadata], group_id: str) -> None:
+    """Raises CoordinatorInvariantError when one GroupMetadata record lists a member id or instance
+    id twice, which Kafka's load path cannot represent (`ClassicGroup#fromRecord` keys its members
+    by id); `GroupSnapshot.from_value` checks its members with it, and an audit that does not
+    build the snapshot checks the record's own members."""
     seen_ids: set[str] = set()
     seen_instances: set[str] = set()
     for m in members:

@@ -3,6 +3,7 @@ topic-partition committed in it (the rules are `coordinator_core.audit.offsets`'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from coordinator_core.audit.offsets import OffsetSummary, Regression, TopicPartition
@@ -19,7 +20,8 @@ class OffsetWindow:
     `summaries` is updated in place by the audit's per-record path (`OffsetSummary.commit` /
     `tombstone`); `open` replaces it with a new dict, so a holder of the old one must fetch it again."""
 
-    __slots__ = ("_owners", "_snapshot", "generation_id", "start_offset", "start_partition", "state", "summaries")
+    __slots__ = ("_deferred", "_owners", "_snapshot", "generation_id", "start_offset", "start_partition", "state",
+                 "summaries")
 
     def __init__(self) -> None:
         self.summaries: dict[TopicPartition, OffsetSummary] = {}
@@ -29,11 +31,15 @@ class OffsetWindow:
         self.start_offset: int | None = None
         self.start_partition: int | None = None
         self._snapshot: GroupSnapshot | None = None
+        self._deferred: Callable[[], GroupSnapshot] | None = None
         self._owners: dict[TopicPartition, tuple[str, ...]] | None = None
 
     @property
     def snapshot(self) -> GroupSnapshot | None:
-        """The persisted state of the window's opening record (None for a tombstone or none)."""
+        """The persisted state of the window's opening record (None for a tombstone or none); built
+        now if `open` was given how to build it (`deferred`)."""
+        if self._deferred is not None:
+            self._snapshot, self._deferred = self._deferred(), None
         return self._snapshot
 
     @property
@@ -42,13 +48,15 @@ class OffsetWindow:
         return self.state == "Stable"
 
     def open(self, generation_id: int | None, state: str | None, start_offset: int, start_partition: int,
-             snapshot: GroupSnapshot | None) -> None:
+             snapshot: GroupSnapshot | None, *, deferred: Callable[[], GroupSnapshot] | None = None) -> None:
         """Opens the window of the GroupMetadata record at `start_partition`/`start_offset`
-        (`snapshot`: its persisted state, None for a tombstone), with no summaries."""
+        (`snapshot`: its persisted state, None for a tombstone; or `deferred`, how to build it when
+        first read, e.g. by an `offset_regression` row naming the partition's owners), with no
+        summaries."""
         self.summaries = {}
         self.generation_id, self.state = generation_id, state
         self.start_offset, self.start_partition = start_offset, start_partition
-        self._snapshot = snapshot
+        self._snapshot, self._deferred = snapshot, deferred
         self._owners = None
 
     def rows(self, group_id: str, *, end_offset: int | None) -> list[AuditRow]:
@@ -63,7 +71,8 @@ class OffsetWindow:
         """The `offset_regression` violation of the commit at `p`/`o` (`OffsetSummary.commit`
         returned `r`), naming the members the window's opening record assigns the partition to."""
         if self._owners is None:
-            self._owners = self._snapshot.owner_ids() if self._snapshot is not None else {}
+            snapshot = self.snapshot
+            self._owners = snapshot.owner_ids() if snapshot is not None else {}
         topic, partition = tp
         return ViolationRow(
             group_id, self.generation_id, "offset_regression", topic, partition, self._owners.get(tp, ()),

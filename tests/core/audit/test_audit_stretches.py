@@ -80,8 +80,8 @@ def _stretches(records: list[Record], rng: random.Random, cut: float) -> list[tu
 
 
 def _audit_in_stretches(group: str, records: list[Record], rng: random.Random, cut: float, *,
-                        observe: bool = True) -> list:
-    auditor = GroupAuditor(group, observe=observe)
+                        observe: bool = True, embedded: bool = True) -> list:
+    auditor = GroupAuditor(group, observe=observe, embedded=embedded)
     rows: list = []
     for kind, payload in _stretches(records, rng, cut):
         if kind == "record":
@@ -135,6 +135,9 @@ def test_an_offsets_only_audit_gives_the_offset_rows_of_the_full_one(path: Path)
         only = _audit_in_stretches(group, records, random.Random(0), 0.3, observe=False)
         assert _offset_rows(only) == sorted(map(repr, only)), group  # nothing else comes out
         assert _offset_rows(only) == _offset_rows(full), group
+        # the samples' embedded bytes all decode: without decoding them, the same rows
+        lean = _audit_in_stretches(group, records, random.Random(0), 0.3, observe=False, embedded=False)
+        assert sorted(map(repr, lean)) == _offset_rows(full), group
 
 
 def test_an_offsets_only_audit_names_the_owners_of_a_regression_and_saves_no_state() -> None:
@@ -147,3 +150,29 @@ def test_an_offsets_only_audit_names_the_owners_of_a_regression_and_saves_no_sta
     assert _offset_rows(rows) == _offset_rows(list(audit_group(log.records, group_id="g")))
     with pytest.raises(ValueError, match="offsets-only"):
         auditor.to_dict()
+
+
+def test_an_offsets_only_audit_that_decodes_no_embedded_bytes_gives_the_same_offset_rows() -> None:
+    """`embedded=False`: the windows open where they did (a record listing a member id twice is
+    still quarantined and opens none), a regression still names the partition's owners (the
+    snapshot is built then), and only the quarantine row of the undecodable embedded bytes is gone."""
+    bad = member("b-1", subscription=b"\x00\x01\x00\x00\x00\x05", assignment=b"\x00\x00\xff")
+    log = (LogBuilder().group(1, [member("a-1", tps("t", 0, 1)), bad]).commit("t", 0, 10).commit("t", 0, 4)
+           .group(2, [member("d", tps("t", 0)), member("d", tps("t", 1))]).commit("t", 0, 3)
+           .group(3, []).commit("t", 0, 1))
+    decoding, lean = GroupAuditor("g", observe=False), GroupAuditor("g", observe=False, embedded=False)
+    full = [*decoding.feed(log.records), *decoding.finish()]
+    rows = [*lean.feed(log.records), *lean.finish()]
+
+    def quarantined(rows: list) -> list[str]:
+        return [r.error for r in rows if type(r).__name__ == "QuarantineRow"]
+
+    assert ([r for r in rows if type(r).__name__ != "QuarantineRow"]
+            == [r for r in full if type(r).__name__ != "QuarantineRow"])
+    violations = [r for r in rows if type(r).__name__ == "ViolationRow"]
+    assert [(v.generation_id, v.member_ids) for v in violations] == [(1, ("a-1",)), (1, ("a-1",))]
+    assert len(quarantined(full)) == 2 and "member 'b-1' assignment" in quarantined(full)[0]
+    assert quarantined(rows) == quarantined(full)[1:] and "member id 'd'" in quarantined(rows)[0]
+    assert (lean.counts.embedded_decode_errors, decoding.counts.embedded_decode_errors) == (0, 2)
+    with pytest.raises(ValueError, match="embedded=False needs observe=False"):
+        GroupAuditor("g", embedded=False)
