@@ -96,11 +96,10 @@ from udfs.schemas import (
     BROKER_ACCOUNT_COLUMNS,
     GROUP_STATE_SCHEMA,
     RUNS_SCHEMA,
-    TABLE_SCHEMAS,
     epoch_ms,
     with_time_columns,
 )
-from udfs.table_files import CARRIED_PREFIX, DirectWrite, carried_key, staged_schema
+from udfs.table_files import CARRIED_PREFIX, DirectWrite, carried_key, staged_rows, staged_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -352,15 +351,6 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     return tables, counts, persisted, staged, carried_files
 
 
-def _read_staged(spark: SparkSession, table: str, staged: delta_io.StagedFiles) -> DataFrame:
-    """The content columns of a table's new rows from the files the replay's tasks wrote (for the
-    derived tables' own stage, which reads them with earlier runs' rows)."""
-    columns = [f"`{name}`" for name in TABLE_SCHEMAS[table].fieldNames()]
-    if not staged.files:
-        return spark.createDataFrame([], staged.schema).selectExpr(*columns)
-    return spark.read.schema(staged.schema).parquet(*staged.files).selectExpr(*columns)
-
-
 def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str], carried_dirs: Mapping[str, str] | None = None,
                   ) -> tuple[dict[str, delta_io.StagedFiles], dict[str, delta_io.StagedFiles]]:
     """Per table the replay's tasks wrote themselves, the files they reported (`split_files`); then,
@@ -464,7 +454,7 @@ def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, inpu
     (`udfs.table_files`), in `AUDIT_OUTPUT_TABLES` order: with `output.direct_files`, the embedded
     writer and a local base path, every table whose new rows are the replay's rows as they are
     (the derived tables when the replay derives them; a stage of their own reads the base tables'
-    files back, `_read_staged`): not `generations` with a server log (the broker's account is
+    files back, `udfs.table_files.staged_rows`): not `generations` with a server log (the broker's account is
     joined to it first), not `quarantine` when the input's unreadable lines join it or it is off.
     (The rows a run merges into earlier windows and the `runs` row always go through Spark.)"""
     if not (cfg.direct_files and writer == "embedded" and delta_io.local_path(cfg.output_path)
@@ -610,9 +600,9 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
                                                  until=cfg.until))
             _log("derived tables: derived in the replay (the run's own rows are all they need)")
         elif cfg.derived_tables:  # from the run's base rows, with the rows this run closes or changes
-            new_rows = {**tables, **{name: _read_staged(spark, name, files) for name, files in main.staged.items()
+            new_rows = {**tables, **{name: staged_rows(spark, name, files.files) for name, files in main.staged.items()
                                  if name in BASE_INPUTS}}
-            closed = {**carried, **{name: _read_staged(spark, name, files)
+            closed = {**carried, **{name: staged_rows(spark, name, files.files)
                                     for name, files in main.carried_files.items()}}
             base = {name: df.unionByName(closed[name]) if name in closed else df for name, df in new_rows.items()}
             tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,

@@ -24,6 +24,7 @@ How it stays close to a bare scan:
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +49,7 @@ from udfs.replay import (
     replay_frame,
     replay_handed_off,
     replay_input,
+    split_files,
     split_table,
 )
 from udfs.scan import (
@@ -66,6 +68,7 @@ from udfs.scan import (
     read_footer,
 )
 from udfs.schemas import epoch_ms
+from udfs.table_files import DirectWrite, staged_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -73,6 +76,7 @@ if TYPE_CHECKING:
     from udfs.scan import ParquetFooter
 
 __all__ = [
+    "OFFSET_PATH_TABLES",
     "Scan",
     "chunk_overlap",
     "local_parquet_files",
@@ -391,13 +395,25 @@ def local_session(spark: Any) -> bool:
     return str(spark.sparkContext.master).startswith("local")
 
 
+OFFSET_PATH_TABLES = ("offset_commits", "violations")
+"""The tables `offset_path` outputs (its violations are the `offset_regression` rows alone)."""
+
+
 def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
                 ) -> tuple[DataFrame, DataFrame, Scan]:
     """The offset-commit path alone on Kafka-source rows: (offset_commits rows, offset_regression
     violations, the scan): the single pass, then the replay of its side records and stretches
     (`udfs.replay`, `shards` partitions, default the session's parallelism; asked for those two
     tables only, and without the generation observer: `observe=False`), computed once for both
-    results (a lazy local checkpoint). For tests, notebooks and the benchmark."""
+    results. For tests, notebooks and the benchmark.
+
+    When the pass handed its rows off as local files (a local session), the replay's tasks write
+    the two tables' rows as Parquet files beside them (`udfs.table_files`, as the audit's embedded
+    writer has them write its tables), and the results read those files: the rows never cross to
+    the JVM as Arrow batches nor sit in a checkpoint (`benchmarks.bench_worker_cpu`, 40M records,
+    alternating: the JVM's CPU per offset path 1.6-2.9 s against 2.2-3.6 s, the workers' 0.2-0.3 s
+    more for writing Parquet, the wall 7.4-8.1 s against 7.8-8.6 s). Read them before `scan.unpersist()`, which deletes
+    them with the handed-off files. Otherwise the replay's output is kept as a lazy local checkpoint."""
     spark = df.sparkSession
     if "handoff_root" not in scan_options and local_session(spark):
         scan_options["handoff_root"] = tempfile.gettempdir()
@@ -405,7 +421,15 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
     n = shards or spark.sparkContext.defaultParallelism
     # only the two tables it returns, from the offset windows alone: no generation is observed, so
     # the only violations are the windows' offset_regression rows
-    wide = scan.replay(shards=n, tables=("offset_commits", "violations"), observe=False).localCheckpoint(eager=False)
+    if scan.hands_off:
+        assert scan.handoff is not None  # (hands_off says so)
+        out = tempfile.mkdtemp(prefix="offset-path-", dir=scan.handoff.directory)
+        direct = DirectWrite({t: os.path.join(out, t) for t in OFFSET_PATH_TABLES}, run_id="offset-path")
+        wide = scan.replay(shards=n, tables=OFFSET_PATH_TABLES, observe=False, direct=direct)
+        files: dict[str, list[str]] = {t: [] for t in OFFSET_PATH_TABLES}
+        for row in split_files(wide).collect():  # runs the replay, once
+            files[row["table"]].append(row["path"])
+        oc, violations = (staged_rows(spark, t, sorted(files[t])) for t in OFFSET_PATH_TABLES)
+        return oc, violations, scan
+    wide = scan.replay(shards=n, tables=OFFSET_PATH_TABLES, observe=False).localCheckpoint(eager=False)
     return split_table(wide, "offset_commits"), split_table(wide, "violations"), scan
-
-

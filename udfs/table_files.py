@@ -38,7 +38,7 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,6 +48,9 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructFi
 
 from udfs.schemas import BROKER_ACCOUNT_COLUMNS, DERIVED_TABLES, TABLE_SCHEMAS, TIME_COMPANIONS
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 __all__ = [
     "CARRIED_PREFIX",
     "FILES_TABLE",
@@ -55,6 +58,7 @@ __all__ = [
     "TableFiles",
     "carried_key",
     "overlapping_rows",
+    "staged_rows",
     "staged_schema",
     "stored_arrow_schema",
 ]
@@ -121,6 +125,17 @@ def staged_schema(table: str) -> StructType:
     fields = [StructField(f.name, _cast_type(f.dataType) if table in CAST_TABLES else f.dataType, True)
               for f in content.fields]
     return StructType([*fields, *times, StructField(RUN_ID_COLUMN, StringType(), False)])
+
+
+def staged_rows(spark: SparkSession, table: str, files: Sequence[str]) -> DataFrame:
+    """The content columns (`TABLE_SCHEMAS` order) of `table`'s rows in Parquet files replay tasks
+    wrote (`TableFiles`: the stored layout, `staged_schema`), read lazily by Spark; an empty
+    DataFrame when there are none."""
+    schema = staged_schema(table)
+    columns = [f"`{name}`" for name in TABLE_SCHEMAS[table].fieldNames()]
+    if not files:
+        return spark.createDataFrame([], schema).selectExpr(*columns)
+    return spark.read.schema(schema).parquet(*files).selectExpr(*columns)
 
 
 @functools.cache

@@ -114,8 +114,19 @@ EXPECTED_SUMMARY = [
 """The offset_commits rows of LOG."""
 
 
-def test_offset_commits_summary_and_regressions(spark) -> None:
-    summary, violations, _scan = op.offset_path(_frame(spark, LOG))
+@pytest.mark.parametrize("given", ["rows", "parquet"])
+def test_offset_commits_summary_and_regressions(spark, tmp_path, given: str) -> None:
+    """Rows fed through Spark (the replay's output kept in a checkpoint) and local Parquet files
+    (the pass hands its rows off as files, the replay's tasks write the two tables' files: the
+    regression's owners then come from a window snapshot built only for it)."""
+    df = _frame(spark, LOG)
+    if given == "parquet":
+        df.write.parquet(str(tmp_path / "log"))
+        df = spark.read.parquet(str(tmp_path / "log"))
+    summary, violations, scan = op.offset_path(df)
+    assert scan.hands_off == (given == "parquet")
+    if given == "parquet":  # the rows are read from the replay tasks' files, in the pass's directory
+        assert scan.handoff is not None and all(scan.handoff.directory in f for f in summary.inputFiles())
     assert_df_equality(summary, spark.createDataFrame(EXPECTED_SUMMARY, TABLE_SCHEMAS["offset_commits"]),
                        ignore_row_order=True, ignore_nullable=True)
     expected_v = [("g", 1, "offset_regression", "t", 0, ["m1"],
@@ -123,6 +134,7 @@ def test_offset_commits_summary_and_regressions(spark) -> None:
                    f"was Stable in generation 1", "partition 3 offsets 2 -> 4", T + 4, 3, 4)]
     assert_df_equality(violations, spark.createDataFrame(expected_v, TABLE_SCHEMAS["violations"]),
                        ignore_row_order=True, ignore_nullable=True)
+    scan.unpersist()
 
 
 def test_sql_path_equals_the_pure_audit(spark) -> None:
