@@ -412,8 +412,9 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
     writer has them write its tables), and the results read those files: the rows never cross to
     the JVM as Arrow batches nor sit in a checkpoint (`benchmarks.bench_worker_cpu`, 40M records,
     alternating: the JVM's CPU per offset path 1.6-2.9 s against 2.2-3.6 s, the workers' 0.2-0.3 s
-    more for writing Parquet, the wall 7.4-8.1 s against 7.8-8.6 s). Read them before `scan.unpersist()`, which deletes
-    them with the handed-off files. Otherwise the replay's output is kept as a lazy local checkpoint."""
+    more for writing Parquet, the wall 7.4-8.1 s against 7.8-8.6 s). Read them before
+    `scan.unpersist()`, which deletes them with the handed-off files. Otherwise the replay's output
+    (in only the two tables' columns, `udfs.replay.replay_schema`) is kept as a lazy local checkpoint."""
     spark = df.sparkSession
     if "handoff_root" not in scan_options and local_session(spark):
         scan_options["handoff_root"] = tempfile.gettempdir()

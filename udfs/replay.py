@@ -279,7 +279,6 @@ REPLAY_DERIVED_SCHEMA: StructType = StructType(_WIDE_FIELDS)
 rows (`REPLAY_SCHEMA` and the columns only those tables use)."""
 
 
-
 def replay_schema(tables: Collection[str] | None = None, *, derive: bool = False, direct: bool = False) -> StructType:
     """The replay's output schema for `tables` (`make_replay_fn`'s choice; None: every table, and
     the schema is `REPLAY_DERIVED_SCHEMA` when `derive`, else `REPLAY_SCHEMA`): with `tables`, only
@@ -1516,8 +1515,8 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
     `__consumer_offsets` partition between the previous run and this one. `direct`: the task
     writes the new rows of its tables into Parquet files itself (`udfs.table_files`) and outputs a
     `FILES_TABLE` row per file instead. `tables`: only these tables' rows come out (`OUTPUT_TABLES`
-    names; default all), in only their columns. `observe=False`: the offset windows only (`GroupAuditor(observe=False)`;
-    `tables` within `OFFSETS_ONLY_TABLES`)."""
+    names; default all), in only their columns. `observe=False`: the offset windows only
+    (`GroupAuditor(observe=False)`; `tables` within `OFFSETS_ONLY_TABLES`)."""
     if batch_rows < 1:
         raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
     keep = _kept_tables(tables, derive=derive)

@@ -154,7 +154,8 @@ class GroupAuditor:
         snapshot is built only when an `offset_regression` row names the partition's owners. For a
         caller that keeps the offset_commits and violations rows alone (the offset path)."""
         if embedded is False and observe:
-            raise ValueError("GroupAuditor: embedded=False needs observe=False (the observer reads the decoded members)")
+            raise ValueError("GroupAuditor: embedded=False needs observe=False "
+                             "(the observer reads the decoded members)")
         self._group_id = group_id
         self._observe = observe
         self._embedded = embedded

@@ -489,9 +489,10 @@ class GroupSnapshot:
 
 def check_unique_members(members: Sequence[MemberView] | Sequence[MemberMetadata], group_id: str) -> None:
     """Raises CoordinatorInvariantError when one GroupMetadata record lists a member id or instance
-    id twice, which Kafka's load path cannot represent (`ClassicGroup#fromRecord` keys its members
-    by id); `GroupSnapshot.from_value` checks its members with it, and an audit that does not
-    build the snapshot checks the record's own members."""
+    id twice, which Kafka's load path cannot represent (`ClassicGroup#add`, which
+    `ClassicGroup#fromRecord` calls per member, keeps the members in a map by member id and refuses
+    an instance id it holds already); `GroupSnapshot.from_value` checks its members with it, and an
+    audit that does not build the snapshot checks the record's own members."""
     seen_ids: set[str] = set()
     seen_instances: set[str] = set()
     for m in members:
