@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
-from udfs.scan import make_file_scan_fn, parquet_units, read_footer
+from udfs.scan import make_file_scan_fn, parquet_units, read_footer, unit_rows_for
 
 DEFAULT_INPUT = Path(__file__).resolve().parents[1] / ".cache" / "bench" / "input-r20221159-g5000-s0"
 CORES = 2
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     footers = [read_footer(str(f)) for f in files]
     chunk = DEFAULT_SCAN_CHUNK_ROWS
     total = sum(sum(f.row_groups) for f in footers)
-    units = parquet_units(footers, unit_rows=max(chunk, min(8 * chunk, total // (4 * CORES))))
+    units = parquet_units(footers, unit_rows=unit_rows_for(total, CORES, chunk))
     fn = make_file_scan_fn(chunk_rows=chunk)
     batches = [pa.RecordBatch.from_pylist([{"path": path, "row_groups": groups}]) for path, groups in units]
 

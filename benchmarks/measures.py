@@ -101,14 +101,14 @@ def measure_read_floors(spark: SparkSession, path: str) -> dict[str, Any]:
       Python: the records whose key is an OffsetCommitKey (type 0 or 1), grouped by the key's
       bytes, count and min/max log offset, written to `noop`; no value decoded, no window, no log
       order, no regression. A pass kept in the JVM pays at least this."""
-    from udfs.scan import FILE_UNIT_SCHEMA, parquet_units
+    from udfs.scan import FILE_UNIT_SCHEMA, parquet_units, unit_rows_for
 
     footers, why = offsets_path.local_parquet_files(spark.read.parquet(path))
     if why is not None:
         raise ValueError(f"read floors: the input cannot be read directly ({why})")
     total = sum(sum(f.row_groups) for f in footers)
     chunk = DEFAULT_SCAN_CHUNK_ROWS
-    units = parquet_units(footers, unit_rows=max(chunk, min(8 * chunk, total // (4 * spark.sparkContext.defaultParallelism))))
+    units = parquet_units(footers, unit_rows=unit_rows_for(total, spark.sparkContext.defaultParallelism, chunk))
     unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
     t0 = time.perf_counter()
     read = unit_df.mapInArrow(_python_read_counts, "rows long, value_buffer_bytes long").agg(

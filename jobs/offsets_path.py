@@ -66,6 +66,7 @@ from udfs.scan import (
     parquet_input_problem,
     parquet_units,
     read_footer,
+    unit_rows_for,
 )
 from udfs.schemas import epoch_ms
 from udfs.table_files import DirectWrite, staged_rows
@@ -337,11 +338,9 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
             if log is not None:
                 log(f"the single pass reads through Spark ({why})")
     if files:
-        # a task reads one unit of several chunks: few tasks (each costs a Python round trip), at
-        # least four per core for balance; the chunk bounds the worker's memory
+        # a task reads one unit of several chunks (`unit_rows_for`); the chunk bounds the worker's memory
         total = sum(sum(f.row_groups) for f in files)
-        per_task = total // (4 * spark.sparkContext.defaultParallelism)
-        units = parquet_units(files, unit_rows=max(chunk_rows, min(8 * chunk_rows, per_task)))
+        units = parquet_units(files, unit_rows=unit_rows_for(total, spark.sparkContext.defaultParallelism, chunk_rows))
         if handoff_root is not None:
             handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
                               buckets_for(total, shards or spark.sparkContext.defaultParallelism))

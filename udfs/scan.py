@@ -107,6 +107,8 @@ __all__ = [
     "POSITION_COLUMNS",
     "SCAN_FIELDS",
     "SCAN_SCHEMA",
+    "UNITS_PER_CORE",
+    "UNIT_CHUNKS",
     "ParquetFooter",
     "footer_null_positions",
     "group_matcher",
@@ -116,6 +118,7 @@ __all__ = [
     "parquet_units",
     "read_footer",
     "scan_chunk",
+    "unit_rows_for",
 ]
 
 KIND_SIDE = "side"
@@ -743,6 +746,25 @@ def read_footer(path: str) -> ParquetFooter:
         return ParquetFooter(path, pf.schema_arrow, tuple(meta.row_group(i).num_rows
                                                           for i in range(meta.num_row_groups)),
                              footer_null_positions(meta))
+
+
+UNITS_PER_CORE = 2
+"""Work units of the pass over local Parquet files per core (`unit_rows_for`)."""
+UNIT_CHUNKS = 16
+"""The most chunks in one work unit (`unit_rows_for`): a bigger input gets more units."""
+
+
+def unit_rows_for(total_rows: int, cores: int, chunk_rows: int) -> int:
+    """Rows per work unit (`parquet_units`) of a pass over `total_rows` rows on `cores` cores: about
+    `UNITS_PER_CORE` units per core, each at least one chunk and at most `UNIT_CHUNKS` chunks. Each
+    unit is a task: a Python round trip, a key table learnt afresh, and a cut in every stretch open
+    across it, which the replay merges back (`udfs.replay._Group._fold`). Two units per core and up
+    to 16 chunks each, instead of four and up to 8 (`python -m benchmarks.bench_worker_cpu --what
+    offset_path,audit`, alternating twice): at 20M records the offset path 3.37-3.77 s against
+    3.88-4.20 s (the Python workers' CPU 4.72-4.77 s against 5.16-5.42 s), the warm audit 5.86-6.15 s
+    against 6.03-6.39 s; at 40M records 6.85-7.42 s against 7.40-7.86 s and 10.51-10.97 s against
+    11.40-12.03 s. One unit per core was no better (6.83-7.34 s and 10.98-11.44 s at 40M)."""
+    return max(chunk_rows, min(UNIT_CHUNKS * chunk_rows, total_rows // (UNITS_PER_CORE * max(1, cores))))
 
 
 def parquet_units(footers: Sequence[ParquetFooter], *, unit_rows: int) -> list[tuple[str, list[int]]]:

@@ -28,7 +28,17 @@ from coordinator_core.records import (
 from jobs import offsets_path as op
 from tests.spark.test_spark_offsets_path import EXPECTED_SUMMARY, LOG, SCHEMA, T, _frame
 from udfs.replay import replay_frame, replay_input, split_table
-from udfs.scan import INPUT_COLUMNS, KIND_COUNTS, KIND_PARTIAL, KIND_SIDE, TaskKeys, scan_chunk
+from udfs.scan import (
+    INPUT_COLUMNS,
+    KIND_COUNTS,
+    KIND_PARTIAL,
+    KIND_SIDE,
+    UNIT_CHUNKS,
+    UNITS_PER_CORE,
+    TaskKeys,
+    scan_chunk,
+    unit_rows_for,
+)
 from udfs.scan_kernel import S_PART, S_STRETCH, STRETCH_FIELDS, classify_keys, open_partitions
 from udfs.schemas import TABLE_SCHEMAS
 
@@ -315,3 +325,14 @@ def test_nulls_in_the_position_time_window_and_key_columns_reach_the_output_as_n
     side = {(r["partition"], r["offset"]) for r in got[KIND_SIDE]}
     assert (None, 1) in side and (0, None) in side and (0, 6) in side  # the null key: a side row
     assert got[KIND_COUNTS][0]["filtered_by_window"] == 1
+
+
+@pytest.mark.parametrize(("total", "cores"), [(0, 2), (1_000, 2), (5_000_000, 2), (20_000_000, 2), (40_000_000, 2),
+                                              (400_000_000, 2), (20_000_000, 8), (20_000_000, 0)])
+def test_work_units_are_two_per_core_within_one_to_sixteen_chunks(total: int, cores: int) -> None:
+    chunk = 500_000
+    rows = unit_rows_for(total, cores, chunk)
+    assert chunk <= rows <= UNIT_CHUNKS * chunk
+    if chunk < rows < UNIT_CHUNKS * chunk:  # neither bound: about UNITS_PER_CORE units per core
+        assert total // rows in range(UNITS_PER_CORE * max(cores, 1), UNITS_PER_CORE * max(cores, 1) + 2)
+    assert (unit_rows_for(400_000_000, 2, chunk), unit_rows_for(1_000, 2, chunk)) == (UNIT_CHUNKS * chunk, chunk)
