@@ -86,9 +86,9 @@ from udfs.replay import (
     STATE_WINDOWS_COLUMN,
     TIMING_FIELDS,
     ResumeMode,
+    files_written,
     saved_states_table,
     split_counts,
-    split_files,
     split_state,
     split_table,
 )
@@ -353,16 +353,13 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
 
 def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str], carried_dirs: Mapping[str, str] | None = None,
                   ) -> tuple[dict[str, delta_io.StagedFiles], dict[str, delta_io.StagedFiles]]:
-    """Per table the replay's tasks wrote themselves, the files they reported (`split_files`); then,
+    """Per table the replay's tasks wrote themselves, the files they reported (`udfs.replay.files_written`); then,
     per table of `carried_dirs`, the files of its carried rows (reported as `carried_key(table)`)."""
-    files: dict[str, list[tuple[str, int]]] = {name: [] for name in stage_dirs}
-    files.update({carried_key(name): [] for name in carried_dirs or {}})
-    for row in split_files(wide).collect():
-        files[row["table"]].append((row["path"], int(row["rows"])))
+    files = files_written(wide, [*stage_dirs, *(carried_key(name) for name in carried_dirs or {})])
     out = {}
     for key, listed in files.items():
         out[key] = delta_io.StagedFiles(staged_schema(key.removeprefix(CARRIED_PREFIX)),
-                                        tuple(sorted(p for p, _ in listed)), sum(n for _, n in listed))
+                                        tuple(p for p, _ in listed), sum(n for _, n in listed))
     new = {k: f for k, f in out.items() if not k.startswith(CARRIED_PREFIX)}
     n_files = sum(len(f.files) for f in new.values())
     _log(f"replay: its tasks wrote {n_files:,} Parquet files of {len(new)} tables themselves "

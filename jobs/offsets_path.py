@@ -44,12 +44,12 @@ from udfs.handoff import Handoff, Parts, buckets_for, parts_by_bucket, read_file
 from udfs.replay import (
     HANDOFF_REPORT_SCHEMA,
     STRETCH_COLUMNS,
+    files_written,
     hand_off_states,
     make_handoff_fn,
     replay_frame,
     replay_handed_off,
     replay_input,
-    split_files,
     split_table,
 )
 from udfs.scan import (
@@ -426,10 +426,8 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
         out = tempfile.mkdtemp(prefix="offset-path-", dir=scan.handoff.directory)
         direct = DirectWrite({t: os.path.join(out, t) for t in OFFSET_PATH_TABLES}, run_id="offset-path")
         wide = scan.replay(shards=n, tables=OFFSET_PATH_TABLES, observe=False, direct=direct)
-        files: dict[str, list[str]] = {t: [] for t in OFFSET_PATH_TABLES}
-        for row in split_files(wide).collect():  # runs the replay, once
-            files[row["table"]].append(row["path"])
-        oc, violations = (staged_rows(spark, t, sorted(files[t])) for t in OFFSET_PATH_TABLES)
+        files = files_written(wide, OFFSET_PATH_TABLES)  # runs the replay, once
+        oc, violations = (staged_rows(spark, t, [path for path, _ in files[t]]) for t in OFFSET_PATH_TABLES)
         return oc, violations, scan
     wide = scan.replay(shards=n, tables=OFFSET_PATH_TABLES, observe=False).localCheckpoint(eager=False)
     return split_table(wide, "offset_commits"), split_table(wide, "violations"), scan

@@ -142,6 +142,7 @@ __all__ = [
     "STRETCH_COLUMNS",
     "TIMING_FIELDS",
     "ResumeMode",
+    "files_written",
     "group_runs",
     "hand_off_states",
     "make_handoff_fn",
@@ -1776,6 +1777,16 @@ def split_files(wide: DataFrame) -> DataFrame:
     """The files the replay's tasks wrote themselves (`replay_frame(direct=...)`): table, path, rows."""
     return wide.where(f"_table = '{FILES_TABLE}'").selectExpr(
         *[f"`{_column(FILES_TABLE, name)}` AS `{name}`" for name, _ in FILES_FIELDS])
+
+
+def files_written(wide: DataFrame, keys: Collection[str]) -> dict[str, list[tuple[str, int]]]:
+    """The files the replay's tasks wrote (`split_files`), collected (a Spark job: it runs the tasks
+    unless their output is kept): per key of `keys` (a table, or `carried_key` of one; every key
+    reported must be among them), its files' (path, rows), in path order."""
+    files: dict[str, list[tuple[str, int]]] = {key: [] for key in keys}
+    for row in split_files(wide).collect():
+        files[row["table"]].append((row["path"], int(row["rows"])))
+    return {key: sorted(listed) for key, listed in files.items()}
 
 
 def split_counts(wide: DataFrame) -> DataFrame:
