@@ -46,12 +46,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 from coordinator_core.records_fast import fast_constructor
@@ -526,8 +527,16 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                member_commits: _MemberCommits,
                cause_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[OwnershipRow | OwnershipRun]:
     offset_at = {g["record_timestamp"]: g.get("source_offset") for g in gens}
+    assigned = [a for i in range(len(gens)) for a in by_gen.get(i, ())]
+    # each partition's assignment, when no partition has two (the common case: a group whose
+    # assignment did not change during the run); built with dict updates, not a loop per partition
+    holder: dict[tuple[str, int], _Assigned] = {}
+    for a in assigned:
+        holder.update(zip(a.keys, itertools.repeat(a)))
+    single = ONE_OWNER_PATH and len(holder) == sum(len(a.keys) for a in assigned)
     # per partition, its assignments in generation order; one whose end a join phase moves becomes a
-    # `_Segment` (most never do: no object per assignment)
+    # `_Segment` (most never do: no object per assignment); with `single`, only the partitions of
+    # assignments that end here (the others' one segment is `holder`'s)
     segments: dict[tuple[str, int], list[_Assigned | _Segment]] = defaultdict(list)
     ending_at: dict[int, list[tuple[tuple[str, int], int]]] = defaultdict(list)
     owned_in: list[set[tuple[str, int]]] = []
@@ -535,12 +544,17 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         owned: set[tuple[str, int]] = set()
         for a in by_gen.get(i, ()):
             end = a.valid_to
-            ending = ending_at[end] if end is not None else None
-            for key in a.keys:
-                segs = segments[key]
-                if ending is not None:
-                    ending.append((key, len(segs)))
-                segs.append(a)
+            if single:
+                if end is not None:
+                    ending_at[end].extend(zip(a.keys, itertools.repeat(0)))
+                    segments.update((key, [a]) for key in a.keys)
+            else:
+                ending = ending_at[end] if end is not None else None
+                for key in a.keys:
+                    segs = segments[key]
+                    if ending is not None:
+                        ending.append((key, len(segs)))
+                    segs.append(a)
             owned.update(a.keys)
         owned_in.append(owned)
     gaps: dict[tuple[str, int], list[_Gap]] = defaultdict(list)
@@ -611,23 +625,20 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
 
     rows: list[OwnershipRow | OwnershipRun] = []
     runs: dict[int, OwnershipRun] = {}  # id of a marked `_Assigned` -> its rows as stored
-    for key in sorted(segments):
+
+    def run_of(found: _Assigned) -> OwnershipRun:
+        same = runs.get(id(found))
+        if same is None:
+            end = found.valid_to
+            same = runs[id(found)] = _ownership_run(
+                group_id, found.member_id, found.group_instance_id, found.client_id, found.client_host,
+                found.generation_id, found.valid_from, end, found.source_offset,
+                None if end is None else offset_at.get(end), [])
+        return same
+
+    def key_rows(key: tuple[str, int], segs: Sequence[_Assigned | _Segment], key_gaps: list[_Gap] | None) -> None:
+        """The rows of a partition that had several owners or was unowned for a while."""
         topic, partition = key
-        segs, key_gaps = segments[key], gaps.get(key)
-        if key_gaps is None and len(segs) == 1:  # the common case: one owner, never unowned
-            found = segs[0]
-            if isinstance(found, _Segment) or not found.marked:
-                rows.append(owned_row(topic, partition, found))
-                continue
-            same = runs.get(id(found))
-            if same is None:
-                end = found.valid_to
-                same = runs[id(found)] = _ownership_run(
-                    group_id, found.member_id, found.group_instance_id, found.client_id, found.client_host,
-                    found.generation_id, found.valid_from, end, found.source_offset,
-                    None if end is None else offset_at.get(end), [])
-            same.keys.append(key)
-            continue
         items = [owned_row(topic, partition, s) for s in segs]
         merged: list[_Gap] = []
         for gp in sorted(key_gaps or (), key=lambda x: (x.start, x.end is None, x.end or 0)):
@@ -648,8 +659,55 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
         if len(items) > 1:
             items.sort(key=lambda r: (r.valid_from, r.owned, r.member_id or ""))
         rows.extend(items)
+
+    if single:
+        # the rows of the loop below, in its order, with a marked assignment's partitions sorted at
+        # once: each partition with gaps or of an unmarked assignment in key order, then the runs in
+        # the order of their first partition (every partition has one assignment: `holder`'s)
+        one: list[tuple[tuple[str, int], _Assigned]] = []
+        firsts: list[tuple[tuple[str, int], OwnershipRun]] = []
+        for a in assigned:
+            if not a.marked:
+                one.extend(zip(a.keys, itertools.repeat(a)))
+                continue
+            keys = a.keys
+            if gaps:
+                one.extend((key, a) for key in keys if key in gaps)
+                keys = [key for key in keys if key not in gaps]
+            if keys:
+                keys = sorted(keys)
+                same = run_of(a)
+                same.keys.extend(keys)
+                firsts.append((keys[0], same))
+        one.sort(key=_first)
+        for key, found in one:
+            key_gaps = gaps.get(key)
+            if key_gaps is None:
+                rows.append(owned_row(key[0], key[1], found))
+            else:
+                key_rows(key, segments.get(key) or [found], key_gaps)
+        firsts.sort(key=_first)
+        rows.extend(run for _, run in firsts)
+        return rows
+    for key in sorted(segments):
+        segs, key_gaps = segments[key], gaps.get(key)
+        if key_gaps is None and len(segs) == 1:  # the common case: one owner, never unowned
+            found = segs[0]
+            if isinstance(found, _Segment) or not found.marked:
+                rows.append(owned_row(key[0], key[1], found))
+                continue
+            run_of(found).keys.append(key)
+            continue
+        key_rows(key, segs, key_gaps)
     rows.extend(runs.values())
     return rows
+
+
+_first = itemgetter(0)
+
+ONE_OWNER_PATH = True
+"""Whether `_ownership` takes its shorter way for a group whose every partition had one assignment
+in the run (the tests turn it off to hold both ways equal)."""
 
 
 def _segment(row: _Assigned, offset_at: Mapping[int, int | None]) -> _Segment:

@@ -296,3 +296,73 @@ def test_marked_runs_give_the_same_rows_on_the_simulator_library(name: str) -> N
     assert sum(run.size for run in runs) == len(tables["assignments"])
     _same_with_runs(tables["generations"], tables["assignments"], runs, **inputs)
     _same_with_runs(tables["generations"], tables["assignments"], **inputs)
+
+
+# ------------------------------------------------------------------------------------------------
+# the ownership rows' shorter way for groups whose every partition had one assignment (ONE_OWNER_PATH)
+
+
+def _both_ways(monkeypatch: pytest.MonkeyPatch, gens: list[dict[str, Any]], assignments: list[Any],
+               **inputs: Any) -> Any:
+    """derive_group with and without `ONE_OWNER_PATH`: the same rows in the same order."""
+    import udfs.history
+
+    fast = derive_group(G, generations=gens, assignments=assignments, **inputs)
+    monkeypatch.setattr(udfs.history, "ONE_OWNER_PATH", False)
+    general = derive_group(G, generations=gens, assignments=assignments, **inputs)
+    monkeypatch.undo()
+    assert list(map(repr, fast[0])) == list(map(repr, general[0]))
+    assert fast[1:] == general[1:]
+    return fast
+
+
+def _random_history(rng: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Up to four generations (eager or cooperative, some Empty, some rewriting the same generation),
+    each Stable one assigning a random few of six partitions to up to three members, with commits and
+    departures."""
+    n = rng.randint(1, 4)
+    times = [1_000]
+    for _ in range(n):
+        times.append(times[-1] + rng.randint(1, 5_000))
+    gens, asgs, commits, causes = [], [], [], []
+    generation_id = 0
+    for i in range(n):
+        generation_id += 0 if i and rng.random() < 0.15 else 1
+        state = "Empty" if rng.random() < 0.25 else "Stable"
+        t, nxt = times[i], times[i + 1] if i + 1 < n else None
+        gens.append(gen(generation_id, t - rng.randint(0, 60), t, offset=10 * (i + 1), state=state,
+                        protocol=rng.choice(["EAGER", "COOPERATIVE"]), members=0 if state == "Empty" else 2))
+        if state == "Empty":
+            continue
+        members = rng.sample(["a-1", "b-1", "c-1"], rng.randint(1, 3))
+        for p in rng.sample(range(6), rng.randint(0, 6)):
+            member = rng.choice(members)
+            asgs.append(asg(generation_id, member, p, t, nxt, offset=10 * (i + 1),
+                            instance="i-" + member if member == "c-1" else None))
+            if rng.random() < 0.5:
+                commits.append(commit(p, t + rng.randint(0, max(1, (nxt or t + 100) - t - 1))))
+        if rng.random() < 0.3:
+            causes.append(cause(generation_id, "member_left_or_expired", rng.choice(members)))
+    return gens, asgs, {"commits": commits, "causes": causes}
+
+
+def test_one_owner_path_gives_the_general_rows_on_random_histories(monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    rng = random.Random(18)
+    single = 0
+    for _ in range(400):
+        gens, asgs, inputs = _random_history(rng)
+        keys = [(a["topic"], a["partition"]) for a in asgs]
+        single += len(set(keys)) == len(keys)
+        _both_ways(monkeypatch, gens, asgs, **inputs)
+        _both_ways(monkeypatch, gens, _as_runs(asgs), **inputs)
+    assert 100 < single < 400  # both ways are taken
+
+
+def test_one_owner_path_gives_the_general_rows_on_the_inline_histories(monkeypatch: pytest.MonkeyPatch) -> None:
+    emptied = [gen(1, 900, 1_000, offset=10, members=1), gen(2, 3_000, 3_001, offset=20, members=0, state="Empty")]
+    for gens, asgs in [(EAGER_GENS, EAGER_ASGS), (emptied, [asg(1, "a", 0, 1_000, 3_001), asg(1, "b", 1, 1_000, 3_001)]),
+                       (EAGER_GENS[:1], [asg(1, "a-1", p, 1_000, None, instance="i-1") for p in range(5)])]:
+        for given in (asgs, _as_runs(asgs)):
+            _both_ways(monkeypatch, gens, given, commits=[commit(0, 900), commit(1, 950)])
