@@ -115,7 +115,7 @@ from udfs.history import (
     OwnershipRun,
     derive_from_tables,
 )
-from udfs.scan import KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
+from udfs.scan import KIND_PARTIAL, KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
 from udfs.schemas import (
     AUDIT_TABLES,
     DERIVED_TABLES,
@@ -470,7 +470,8 @@ class _KeptWindows:
 
 def _state_windows(items: list[_OpenWindows | _KeptWindows], built: _BlockArrays | None = None) -> pa.Array:
     """The `offset_windows` column of some `_state` rows, in order: built from the open rows
-    (`_open_windows`) or taken from the input (`_KeptWindows`; a null taken as empty), run by run."""
+    (`_open_windows`) or taken from an array (`_KeptWindows`: the input's, or `_merge_at_rest`'s; a
+    null taken as empty), run by run."""
     parts: list[pa.Array] = []
     for kept, run in itertools.groupby(items, key=lambda w: isinstance(w, _KeptWindows)):
         if not kept:
@@ -493,8 +494,8 @@ class _Output:
     With `files`, the new rows of the tables it writes go to its Parquet files at a flush instead
     (`udfs.table_files`), and the files it wrote come out as `FILES_TABLE` rows at the end."""
 
-    __slots__ = ("carried", "counts", "files", "held", "held_rows", "keep", "rows", "run_rows", "schema", "states",
-                 "written")
+    __slots__ = ("carried", "carried_columns", "carried_rows", "counts", "deferred_rows", "files", "held", "held_rows",
+                 "keep", "rows", "run_rows", "schema", "states", "written")
 
     def __init__(self, schema: pa.Schema, files: TableFiles | None = None,
                  keep: frozenset[str] | None = None) -> None:
@@ -504,6 +505,11 @@ class _Output:
         """The tables whose rows come out (None: all); the others' rows are dropped at the flush."""
         self.rows: list[Any] = []
         self.carried: list[Any] = []
+        self.carried_columns: list[list[pa.Array]] = []
+        """Carried `offset_commits` rows given as Arrow columns (`add_merged`)."""
+        self.carried_rows = 0
+        self.deferred_rows = 0
+        """Stretches of groups whose merge waits for the flush (`_replay`'s `settle`)."""
         self.counts: list[tuple[Any, ...]] = []
         self.states: list[tuple[Any, ...]] = []
         self.written: list[tuple[str, str, int]] = []
@@ -514,7 +520,7 @@ class _Output:
 
     def __len__(self) -> int:
         return (len(self.rows) + len(self.carried) + len(self.counts) + len(self.states) + self.held_rows
-                + self.run_rows)
+                + self.run_rows + self.carried_rows + self.deferred_rows)
 
     def add_held(self, blocks: list[_HeldRows]) -> None:
         """New `offset_commits` rows given as held blocks, when that table's rows come out."""
@@ -548,6 +554,22 @@ class _Output:
             self.add_counts(rest.group_id, NO_COUNTS, (0.0, 0.0, 0.0))
         if self.wants(STATE_TABLE):
             self.states.append((rest.group_id, state, *rest.window, rest.window_record_value, False, windows))
+
+    def add_merged(self, merges: list[_AtRestMerge], windows: pa.Array, carried: list[pa.Array],
+                   merge_seconds: float) -> None:
+        """The rows of saved groups that read only offset stretches, merged into their saved windows
+        (`_merge_at_rest`): `windows` their offset windows (a list array, one row each, in order),
+        `carried` the windows the stretches changed as `offset_commits` columns (rows continuing the
+        previous run's open rows); `merge_seconds` the time each group's merge took."""
+        if self.wants(_OFFSET_COMMITS_OUT.name) and len(carried[0]):
+            self.carried_columns.append(carried)
+            self.carried_rows += len(carried[0])
+        for k, m in enumerate(merges):
+            if self.wants(COUNTS_TABLE):
+                self.add_counts(m.rest.group_id, NO_COUNTS, (0.0, merge_seconds, 0.0))
+            if self.wants(STATE_TABLE):
+                self.states.append((m.rest.group_id, m.state_json(), *m.rest.window, m.rest.window_record_value,
+                                    True, _KeptWindows(windows, k)))
 
     def close_files(self) -> None:
         """Closes the task's files (the rows are all flushed): they come out at the next flush."""
@@ -600,6 +622,13 @@ class _Output:
                 files.add(out.name, _columns(out, rows), carried=True)
             else:
                 batches.append(_wide_batch(out, rows, schema=schema, carried=True))
+        if self.carried_columns:  # (`add_merged` kept them only when the table's rows come out)
+            name = _OFFSET_COMMITS_OUT.name
+            columns = [pa.concat_arrays(list(parts)) for parts in zip(*self.carried_columns, strict=True)]
+            if files is not None and files.writes_carried(name):
+                files.add(name, columns, carried=True)
+            else:
+                batches.append(_wide_batch(_OFFSET_COMMITS_OUT, [], schema=schema, carried=True, columns=columns))
         if self.counts:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts, schema=schema))
         if self.states:
@@ -613,6 +642,8 @@ class _Output:
             batches.append(_wide_batch(_FILES_OUT, self.written, schema=schema))
         self.rows = []
         self.carried = []
+        self.carried_columns = []
+        self.carried_rows = 0
         self.counts = []
         self.states = []
         self.written = []
@@ -1300,6 +1331,13 @@ def _at_rest(state: Any, mode: ResumeMode, gaps: Mapping[int, HistoryGap]) -> tu
     that is not empty (an empty one starts afresh) and keeps its offset summaries apart (as the job
     saves them: the saved JSON is then what resuming would save again), with no offsets missing
     before the run on its partitions (a gap would add a `history_gap` cause). None otherwise."""
+    found = _rest_data(state, mode, gaps)
+    return None if found is None else found[:2]
+
+
+def _rest_data(state: Any, mode: ResumeMode, gaps: Mapping[int, HistoryGap]
+               ) -> tuple[AtRest, str, dict[str, Any]] | None:
+    """`_at_rest`'s answer and the saved state's JSON read."""
     if mode != "resume" or not state:
         return None
     text = state.decode() if isinstance(state, bytes) else str(state)
@@ -1309,7 +1347,142 @@ def _at_rest(state: Any, mode: ResumeMode, gaps: Mapping[int, HistoryGap]) -> tu
     rest = GroupAuditor.at_rest(data)
     if any(p in gaps for p in rest.partitions):
         return None
-    return rest, text
+    return rest, text, data
+
+
+_Pending = tuple[_Stretches, list[Any], list[Any], list[Any], int, int]
+"""Stretches of a saved group not resumed yet: an input batch's stretch and record columns, and the
+rows [start, end) (`_replay`)."""
+
+MERGE_AT_REST = True
+"""Whether the replay merges the stretches of saved groups that read nothing else into their saved
+windows without resuming them (`_merge_at_rest`; the tests turn it off to hold both ways equal)."""
+
+_W = {name: _OFFSET_COMMIT_FIELDS.index(name) for name in (
+    "topic", "partition", "commits", "tombstones", "regressions", "first_offset", "last_offset",
+    "first_commit_timestamp", "last_commit_timestamp", "last_source_offset")}
+"""Where the merge reads (`_merge_at_rest`) in a held row's columns (`_HELD_TYPES`)."""
+
+
+@dataclasses.dataclass(slots=True)
+class _AtRestMerge:
+    """A saved group that read only offset stretches (`pending`), its merge into the saved windows
+    deferred to the next flush (`_merge_at_rest`, many groups at once)."""
+
+    group_id: Any
+    state: Any
+    kept: _KeptWindows
+    pending: list[_Pending]
+    rest: AtRest
+    data: dict[str, Any]
+    saved: range
+    """Where its saved windows are in `kept.array`'s values."""
+
+    def stretches(self) -> int:
+        return sum(b - a for *_, a, b in self.pending)
+
+    def state_json(self) -> str:
+        """The saved auditor state with the positions the stretches read (`GroupAuditor.reached`, as
+        `merge_stretch` notes each stretch's last record): what resuming it would save again."""
+        positions = {int(p): int(o) for p, o in self.data["positions"]}
+        for x, parts, _, _, a, b in self.pending:
+            lasts = x["last_source_offset"]
+            if parts[a:b].count(parts[a]) == b - a:  # a group's records: one partition
+                pairs: Iterable[tuple[Any, Any]] = ((parts[a], max(lasts[a:b])),)
+            else:
+                pairs = zip(parts[a:b], lasts[a:b], strict=True)
+            for p, o in pairs:
+                if positions.get(p, o - 1) < o:
+                    positions[p] = o
+        data = {**self.data, "positions": [[p, o] for p, o in sorted(positions.items())]}
+        return json.dumps(data, separators=(",", ":"))
+
+
+def _at_rest_merge(group_id: Any, state: Any, kept: _KeptWindows, pending: list[_Pending], mode: ResumeMode,
+                   gaps: Mapping[int, HistoryGap]) -> _AtRestMerge | None:
+    """A saved group whose stretches `pending` (all it read this run) may merge into its saved
+    windows without resuming it (`_merge_at_rest` decides): its state is one `_at_rest` carries
+    forward and it has saved windows of the current layout. None: resume it."""
+    found = _rest_data(state, mode, gaps)
+    array = kept.array
+    if (found is None or array is None or not array[kept.index].is_valid
+            or array.type.value_type != STATE_WINDOWS_TYPE.value_type):
+        return None
+    offsets = cast(pa.ListArray, array).offsets
+    start, end = offsets[kept.index].as_py(), offsets[kept.index + 1].as_py()
+    if end <= start:
+        return None
+    return _AtRestMerge(group_id, state, kept, list(pending), found[0], found[2], range(start, end))
+
+
+def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.Array, list[pa.Array],
+                                                         list[_AtRestMerge]]:
+    """What resuming each group, merging its stretches and finishing it would give, computed on the
+    saved windows' and the stretches' columns at once, without resuming an audit: (the groups merged,
+    their offset windows as a list array (one row each, in order), the windows the stretches changed
+    as `offset_commits` columns (each group's in its saved order), the groups left to resume).
+
+    Each stretch merges into its topic-partition's saved window as `GroupAuditor.merge_stretch`
+    merges it (`OffsetSummary.merge`: counts added, the first commit's values kept, the last ones
+    taken when the stretch has commits, its own regressions only in a Stable window). A group is
+    left to resume when a stretch's topic-partition has no saved window or more than one stretch
+    (a task's edge cut it: `_Group._fold` merges those), or a stretch starts below its window's last
+    commit in a Stable window (an `offset_regression`, whose row only the auditor writes)."""
+    saved = [m.kept.array.values.slice(m.saved.start, len(m.saved))  # type: ignore[union-attr]
+             for m in merges]
+    w_struct = pa.concat_arrays(saved) if len(saved) > 1 else saved[0]
+    w = w_struct.flatten()
+    w_group = np.repeat(np.arange(len(merges)), [len(m.saved) for m in merges])
+    blocks = [_HeldBlock(_HeldRun(x, parts, offsets, timestamps, range(a, b)), m.rest.group_id, m.rest.window)
+              for m in merges for x, parts, offsets, timestamps, a, b in m.pending]
+    s = _blocks_columns(blocks)
+    s_group = np.repeat(np.arange(len(merges)), [m.stretches() for m in merges])
+    # each stretch's saved window: a join on (group, topic, partition)
+    left = pa.table({"g": s_group, "t": s[_W["topic"]], "p": s[_W["partition"]], "si": np.arange(len(s_group))})
+    right = pa.table({"g": w_group, "t": w[_W["topic"]], "p": w[_W["partition"]], "wi": np.arange(len(w_group))})
+    joined = left.join(right, keys=["g", "t", "p"], join_type="left outer").sort_by("si")
+    found = joined.column("wi")
+    unmatched = pc.is_null(found).to_numpy(zero_copy_only=False)
+    wi = pc.fill_null(found, 0).to_numpy().astype(np.int64)
+    bad = np.zeros(len(merges), dtype=bool)
+    bad[s_group[unmatched]] = True
+    bad[w_group[np.flatnonzero(np.bincount(wi[~unmatched], minlength=len(w_group)) > 1)]] = True
+    take_w = pa.array(wi)
+    old = [column.take(take_w) for column in w]
+    stable = np.array([m.rest.window[1] == "Stable" for m in merges])[s_group]
+    had = pc.fill_null(pc.greater(old[_W["commits"]], 0), False)
+    back = pc.fill_null(pc.and_(had, pc.less(s[_W["first_offset"]], old[_W["last_offset"]])), False)
+    bad[s_group[back.to_numpy(zero_copy_only=False) & stable & ~unmatched]] = True
+    ok_rows = ~bad[s_group]
+    if not ok_rows.all():
+        keep = pa.array(ok_rows)
+        s, old = [c.filter(keep) for c in s], [c.filter(keep) for c in old]
+        had, wi = pc.filter(had, keep), wi[ok_rows]
+    has = pc.greater(s[_W["commits"]], 0)
+    merged = list(old)
+    for name in ("commits", "tombstones", "regressions"):
+        merged[_W[name]] = pc.add(old[_W[name]], s[_W[name]])
+    for k in (_W["first_offset"], _W["first_commit_timestamp"]):
+        merged[k] = pc.if_else(had, old[k], s[k])
+    for k in (_W["last_offset"], _W["last_commit_timestamp"], _LAST_COMMIT):
+        merged[k] = pc.if_else(has, s[k], old[k])
+    merged[_W["last_source_offset"]] = s[_W["last_source_offset"]]
+    # the groups merged: their saved windows, each changed one replaced by its merge, in saved order
+    n = len(w_group)
+    source = np.arange(n, dtype=np.int64)
+    source[wi] = n + np.arange(len(wi), dtype=np.int64)
+    kept_rows = np.flatnonzero(~bad[w_group])
+    rows = pa.array(source[kept_rows])
+    columns = [pa.concat_arrays([_typed(a, t), _typed(b, t)]).take(rows)
+               for a, b, t in zip(w, merged, _HELD_TYPES, strict=True)]
+    sizes = [len(m.saved) for m, b in zip(merges, bad, strict=True) if not b]
+    ends = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    windows = pa.ListArray.from_arrays(pa.array(ends), pa.StructArray.from_arrays(
+        columns, fields=list(STATE_WINDOWS_TYPE.value_type)), type=STATE_WINDOWS_TYPE)
+    in_saved_order = pa.array(np.argsort(wi, kind="stable"))
+    carried = [_typed(b, t).take(in_saved_order) for b, t in zip(merged[:_LAST_COMMIT], _HELD_TYPES, strict=False)]
+    done = [m for m, b in zip(merges, bad, strict=True) if not b]
+    return done, windows, carried, [m for m, b in zip(merges, bad, strict=True) if b]
 
 
 def _resumed(group_id: Any, state: Any, summaries: dict[tuple[str, int], OffsetSummary], load_path: bool,
@@ -1344,6 +1517,13 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     saved: tuple[Any, _KeptWindows] | None = None
     """The current group's saved state and offset windows, until its first record resumes it (a
     group that reads none is carried forward without resuming, when `_at_rest` allows)."""
+    pending: list[_Pending] = []
+    """The stretches a saved group read before any other record (`saved` still set): merged into its
+    saved windows without resuming it, at the next flush, when that gives the same (`_merge_at_rest`: most
+    groups of a nightly run read offset commits only), else resumed and merged (`absorb`)."""
+    merges_at_rest = MERGE_AT_REST and mode == "resume" and observe and not derive
+    deferred: list[_AtRestMerge] = []
+    """Saved groups whose pending stretches merge at the next flush (`settle`)."""
 
     def resume() -> _Group:
         nonlocal saved
@@ -1353,8 +1533,50 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
         saved = None
         return _Group(_resumed(current, state, summaries, load_path, observe), mode, gaps, keep=derive)
 
+    def absorb(into: _Group, stretches: list[_Pending]) -> None:
+        """Stretches a saved group read before it was resumed, merged into it as the loop below
+        merges stretches."""
+        into.changed = True
+        for x, parts, offsets, timestamps, a, b in stretches:
+            t0 = perf_counter()
+            for r in into.hold(x, parts, offsets, timestamps, a, b, out):
+                for row in _stretch_rows(into.auditor, x, r, parts[r], offsets[r], timestamps[r]):
+                    into.route(row, out)
+            into.merge_seconds += perf_counter() - t0
+
+    def settle() -> None:
+        """The deferred merges (`_merge_at_rest`), and the groups it leaves, resumed and finished."""
+        if not deferred:
+            return
+        t0 = perf_counter()
+        done, windows, carried, left = _merge_at_rest(deferred)
+        deferred.clear()
+        out.deferred_rows = 0
+        if done:  # (each group's merge time: its share)
+            out.add_merged(done, windows, carried, (perf_counter() - t0) / len(done))
+        for m in left:
+            resumed = _Group(_resumed(m.group_id, m.state, _summaries(m.kept.array, m.kept.index), load_path,
+                                      observe), mode, gaps, keep=derive)
+            absorb(resumed, m.pending)
+            finish(resumed, m.group_id if isinstance(m.group_id, str) else None)
+
+    def flushed() -> pa.RecordBatch:
+        settle()
+        return out.flush()
+
     def close() -> None:
         nonlocal group, saved
+        if group is None and saved is not None and pending:
+            merge = _at_rest_merge(current, saved[0], saved[1], pending, mode, gaps)
+            if merge is not None:
+                deferred.append(merge)
+                out.deferred_rows += merge.stretches()
+                saved = None
+                pending.clear()
+                return
+            group = resume()
+            absorb(group, pending)
+            pending.clear()
         if group is None and saved is not None:
             rest = _at_rest(saved[0], mode, gaps)
             if rest is not None:
@@ -1363,24 +1585,27 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 return
             group = resume()
         if group is not None:
-            auditor = group.auditor
-            finished = auditor.finish(generation=group.observed)
-            for row in (*auditor.gap_rows(), *finished):
-                group.route(row, out)
-            held = group.take_held()
-            out.add_held(held)
-            if group.kept is not None and auditor.group_id is not None:
-                t0 = perf_counter()
-                derived = group.derived_rows(held)
-                out.rows.extend(derived)
-                out.run_rows += sum(len(row.keys) - 1 for row in derived if type(row) is OwnershipRun)
-                group.derive_seconds += perf_counter() - t0
-            key = current if isinstance(current, str) else None  # a group is open: current is its key
-            if out.wants(COUNTS_TABLE):
-                out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
-                               (group.feed_seconds, group.merge_seconds, group.derive_seconds))
-            if auditor.group_id is not None and out.wants(STATE_TABLE):
-                out.add_state(auditor, group.changed, [r for r in finished if type(r) is OffsetCommitRow], held)
+            finish(group, current if isinstance(current, str) else None)
+
+    def finish(group: _Group, key: str | None) -> None:
+        """The group's rows at its end (`key`: its group id when one is open)."""
+        auditor = group.auditor
+        finished = auditor.finish(generation=group.observed)
+        for row in (*auditor.gap_rows(), *finished):
+            group.route(row, out)
+        held = group.take_held()
+        out.add_held(held)
+        if group.kept is not None and auditor.group_id is not None:
+            t0 = perf_counter()
+            derived = group.derived_rows(held)
+            out.rows.extend(derived)
+            out.run_rows += sum(len(row.keys) - 1 for row in derived if type(row) is OwnershipRun)
+            group.derive_seconds += perf_counter() - t0
+        if out.wants(COUNTS_TABLE):
+            out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
+                           (group.feed_seconds, group.merge_seconds, group.derive_seconds))
+        if auditor.group_id is not None and out.wants(STATE_TABLE):
+            out.add_state(auditor, group.changed, [r for r in finished if type(r) is OffsetCommitRow], held)
 
     for groups, partitions, offsets, timestamps, keys, values, states, missing, stretch, windows in batches:
         kinds = stretch["_kind"] if stretch is not None else None
@@ -1396,11 +1621,18 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 start += 1
             if start == end:
                 continue
+            if (group is None and saved is not None and merges_at_rest and kinds is not None
+                    and kinds[start:end].count(KIND_PARTIAL) == end - start):  # offset stretches only, so far
+                pending.append((cast(_Stretches, stretch), partitions, offsets, timestamps, start, end))
+                continue
             if group is None:
                 group = (resume() if saved is not None else
                          _Group(GroupAuditor(gid, load_path=load_path, observe=observe, assignment_runs=True,
                                              embedded=embedded), None,
                                 gaps, keep=derive))
+                if pending:  # a record other than a stretch: the saved group is resumed after all
+                    absorb(group, pending)
+                    pending.clear()
             group.changed = True
             auditor = group.auditor
             i = start
@@ -1433,20 +1665,20 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                         group.route(row, out)
                         if len(out) >= batch_rows:
                             group.feed_seconds += perf_counter() - t0
-                            yield out.flush()
+                            yield flushed()
                             t0 = perf_counter()
                 group.feed_seconds += perf_counter() - t0
                 i = j
             if len(out) >= batch_rows:
-                yield out.flush()
+                yield flushed()
         if len(out) >= batch_rows:
-            yield out.flush()
+            yield flushed()
     close()
     if len(out):
-        yield out.flush()
+        yield flushed()
     if files is not None:  # the rows are in the files: close them, report them
         out.close_files()
-        yield out.flush()
+        yield flushed()
 
 
 def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
