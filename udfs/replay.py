@@ -1385,8 +1385,8 @@ class _AtRestMerge:
     pending: list[_Pending]
     rest: AtRest
     data: dict[str, Any]
-    saved: range
-    """Where its saved windows are in `kept.array`'s values."""
+    windows: pa.Array
+    """Its saved windows (`OFFSET_WINDOW_STRUCT` values: its slice of `kept.array`'s)."""
 
     def stretches(self) -> int:
         return sum(b - a for *_, a, b in self.pending)
@@ -1418,11 +1418,11 @@ def _at_rest_merge(group_id: Any, state: Any, kept: _KeptWindows, pending: list[
     if (found is None or array is None or not array[kept.index].is_valid
             or array.type.value_type != STATE_WINDOWS_TYPE.value_type):
         return None
-    offsets = cast(pa.ListArray, array).offsets
-    start, end = offsets[kept.index].as_py(), offsets[kept.index + 1].as_py()
+    lists = cast(pa.ListArray, array)
+    start, end = lists.offsets[kept.index].as_py(), lists.offsets[kept.index + 1].as_py()
     if end <= start:
         return None
-    return _AtRestMerge(group_id, state, kept, list(pending), found[0], found[2], range(start, end))
+    return _AtRestMerge(group_id, state, kept, list(pending), found[0], found[2], lists.values.slice(start, end - start))
 
 
 def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.Array, list[pa.Array],
@@ -1438,11 +1438,8 @@ def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.A
     left to resume when a stretch's topic-partition has no saved window or more than one stretch
     (a task's edge cut it: `_Group._fold` merges those), or a stretch starts below its window's last
     commit in a Stable window (an `offset_regression`, whose row only the auditor writes)."""
-    saved = [m.kept.array.values.slice(m.saved.start, len(m.saved))  # type: ignore[union-attr]
-             for m in merges]
-    w_struct = pa.concat_arrays(saved) if len(saved) > 1 else saved[0]
-    w = w_struct.flatten()
-    w_group = np.repeat(np.arange(len(merges)), [len(m.saved) for m in merges])
+    w = (pa.concat_arrays([m.windows for m in merges]) if len(merges) > 1 else merges[0].windows).flatten()
+    w_group = np.repeat(np.arange(len(merges)), [len(m.windows) for m in merges])
     blocks = [_HeldBlock(_HeldRun(x, parts, offsets, timestamps, range(a, b)), m.rest.group_id, m.rest.window)
               for m in merges for x, parts, offsets, timestamps, a, b in m.pending]
     s = _blocks_columns(blocks)
@@ -1450,7 +1447,7 @@ def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.A
     # each stretch's saved window: a join on (group, topic, partition)
     left = pa.table({"g": s_group, "t": s[_W["topic"]], "p": s[_W["partition"]], "si": np.arange(len(s_group))})
     right = pa.table({"g": w_group, "t": w[_W["topic"]], "p": w[_W["partition"]], "wi": np.arange(len(w_group))})
-    joined = left.join(right, keys=["g", "t", "p"], join_type="left outer").sort_by("si")
+    joined = left.join(right, keys=["g", "t", "p"], join_type="left outer", use_threads=False).sort_by("si")
     found = joined.column("wi")
     unmatched = pc.is_null(found).to_numpy(zero_copy_only=False)
     wi = pc.fill_null(found, 0).to_numpy().astype(np.int64)
@@ -1485,7 +1482,7 @@ def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.A
     rows = pa.array(source[kept_rows])
     columns = [pa.concat_arrays([_typed(a, t), _typed(b, t)]).take(rows)
                for a, b, t in zip(w, merged, _HELD_TYPES, strict=True)]
-    sizes = [len(m.saved) for m, b in zip(merges, bad, strict=True) if not b]
+    sizes = [len(m.windows) for m, b in zip(merges, bad, strict=True) if not b]
     ends = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
     windows = pa.ListArray.from_arrays(pa.array(ends), pa.StructArray.from_arrays(
         columns, fields=list(STATE_WINDOWS_TYPE.value_type)), type=STATE_WINDOWS_TYPE)
