@@ -36,10 +36,10 @@ decoding its GroupMetadata record, replaying it or rebuilding its rows (`_at_res
 pays for the groups that moved. Most groups that did move only committed offsets: a saved group
 whose records in the run are all the single pass's stretches (no GroupMetadata record, no
 regression candidate) is not resumed either, when `_at_rest` would carry it forward and each
-stretch has a saved window of its own to merge into without stepping back in a Stable window. Its
-stretches wait for the next flush, where those of every such group are merged into their saved
-windows at once, on Arrow columns (`_merge_at_rest`, `OffsetSummary.merge`'s rule column by
-column): the changed windows come out as carried `offset_commits` rows, every window into its
+stretch has a saved window to merge into without stepping back in a Stable window. Its stretches
+wait for the next flush, where those of every such group are merged into their saved windows at
+once, on Arrow columns (`_merge_at_rest`, `OffsetSummary.merge`'s rule column by column; several
+stretches of one window in rounds): the changed windows come out as carried `offset_commits` rows, every window into its
 `_state` row, and its state JSON is the saved one with the positions read (the 20M-record
 benchmark's second half as a nightly window: the replay 5.3-5.4 s of CPU in one process, now
 1.9-2.0 s; the output the same). A group it cannot merge so is resumed then and its stretches
@@ -1434,10 +1434,10 @@ def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.A
 
     Each stretch merges into its topic-partition's saved window as `GroupAuditor.merge_stretch`
     merges it (`OffsetSummary.merge`: counts added, the first commit's values kept, the last ones
-    taken when the stretch has commits, its own regressions only in a Stable window). A group is
-    left to resume when a stretch's topic-partition has no saved window or more than one stretch
-    (a task's edge cut it: `_Group._fold` merges those), or a stretch starts below its window's last
-    commit in a Stable window (an `offset_regression`, whose row only the auditor writes)."""
+    taken when the stretch has commits, its own regressions only in a Stable window), several
+    stretches of one topic-partition (a task's edge cut it) one after the other. A group is left to
+    resume when a stretch's topic-partition has no saved window, or a stretch starts below the last
+    commit before it in a Stable window (an `offset_regression`, whose row only the auditor writes)."""
     w = (pa.concat_arrays([m.windows for m in merges]) if len(merges) > 1 else merges[0].windows).flatten()
     w_group = np.repeat(np.arange(len(merges)), [len(m.windows) for m in merges])
     blocks = [_HeldBlock(_HeldRun(x, parts, offsets, timestamps, range(a, b)), m.rest.group_id, m.rest.window)
@@ -1453,41 +1453,49 @@ def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.A
     wi = pc.fill_null(found, 0).to_numpy().astype(np.int64)
     bad = np.zeros(len(merges), dtype=bool)
     bad[s_group[unmatched]] = True
-    bad[w_group[np.flatnonzero(np.bincount(wi[~unmatched], minlength=len(w_group)) > 1)]] = True
-    take_w = pa.array(wi)
-    old = [column.take(take_w) for column in w]
     stable = np.array([m.rest.window[1] == "Stable" for m in merges])[s_group]
-    had = pc.fill_null(pc.greater(old[_W["commits"]], 0), False)
-    back = pc.fill_null(pc.and_(had, pc.less(s[_W["first_offset"]], old[_W["last_offset"]])), False)
-    bad[s_group[back.to_numpy(zero_copy_only=False) & stable & ~unmatched]] = True
-    ok_rows = ~bad[s_group]
-    if not ok_rows.all():
-        keep = pa.array(ok_rows)
-        s, old = [c.filter(keep) for c in s], [c.filter(keep) for c in old]
-        had, wi = pc.filter(had, keep), wi[ok_rows]
-    has = pc.greater(s[_W["commits"]], 0)
-    merged = list(old)
-    for name in ("commits", "tombstones", "regressions"):
-        merged[_W[name]] = pc.add(old[_W[name]], s[_W[name]])
-    for k in (_W["first_offset"], _W["first_commit_timestamp"]):
-        merged[k] = pc.if_else(had, old[k], s[k])
-    for k in (_W["last_offset"], _W["last_commit_timestamp"], _LAST_COMMIT):
-        merged[k] = pc.if_else(has, s[k], old[k])
-    merged[_W["last_source_offset"]] = s[_W["last_source_offset"]]
-    # the groups merged: their saved windows, each changed one replaced by its merge, in saved order
+    # in rounds: each topic-partition's k-th stretch (in log order) merges into what the ones before
+    # it left, as the auditor merges them one after the other
+    by_window = np.lexsort((np.arange(len(wi)), wi))
+    ordered = wi[by_window]
+    firsts = np.concatenate([[True], ordered[1:] != ordered[:-1]])
+    rank = np.empty(len(wi), dtype=np.int64)
+    rank[by_window] = np.arange(len(wi)) - np.maximum.accumulate(np.where(firsts, np.arange(len(wi)), 0))
+    rank[unmatched] = -1
     n = len(w_group)
-    source = np.arange(n, dtype=np.int64)
-    source[wi] = n + np.arange(len(wi), dtype=np.int64)
-    kept_rows = np.flatnonzero(~bad[w_group])
-    rows = pa.array(source[kept_rows])
-    columns = [pa.concat_arrays([_typed(a, t), _typed(b, t)]).take(rows)
-               for a, b, t in zip(w, merged, _HELD_TYPES, strict=True)]
+    current = [_typed(column, t) for column, t in zip(w, _HELD_TYPES, strict=True)]
+    for r in range(int(rank.max()) + 1):
+        pick = np.flatnonzero(rank == r)
+        idx = wi[pick]
+        new = [column.take(pa.array(pick)) for column in s]
+        old = [column.take(pa.array(idx)) for column in current]
+        had = pc.fill_null(pc.greater(old[_W["commits"]], 0), False)
+        back = pc.fill_null(pc.and_(had, pc.less(new[_W["first_offset"]], old[_W["last_offset"]])), False)
+        bad[s_group[pick[back.to_numpy(zero_copy_only=False) & stable[pick]]]] = True
+        has = pc.greater(new[_W["commits"]], 0)
+        merged = list(old)
+        for name in ("commits", "tombstones", "regressions"):
+            merged[_W[name]] = pc.add(old[_W[name]], new[_W[name]])
+        for k in (_W["first_offset"], _W["first_commit_timestamp"]):
+            merged[k] = pc.if_else(had, old[k], new[k])
+        for k in (_W["last_offset"], _W["last_commit_timestamp"], _LAST_COMMIT):
+            merged[k] = pc.if_else(has, new[k], old[k])
+        merged[_W["last_source_offset"]] = new[_W["last_source_offset"]]
+        source = np.arange(n, dtype=np.int64)
+        source[idx] = n + np.arange(len(idx), dtype=np.int64)
+        taken = pa.array(source)
+        current = [pa.concat_arrays([c, _typed(m, t)]).take(taken)
+                   for c, m, t in zip(current, merged, _HELD_TYPES, strict=True)]
+    # the groups merged: their saved windows as the stretches left them, and those they changed
+    kept_rows = pa.array(np.flatnonzero(~bad[w_group]))
+    columns = [column.take(kept_rows) for column in current]
     sizes = [len(m.windows) for m, b in zip(merges, bad, strict=True) if not b]
     ends = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
     windows = pa.ListArray.from_arrays(pa.array(ends), pa.StructArray.from_arrays(
         columns, fields=list(STATE_WINDOWS_TYPE.value_type)), type=STATE_WINDOWS_TYPE)
-    in_saved_order = pa.array(np.argsort(wi, kind="stable"))
-    carried = [_typed(b, t).take(in_saved_order) for b, t in zip(merged[:_LAST_COMMIT], _HELD_TYPES, strict=False)]
+    changed = np.unique(wi[~unmatched])  # in saved order
+    changed = pa.array(changed[~bad[w_group[changed]]])
+    carried = [column.take(changed) for column in current[:_LAST_COMMIT]]
     done = [m for m, b in zip(merges, bad, strict=True) if not b]
     return done, windows, carried, [m for m, b in zip(merges, bad, strict=True) if b]
 

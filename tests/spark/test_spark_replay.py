@@ -536,16 +536,20 @@ def _sorted_rows(table: pa.Table) -> list[str]:
 def test_saved_groups_that_read_only_stretches_merge_as_resuming_them_would(monkeypatch: pytest.MonkeyPatch) -> None:
     """Random nightly inputs (`_random_nightly`), in batches that cut groups and not: the same rows
     with `MERGE_AT_REST` as resuming every group (states, counts and carried rows included), and
-    both ways taken (groups merged, groups left to resume for each reason)."""
+    both ways taken (groups merged, some with two stretches of one topic-partition; groups left to
+    resume)."""
     import random
 
     real = udfs.replay._merge_at_rest
-    merged = left = 0
+    merged = left = cut = 0
 
     def counted(merges: Any) -> Any:
-        nonlocal merged, left
+        nonlocal merged, left, cut
         done, windows, carried, rest = real(merges)
         merged, left = merged + len(done), left + len(rest)
+        for m in done:  # merged with two stretches of one topic-partition
+            keys = [(x["topic"][i], x["partition_key"][i]) for x, _, _, _, a, b in m.pending for i in range(a, b)]
+            cut += len(set(keys)) < len(keys)
         return done, windows, carried, rest
 
     monkeypatch.setattr("udfs.replay._merge_at_rest", counted)
@@ -561,4 +565,4 @@ def test_saved_groups_that_read_only_stretches_merge_as_resuming_them_would(monk
             assert _sorted_rows(fast) == _sorted_rows(slow)
             states = [r for r in fast.to_pylist() if r["_table"] == STATE_TABLE]
             assert len(states) == 40
-    assert merged > 100 and left > 20
+    assert merged > 100 and left > 20 and cut > 5
