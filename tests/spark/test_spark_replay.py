@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from collections import Counter
 from typing import Any
 
@@ -538,8 +539,6 @@ def test_saved_groups_that_read_only_stretches_merge_as_resuming_them_would(monk
     with `MERGE_AT_REST` as resuming every group (states, counts and carried rows included), and
     both ways taken (groups merged, some with two stretches of one topic-partition; groups left to
     resume)."""
-    import random
-
     real = udfs.replay._merge_at_rest
     merged = left = cut = 0
 

@@ -4,12 +4,14 @@ phases, rows an earlier run left open, and the health figures."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+import udfs.history
 from coordinator_core.audit import AssignmentRun, GroupAuditor, table_of
 from coordinator_core.sim.runner import run_scenario
 from coordinator_core.sim.scenario import Scenario
@@ -305,8 +307,6 @@ def test_marked_runs_give_the_same_rows_on_the_simulator_library(name: str) -> N
 def _both_ways(monkeypatch: pytest.MonkeyPatch, gens: list[dict[str, Any]], assignments: list[Any],
                **inputs: Any) -> Any:
     """derive_group with and without `ONE_OWNER_PATH`: the same rows in the same order."""
-    import udfs.history
-
     fast = derive_group(G, generations=gens, assignments=assignments, **inputs)
     monkeypatch.setattr(udfs.history, "ONE_OWNER_PATH", False)
     general = derive_group(G, generations=gens, assignments=assignments, **inputs)
@@ -347,8 +347,6 @@ def _random_history(rng: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 
 
 def test_one_owner_path_gives_the_general_rows_on_random_histories(monkeypatch: pytest.MonkeyPatch) -> None:
-    import random
-
     rng = random.Random(18)
     single = 0
     for _ in range(400):
