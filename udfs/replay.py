@@ -39,11 +39,11 @@ regression candidate) is not resumed either, when `_at_rest` would carry it forw
 stretch has a saved window to merge into without stepping back in a Stable window. Its stretches
 wait for the next flush, where those of every such group are merged into their saved windows at
 once, on Arrow columns (`_merge_at_rest`, `OffsetSummary.merge`'s rule column by column; several
-stretches of one window in rounds): the changed windows come out as carried `offset_commits` rows, every window into its
-`_state` row, and its state JSON is the saved one with the positions read (the 20M-record
-benchmark's second half as a nightly window: the replay 5.3-5.4 s of CPU in one process, now
-1.9-2.0 s; the output the same). A group it cannot merge so is resumed then and its stretches
-merged as before (`absorb`).
+stretches of one window in rounds): the changed windows come out as carried `offset_commits` rows,
+every window into its `_state` row, and its state JSON is the saved one with the positions read
+(the 20M-record benchmark's second half as a nightly window: the replay 5.4 s of CPU in one
+process, now 1.75 s; the output the same). A group it cannot merge so is resumed then and its
+stretches merged as before (`absorb`).
 
 Derived tables (`replay_frame(derive=True)`). When a run's own rows are all the derivation needs
 (a fresh output: no earlier run's rows to add; no broker account to attach), each group's
@@ -1302,18 +1302,23 @@ _OPTIONAL_SUMMARY_FIELDS = frozenset({"last_commit_source_offset"})
 """Fields a state saved by an earlier version may lack (read as null)."""
 
 
-def _summaries(windows: pa.Array | None, index: int) -> dict[tuple[str, int], OffsetSummary]:
-    """A saved state's open offset summaries: row `index` of an input batch's `STATE_WINDOWS_COLUMN`
-    (a list of `OFFSET_WINDOW_STRUCT`; null or absent: none), read field by field from that row's
-    slice of the list's values (a Python list per field, no dict or scalar per window: a nightly
-    run resumes thousands of groups of a hundred windows each)."""
+def _saved_windows(windows: pa.Array | None, index: int) -> pa.StructArray | None:
+    """A saved state's offset windows (`OFFSET_WINDOW_STRUCT` values): row `index` of an input
+    batch's `STATE_WINDOWS_COLUMN`, as its slice of the list's values (None: null, absent or empty)."""
     if windows is None or not windows[index].is_valid:
+        return None
+    lists = cast(pa.ListArray, windows)
+    start, end = lists.offsets[index].as_py(), lists.offsets[index + 1].as_py()
+    return lists.values.slice(start, end - start) if end > start else None
+
+
+def _summaries(windows: pa.Array | None, index: int) -> dict[tuple[str, int], OffsetSummary]:
+    """A saved state's open offset summaries (`_saved_windows`), read field by field (a Python list
+    per field, no dict or scalar per window: a nightly run resumes thousands of groups of a hundred
+    windows each)."""
+    rows = _saved_windows(windows, index)
+    if rows is None:
         return {}
-    offsets = windows.offsets
-    start, end = offsets[index].as_py(), offsets[index + 1].as_py()
-    if end <= start:
-        return {}
-    rows = windows.values.slice(start, end - start)
     present = {f.name for f in rows.type}
     fields = rows.flatten()
     columns = []
@@ -1321,7 +1326,7 @@ def _summaries(windows: pa.Array | None, index: int) -> dict[tuple[str, int], Of
         if name in present:
             columns.append(fields[rows.type.get_field_index(name)].to_pylist())
         elif name in _OPTIONAL_SUMMARY_FIELDS:
-            columns.append([None] * (end - start))
+            columns.append([None] * len(rows))
         else:
             raise ValueError(f"saved offset windows: no field {name!r} in {rows.type}")
     out: dict[tuple[str, int], OffsetSummary] = {}
@@ -1414,15 +1419,10 @@ def _at_rest_merge(group_id: Any, state: Any, kept: _KeptWindows, pending: list[
     windows without resuming it (`_merge_at_rest` decides): its state is one `_at_rest` carries
     forward and it has saved windows of the current layout. None: resume it."""
     found = _rest_data(state, mode, gaps)
-    array = kept.array
-    if (found is None or array is None or not array[kept.index].is_valid
-            or array.type.value_type != STATE_WINDOWS_TYPE.value_type):
+    windows = _saved_windows(kept.array, kept.index) if found is not None else None
+    if found is None or windows is None or windows.type != STATE_WINDOWS_TYPE.value_type:
         return None
-    lists = cast(pa.ListArray, array)
-    start, end = lists.offsets[kept.index].as_py(), lists.offsets[kept.index + 1].as_py()
-    if end <= start:
-        return None
-    return _AtRestMerge(group_id, state, kept, list(pending), found[0], found[2], lists.values.slice(start, end - start))
+    return _AtRestMerge(group_id, state, kept, list(pending), found[0], found[2], windows)
 
 
 def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.Array, list[pa.Array],
@@ -1540,17 +1540,19 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     deferred: list[_AtRestMerge] = []
     """Saved groups whose pending stretches merge at the next flush (`settle`)."""
 
+    def resumed(group_id: Any, state: Any, kept: _KeptWindows) -> _Group:
+        return _Group(_resumed(group_id, state, _summaries(kept.array, kept.index), load_path, observe), mode, gaps, keep=derive)
+
     def resume() -> _Group:
         nonlocal saved
         assert saved is not None
         state, kept = saved
-        summaries = _summaries(kept.array, kept.index)
         saved = None
-        return _Group(_resumed(current, state, summaries, load_path, observe), mode, gaps, keep=derive)
+        return resumed(current, state, kept)
 
     def absorb(into: _Group, stretches: list[_Pending]) -> None:
         """Stretches a saved group read before it was resumed, merged into it as the loop below
-        merges stretches."""
+        merges stretches (and `stretches` emptied)."""
         into.changed = True
         for x, parts, offsets, timestamps, a, b in stretches:
             t0 = perf_counter()
@@ -1558,6 +1560,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 for row in _stretch_rows(into.auditor, x, r, parts[r], offsets[r], timestamps[r]):
                     into.route(row, out)
             into.merge_seconds += perf_counter() - t0
+        stretches.clear()
 
     def settle() -> None:
         """The deferred merges (`_merge_at_rest`), and the groups it leaves, resumed and finished."""
@@ -1570,10 +1573,9 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
         if done:  # (each group's merge time: its share)
             out.add_merged(done, windows, carried, (perf_counter() - t0) / len(done))
         for m in left:
-            resumed = _Group(_resumed(m.group_id, m.state, _summaries(m.kept.array, m.kept.index), load_path,
-                                      observe), mode, gaps, keep=derive)
-            absorb(resumed, m.pending)
-            finish(resumed, m.group_id if isinstance(m.group_id, str) else None)
+            again = resumed(m.group_id, m.state, m.kept)
+            absorb(again, m.pending)
+            finish(again, m.group_id if isinstance(m.group_id, str) else None)
 
     def flushed() -> pa.RecordBatch:
         settle()
@@ -1591,7 +1593,6 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 return
             group = resume()
             absorb(group, pending)
-            pending.clear()
         if group is None and saved is not None:
             rest = _at_rest(saved[0], mode, gaps)
             if rest is not None:
@@ -1647,7 +1648,6 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                                 gaps, keep=derive))
                 if pending:  # a record other than a stretch: the saved group is resumed after all
                     absorb(group, pending)
-                    pending.clear()
             group.changed = True
             auditor = group.auditor
             i = start
