@@ -2,14 +2,19 @@
 nightly job fills its tables over a year; prints each window's time and how it grows with the
 number of windows already stored (the figure that must stay near zero).
 
-    .venv/bin/python -m benchmarks.bench_nightly --windows 60
+    .venv/bin/python -m benchmarks.bench_nightly --windows 60 [--exports]
 
 The input is the main benchmark's scale-mode input (`benchmarks.harness.ensure_input`, cached in
 `.cache/bench/`; 5M records and 1,250 groups by default), cut into `--windows` windows holding
 equal numbers of records. Every window reads the whole input and keeps its own records (as a run
 over a day's export would), so the scan costs the same in every window; what may grow is what a
 run reads back from the earlier windows (the base run's state, the derivation's history, the runs
-table). `growth_s_per_window` is the slope of a window's seconds over its index (least squares,
+table). With `--exports` the input is instead an export directory that grows by a night: before
+each window's run, that window's records are added to it as one Parquet file per Kafka partition
+(sorted by offset, as a Spark Kafka-source export job writes a day), and the run reads the whole
+directory; what may then grow is also what a run reads of the earlier nights' files (their
+footers, and their records where the statistics do not put them outside the window:
+`jobs.offsets_path._outside_row_groups`). `growth_s_per_window` is the slope of a window's seconds over its index (least squares,
 the first window left out: it warms the session and starts the chain), and `per_year_s` that slope
 times 365: how much slower the 365th night would be than the first for this reason alone. After
 each run it also times the summary the command prints (`jobs.audit.table_highlights`, which reads
@@ -34,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ROOT, ensure_input, scale_config
 from benchmarks.measures import StageTee
@@ -52,6 +58,19 @@ def window_bounds(input_dir: Path, windows: int) -> list[tuple[datetime, datetim
     cuts = [c * 1000 for c in cuts]
     return [(datetime.fromtimestamp(a / 1000, UTC), datetime.fromtimestamp(b / 1000, UTC))
             for a, b in itertools.pairwise(cuts)]
+
+
+def add_export(table: pa.Table, exports: Path, index: int, since: datetime, until: datetime) -> int:
+    """Writes the records of `table` in [since, until) into `exports` as one Parquet file per Kafka
+    partition (`night-NNNN-partition-PP.parquet`, sorted by offset); returns how many records."""
+    ts = table["timestamp"]
+    lo, hi = pa.scalar(since, type=ts.type), pa.scalar(until, type=ts.type)
+    night = table.filter(pc.and_(pc.greater_equal(ts, lo), pc.less(ts, hi)))
+    exports.mkdir(parents=True, exist_ok=True)
+    for partition in sorted(pc.unique(night["partition"]).to_pylist()):
+        rows = night.filter(pc.equal(night["partition"], partition)).sort_by("offset")
+        pq.write_table(rows, exports / f"night-{index:04d}-partition-{partition:02d}.parquet")
+    return int(night.num_rows)
 
 
 def growth(seconds: list[float]) -> float:
@@ -93,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p = chain_arguments("python -m benchmarks.bench_nightly", __doc__)
     p.add_argument("--windows", type=int, default=60, help="consecutive windows (nightly runs; default 60)")
     p.add_argument("--keep", type=Path, help="move the output here at the end (replacing it) instead of deleting it")
+    p.add_argument("--exports", action="store_true",
+                   help="read an export directory that grows by each window's files (module docstring)")
     args = p.parse_args(argv)
     if args.windows < 3:
         p.error("--windows must be at least 3")
@@ -104,10 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-nightly-", dir=args.work_dir))
     out = work / "out"
     rows: list[dict[str, Any]] = []
+    source, records = input_dir, None
+    if args.exports:
+        source, records = work / "exports", ds.dataset(str(input_dir), format="parquet").to_table()
     try:
         for i, (since, until) in enumerate(bounds):
+            if records is not None:
+                add_export(records, source, i, since, until)
             t0 = time.perf_counter()
-            summary, seconds, stages = audit_window(spark, input_dir, out, since, until, run_id=f"bench-nightly-{i:04d}")
+            summary, seconds, stages = audit_window(spark, source, out, since, until, run_id=f"bench-nightly-{i:04d}")
             table_highlights(spark, summary)  # what the command prints after a run (read back from Delta)
             summary_s = time.perf_counter() - t0 - seconds
             in_window = summary.counts.get("records_in", 0) - summary.counts.get("filtered_by_window", 0)
@@ -126,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     secs = [r["seconds"] for r in rows]
     quarter = max(1, len(secs) // 4)
     slope = growth(secs)
-    figures = {"windows": len(rows), "input_records": manifest["rows"],
+    figures = {"windows": len(rows), "input_records": manifest["rows"], "exports": args.exports,
                "first_window_s": secs[0], "median_s": float(np.median(secs[1:])),
                "second_quarter_mean_s": float(np.mean(secs[quarter:2 * quarter])),
                "last_quarter_mean_s": float(np.mean(secs[-quarter:])),

@@ -11,6 +11,11 @@ How it stays close to a bare scan:
   records of its group, kept open across a task's chunks), regression candidates and the few
   records that are not offset commits (`side` rows, for the replay). Local Parquet files (and plain Delta tables) are
   read by pyarrow in the workers; other inputs reach the kernel through Spark's Arrow batches.
+* A run with a window does not read the row groups of those files whose footer statistics put
+  every record outside it (`udfs.scan.outside_window`: offsets at or below the previous run's last
+  one, or times outside [since, until)); their records are counted as filtered by the window, as
+  reading them would count them. A nightly run over a directory that keeps the whole log reads the
+  new day's row groups, not the year's.
 * Stitching needs log order across chunks: Kafka-source dumps are in (partition, offset) order, so
   the pass checks the chunks' offset ranges (and that a chunk a task carried stretches into comes
   right after the chunk it carried them from) and only when that fails scans again on input
@@ -63,6 +68,7 @@ from udfs.scan import (
     SCAN_SCHEMA,
     make_file_scan_fn,
     make_scan_fn,
+    outside_window,
     parquet_input_problem,
     parquet_units,
     read_footer,
@@ -304,6 +310,23 @@ def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]
     return footers, None
 
 
+SKIP_OUTSIDE_WINDOW = True
+"""Whether the pass leaves out the row groups of local Parquet files whose statistics put every
+record outside the run's window (`_outside_row_groups`); off, it reads and filters them (tests)."""
+
+
+def _outside_row_groups(files: Sequence[ParquetFooter], since: datetime | None, until: datetime | None,
+                        start_after: Mapping[int, int]) -> dict[tuple[str, int], int]:
+    """The row groups of `files` that hold no record of the window (`udfs.scan.outside_window`), as
+    {(path, index): rows}. A nightly run over an input that keeps the whole log (an export
+    directory that grows by a day) reads that day's row groups and only the footers of the rest."""
+    if not SKIP_OUTSIDE_WINDOW or (since is None and until is None and not start_after):
+        return {}
+    since_ms, until_ms = epoch_ms(since), epoch_ms(until)
+    return {(f.path, i): n for f in files for i, (n, b) in enumerate(zip(f.row_groups, f.bounds, strict=True))
+            if outside_window(b, since_ms=since_ms, until_ms=until_ms, start_after=start_after)}
+
+
 def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | None = None,
              groups: Sequence[str] = (), chunk_rows: int = DEFAULT_SCAN_CHUNK_ROWS, reader: str = "auto",
              shards: int | None = None, log: Callable[[str], None] | None = None,
@@ -337,10 +360,16 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
                 raise ConfigError(f"job.scan_reader = arrow: the input cannot be read directly ({why})")
             if log is not None:
                 log(f"the single pass reads through Spark ({why})")
+    skipped: dict[tuple[str, int], int] = {}
     if files:
+        skipped = _outside_row_groups(files, since, until, start_after or {})
+        if skipped and log is not None:
+            log(f"single pass: {len(skipped):,} of {sum(len(f.row_groups) for f in files):,} row groups "
+                f"({sum(skipped.values()):,} records) not read: their statistics put every record outside the window")
         # a task reads one unit of several chunks (`unit_rows_for`); the chunk bounds the worker's memory
-        total = sum(sum(f.row_groups) for f in files)
-        units = parquet_units(files, unit_rows=unit_rows_for(total, spark.sparkContext.defaultParallelism, chunk_rows))
+        total = sum(sum(f.row_groups) for f in files) - sum(skipped.values())
+        units = parquet_units(files, unit_rows=unit_rows_for(total, spark.sparkContext.defaultParallelism, chunk_rows),
+                              skip=skipped)
         if handoff_root is not None:
             handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
                               buckets_for(total, shards or spark.sparkContext.defaultParallelism))
@@ -381,6 +410,9 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         if again is not None:  # cannot happen: range partitioning keeps equal positions in one task, and a
             # chunk drops a repeat of the record its task's previous chunk ended on
             raise AssertionError(f"sorted input still interleaves: {again}")
+    elif skipped:  # the records of the row groups not read were outside the window: counted so
+        counts["records_in"] += sum(skipped.values())
+        counts["filtered_by_window"] += sum(skipped.values())
     chunks = tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
                     int(r["chunk"])) for r in ranges)
     return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark", chunks,

@@ -44,7 +44,8 @@ is the Spark schema of `make_scan_fn`'s output.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterator, Sequence
+import json
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -110,13 +111,16 @@ __all__ = [
     "UNITS_PER_CORE",
     "UNIT_CHUNKS",
     "ParquetFooter",
+    "RowGroupBounds",
     "footer_null_positions",
     "group_matcher",
     "make_file_scan_fn",
     "make_scan_fn",
+    "outside_window",
     "parquet_input_problem",
     "parquet_units",
     "read_footer",
+    "row_group_bounds",
     "scan_chunk",
     "unit_rows_for",
 ]
@@ -708,6 +712,19 @@ FILE_UNIT_SCHEMA = "path string, row_groups array<int>"
 """Spark schema of the work units of `make_file_scan_fn`: a local Parquet file and row groups."""
 
 
+class RowGroupBounds(NamedTuple):
+    """What a row group's statistics say of its records' positions and times (None: no statistics):
+    its lowest and highest Kafka partition, its highest offset, and its earliest and latest record
+    time in epoch ms, widened by a millisecond each way (a reader that converts the stored unit may
+    round where the kernel floors)."""
+
+    partition_min: int | None
+    partition_max: int | None
+    offset_max: int | None
+    time_min_ms: int | None
+    time_max_ms: int | None
+
+
 class ParquetFooter(NamedTuple):
     """What the driver needs of one local Parquet file, read once from its footer."""
 
@@ -718,6 +735,8 @@ class ParquetFooter(NamedTuple):
     null_positions: bool = False
     """partition, offset or timestamp may hold nulls (the statistics count some, or have no count):
     such records cannot be placed in the log, and `jobs.inputs` rejects them through Spark."""
+    bounds: tuple[RowGroupBounds, ...] = ()
+    """Each row group's bounds (`row_group_bounds`; empty: none known)."""
 
 
 POSITION_COLUMNS: tuple[str, ...] = ("partition", "offset", "timestamp")
@@ -738,6 +757,62 @@ def footer_null_positions(meta: Any) -> bool:
     return False
 
 
+_MS_PER_UNIT = {"milliseconds": 1, "microseconds": 1_000, "nanoseconds": 1_000_000}
+"""Units of a Parquet INT64 timestamp (its logical type's `timeUnit`) per millisecond."""
+
+
+def row_group_bounds(meta: Any) -> tuple[RowGroupBounds, ...]:
+    """Every row group's `RowGroupBounds`, read from a Parquet file's metadata. A bound is None where
+    the column is missing, its statistics hold no min/max, or (time) the column is not an INT64
+    timestamp of a known unit (Spark's INT96 timestamps have none)."""
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    col = {c: names.index(c) for c in POSITION_COLUMNS if c in names}
+    per_ms = None
+    if "timestamp" in col:
+        column = meta.schema.column(col["timestamp"])
+        if column.physical_type == "INT64" and column.logical_type.type == "TIMESTAMP":
+            per_ms = _MS_PER_UNIT.get(json.loads(column.logical_type.to_json()).get("timeUnit"))
+
+    def min_max(group: Any, name: str) -> tuple[int | None, int | None]:
+        if name not in col:
+            return None, None
+        stats = group.column(col[name]).statistics
+        if stats is None or not stats.has_min_max:
+            return None, None
+        return int(stats.min_raw), int(stats.max_raw)
+
+    out = []
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        p_min, p_max = min_max(group, "partition")
+        _, o_max = min_max(group, "offset")
+        t_min = t_max = None
+        if per_ms is not None:
+            raw_min, raw_max = min_max(group, "timestamp")
+            if raw_min is not None and raw_max is not None:
+                t_min, t_max = raw_min // per_ms - 1, raw_max // per_ms + 1
+        out.append(RowGroupBounds(p_min, p_max, o_max, t_min, t_max))
+    return tuple(out)
+
+
+def outside_window(b: RowGroupBounds, *, since_ms: int | None, until_ms: int | None,
+                   start_after: Mapping[int, int]) -> bool:
+    """Whether a row group's bounds prove that none of its records is in the run's window, as
+    `scan_kernel.window_ms` decides it per record: each is at or after `until_ms`, or none is
+    after its partition's `start_after` offset (on the partitions that have one) nor at or after
+    `since_ms` (on the others). False whenever a bound it needs is unknown."""
+    if until_ms is not None and b.time_min_ms is not None and b.time_min_ms >= until_ms:
+        return True
+    if b.partition_min is None or b.partition_max is None:
+        return False
+    after = [p for p in start_after if b.partition_min <= p <= b.partition_max]
+    if after and (b.offset_max is None or any(b.offset_max > start_after[p] for p in after)):
+        return False
+    if len(after) == b.partition_max - b.partition_min + 1:  # every partition it holds has an offset bound
+        return True
+    return since_ms is not None and b.time_max_ms is not None and b.time_max_ms < since_ms
+
+
 def read_footer(path: str) -> ParquetFooter:
     import pyarrow.parquet as pq
 
@@ -745,7 +820,7 @@ def read_footer(path: str) -> ParquetFooter:
         meta = pf.metadata
         return ParquetFooter(path, pf.schema_arrow, tuple(meta.row_group(i).num_rows
                                                           for i in range(meta.num_row_groups)),
-                             footer_null_positions(meta))
+                             footer_null_positions(meta), row_group_bounds(meta))
 
 
 UNITS_PER_CORE = 2
@@ -767,14 +842,18 @@ def unit_rows_for(total_rows: int, cores: int, chunk_rows: int) -> int:
     return max(chunk_rows, min(UNIT_CHUNKS * chunk_rows, total_rows // (UNITS_PER_CORE * max(1, cores))))
 
 
-def parquet_units(footers: Sequence[ParquetFooter], *, unit_rows: int) -> list[tuple[str, list[int]]]:
-    """Work units over local Parquet files: runs of consecutive row groups of one file of at most
-    `unit_rows` rows (or one bigger row group: a row group is never split), in file order."""
+def parquet_units(footers: Sequence[ParquetFooter], *, unit_rows: int,
+                  skip: Collection[tuple[str, int]] = ()) -> list[tuple[str, list[int]]]:
+    """Work units over local Parquet files: runs of row groups of one file of at most `unit_rows`
+    rows (or one bigger row group: a row group is never split), in file order, without the row
+    groups of `skip` ((path, index) pairs)."""
     units: list[tuple[str, list[int]]] = []
     for footer in footers:
         run: list[int] = []
         rows = 0
         for i, n in enumerate(footer.row_groups):
+            if skip and (footer.path, i) in skip:
+                continue
             if run and rows + n > unit_rows:
                 units.append((footer.path, run))
                 run, rows = [], 0

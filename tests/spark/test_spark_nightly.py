@@ -24,7 +24,7 @@ import pytest
 from deltalake import DeltaTable
 
 from coordinator_core.sim.scale import ScaleConfig, generate
-from jobs import delta_io
+from jobs import delta_io, offsets_path
 from jobs.audit import RunSummary, run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table
@@ -156,17 +156,30 @@ def _windows(cuts: list[datetime]) -> list[tuple[datetime | None, datetime | Non
     return list(itertools.pairwise([None, *cuts, None]))
 
 
+def _export(night: pa.Table, exports: Path, index: int) -> None:
+    """A night's records added to an export directory as a Spark Kafka-source export writes them: a
+    file per `__consumer_offsets` partition, in offset order (row groups of 200 records)."""
+    exports.mkdir(parents=True, exist_ok=True)
+    for partition in sorted(set(night.column("partition").to_pylist())):
+        rows = night.filter(pc.equal(night.column("partition"), partition)).sort_by("offset")
+        pq.write_table(rows, exports / f"night-{index}-partition-{partition}.parquet", row_group_size=200)
+
+
 def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, inputs: str) -> tuple[Path, list[RunSummary]]:
     """Runs the windows in order into one output. `inputs`: "whole" (every run reads the whole log),
     "window" (each run reads its window's records only), "compacted" (every run reads the log with
     the records before its window compacted), "compacted-window" (each run reads its window's records
-    from a log compacted up to the window's end: the window itself has holes)."""
+    from a log compacted up to the window's end: the window itself has holes), "exports" (every run
+    reads one directory, to which each window's records are added before its run: `_export`)."""
     out = tmp_path / "windows"
     log = _read_log(log_path)
     summaries = []
     for i, (since, until) in enumerate(_windows(cuts)):
         if inputs == "whole":
             inp = log_path
+        elif inputs == "exports":
+            inp = tmp_path / "exports"
+            _export(_filtered(log, since, until), inp, i)
         elif inputs == "window":
             inp = _write(_filtered(log, since, until), tmp_path / f"in{i}" / "log.parquet")
         elif inputs == "compacted":
@@ -199,6 +212,35 @@ def test_windows_in_order_equal_one_run(spark, tmp_path, logs, single_runs, log,
     runs = read_table(spark, str(out / "runs")).orderBy("finished_at").collect()
     assert [r["base_run_id"] for r in runs] == [None] + [s.run_id for s in summaries[:-1]]
     assert all(not r["missing_offsets"] for r in runs)  # nothing was missing: no gap invented
+
+
+def test_a_growing_export_directory_is_read_a_night_at_a_time(spark, tmp_path, logs, single_runs, monkeypatch) -> None:
+    """The nightly recipe's input: one directory that grows by a night's files. Each run leaves
+    unread every row group of the nights before it (their offsets are at or below the previous run's
+    last ones, `jobs.offsets_path._outside_row_groups`), and its tables and the runs table's counts
+    are those of reading and filtering them."""
+    single = single_runs("scale_7")
+    left_out: list[int] = []
+    outside = offsets_path._outside_row_groups
+
+    def counted(*args, **kwargs):  # the real function, its answers noted
+        found = outside(*args, **kwargs)
+        left_out.append(sum(found.values()))
+        return found
+
+    monkeypatch.setattr(offsets_path, "_outside_row_groups", counted)
+    log = _read_log(logs["scale_7"])
+    cuts = _cuts(log, 2, random.Random("exports"))
+    out, summaries = _chain(spark, tmp_path / "skipping", logs["scale_7"], cuts, inputs="exports")
+    for table in COMPARED:
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        assert a == b, f"{table}: {_diff(a, b)}"
+    nights = [_filtered(log, since, until).num_rows for since, until in _windows(cuts)]
+    assert left_out == [0, nights[0], nights[0] + nights[1]]
+    monkeypatch.setattr(offsets_path, "SKIP_OUTSIDE_WINDOW", False)
+    _, reading = _chain(spark, tmp_path / "reading", logs["scale_7"], cuts, inputs="exports")
+    assert [s.counts for s in summaries] == [s.counts for s in reading]
+    assert [s.counts["filtered_by_window"] for s in summaries] == [0, nights[0], nights[0] + nights[1]]
 
 
 def test_compaction_before_each_window_changes_nothing(spark, tmp_path, logs, single_runs) -> None:

@@ -1,17 +1,20 @@
 """The single pass's Arrow reader on Parquet timestamps that are not milliseconds (Spark's default
-INT96 reads as nanoseconds; TIMESTAMP_MICROS as microseconds), nulls included; and the kernel's
+INT96 reads as nanoseconds; TIMESTAMP_MICROS as microseconds), nulls included; the row groups it
+leaves unread because their statistics put every record outside the window; and the kernel's
 big-endian reads of the values' bytes (unsigned-indexed, `udfs.scan_kernel._be_int64`)."""
 
 from __future__ import annotations
 
+import io
 import math
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from udfs.scan import _input_batch
+from udfs.scan import RowGroupBounds, _input_batch, outside_window, row_group_bounds
 
 
 @pytest.mark.parametrize("unit,per_ms", [("ns", 1_000_000), ("us", 1000), ("ms", 1)])
@@ -63,6 +66,68 @@ def test_the_window_is_the_time_bounds_or_the_offsets_after_the_last_run(
         want_in.append(inside)
     assert out.column("timestamp_ms").to_pylist() == want_ms
     assert out.column("in_window").to_pylist() == want_in
+
+
+def _parquet(rows: list[tuple[int, int, int | None]], unit: str, *, row_group_size: int,
+             **write_options: object) -> pq.ParquetFile:
+    """`rows` (partition, offset, time in `unit`) as a Parquet file with the Kafka-source columns."""
+    n = len(rows)
+    table = pa.table({"key": pa.array([b"k"] * n), "value": pa.array([b"v"] * n),
+                      "partition": pa.array([p for p, _, _ in rows], pa.int32()),
+                      "offset": pa.array([o for _, o, _ in rows], pa.int64()),
+                      "timestamp": pa.array([t for _, _, t in rows], pa.timestamp(unit, tz="UTC"))})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=row_group_size, **write_options)  # type: ignore[arg-type]
+    return pq.ParquetFile(io.BytesIO(buf.getvalue()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(unit=st.sampled_from(sorted(_UNITS)),
+       rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.one_of(st.none(), st.integers(-5000, 5000))),
+                     min_size=1, max_size=40),
+       row_group_size=st.integers(1, 12),
+       since=st.one_of(st.none(), st.integers(-3000, 3000)), until=st.one_of(st.none(), st.integers(-3000, 3000)),
+       start_after=st.dictionaries(st.integers(0, 4), st.integers(-1, 40), max_size=4))
+def test_a_row_group_left_unread_holds_no_record_of_the_window(
+        unit: str, rows: list[tuple[int, int, int | None]], row_group_size: int, since: int | None,
+        until: int | None, start_after: dict[int, int]) -> None:
+    """`outside_window` on the statistics of a real Parquet footer (`row_group_bounds`), against the
+    kernel's window on the records as the reader reads them back (`_input_batch`): a row group it
+    leaves unread has none in the window, in any timestamp unit, nulls included."""
+    raw = [(p, o, None if t is None else (t * 1000 if unit == "s" else t)) for p, o, t in rows]
+    pf = _parquet(raw, unit, row_group_size=row_group_size)
+    bounds = row_group_bounds(pf.metadata)
+    assert len(bounds) == pf.metadata.num_row_groups
+    for g, b in enumerate(bounds):
+        if outside_window(b, since_ms=since, until_ms=until, start_after=start_after):
+            batch = pf.read_row_group(g).to_batches()[0]
+            assert not any(_input_batch(batch, since, until, start_after).column("in_window").to_pylist()), b
+
+
+def test_row_groups_are_left_unread_when_the_statistics_prove_it() -> None:
+    """The cases a nightly run meets: a row group whose records come after `until`, one of a
+    partition the previous run read to its end, one of several partitions each read to its end, and
+    one whose partitions are partly read to their end and partly before `since`. Unknown bounds
+    prove nothing: no statistics, and Spark's default INT96 timestamps (none for the time)."""
+    rows = [(0, o, 1000 + o) for o in range(10)] + [(1, o, 2000 + o) for o in range(10)]
+    pf = _parquet(rows, "ms", row_group_size=10)
+    first, second = row_group_bounds(pf.metadata)
+    assert first == RowGroupBounds(0, 0, 9, 999, 1010) and second == RowGroupBounds(1, 1, 9, 1999, 2010)
+    assert outside_window(second, since_ms=None, until_ms=1999, start_after={})
+    assert not outside_window(second, since_ms=None, until_ms=2001, start_after={})
+    assert outside_window(first, since_ms=None, until_ms=None, start_after={0: 9})
+    assert not outside_window(first, since_ms=None, until_ms=None, start_after={0: 8})
+    both = row_group_bounds(_parquet(rows, "ms", row_group_size=20).metadata)[0]
+    assert outside_window(both, since_ms=None, until_ms=None, start_after={0: 9, 1: 12})
+    assert not outside_window(both, since_ms=None, until_ms=None, start_after={0: 9})
+    assert outside_window(both, since_ms=2011, until_ms=None, start_after={0: 9})
+    assert not outside_window(both, since_ms=2009, until_ms=None, start_after={0: 9})
+    unknown = row_group_bounds(_parquet(rows, "ms", row_group_size=10, write_statistics=False).metadata)
+    assert unknown[0] == RowGroupBounds(None, None, None, None, None)
+    assert not any(outside_window(b, since_ms=0, until_ms=0, start_after={0: 99, 1: 99}) for b in unknown)
+    int96 = row_group_bounds(_parquet(rows, "ms", row_group_size=10, use_deprecated_int96_timestamps=True).metadata)
+    assert int96[1] == RowGroupBounds(1, 1, 9, None, None)
+    assert not outside_window(int96[1], since_ms=None, until_ms=1999, start_after={})
 
 
 @settings(max_examples=200, deadline=None)
