@@ -15,7 +15,7 @@ How it stays close to a bare scan:
   every record outside it (`udfs.scan.outside_window`: offsets at or below the previous run's last
   one, or times outside [since, until)); their records are counted as filtered by the window, as
   reading them would count them. A nightly run over a directory that keeps the whole log reads the
-  new day's row groups, not the year's.
+  new day's row groups, not the year's. Small files share a task (`udfs.scan.parquet_tasks`).
 * Stitching needs log order across chunks: Kafka-source dumps are in (partition, offset) order, so
   the pass checks the chunks' offset ranges (and that a chunk a task carried stretches into comes
   right after the chunk it carried them from) and only when that fails scans again on input
@@ -70,6 +70,7 @@ from udfs.scan import (
     make_scan_fn,
     outside_window,
     parquet_input_problem,
+    parquet_tasks,
     parquet_units,
     read_footer,
     unit_rows_for,
@@ -368,14 +369,15 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
                 f"({sum(skipped.values()):,} records) not read: their statistics put every record outside the window")
         # a task reads one unit of several chunks (`unit_rows_for`); the chunk bounds the worker's memory
         total = sum(sum(f.row_groups) for f in files) - sum(skipped.values())
-        units = parquet_units(files, unit_rows=unit_rows_for(total, spark.sparkContext.defaultParallelism, chunk_rows),
-                              skip=skipped)
+        unit_rows = unit_rows_for(total, spark.sparkContext.defaultParallelism, chunk_rows)
+        tasks = parquet_tasks(parquet_units(files, unit_rows=unit_rows, skip=skipped), files, task_rows=unit_rows)
         if handoff_root is not None:
             handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
                               buckets_for(total, shards or spark.sparkContext.defaultParallelism))
         fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=epoch_ms(since),
                                until_ms=epoch_ms(until), start_after=dict(start_after or {}), handoff=handoff)
-        unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
+        units = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(lambda task: task)  # a task per slice
+        unit_df = spark.createDataFrame(units, FILE_UNIT_SCHEMA)
         scanned = unit_df.mapInArrow(fn, SCAN_SCHEMA)
     else:
         # Every task costs a Python round trip, and through Spark's Kafka source a consumer too: the

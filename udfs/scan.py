@@ -118,6 +118,7 @@ __all__ = [
     "make_scan_fn",
     "outside_window",
     "parquet_input_problem",
+    "parquet_tasks",
     "parquet_units",
     "read_footer",
     "row_group_bounds",
@@ -840,6 +841,29 @@ def unit_rows_for(total_rows: int, cores: int, chunk_rows: int) -> int:
     against 6.03-6.39 s; at 40M records 6.85-7.42 s against 7.40-7.86 s and 10.51-10.97 s against
     11.40-12.03 s. One unit per core was no better (6.83-7.34 s and 10.98-11.44 s at 40M)."""
     return max(chunk_rows, min(UNIT_CHUNKS * chunk_rows, total_rows // (UNITS_PER_CORE * max(1, cores))))
+
+
+def parquet_tasks(units: Sequence[tuple[str, list[int]]], footers: Sequence[ParquetFooter], *,
+                  task_rows: int) -> list[list[tuple[str, list[int]]]]:
+    """`units` (`parquet_units`, in file order) packed into the pass's tasks: runs of consecutive
+    units of at most `task_rows` rows together (a bigger unit alone). A task reads its units one
+    after the other and keeps what it learnt of the keys across them, so an input of many small
+    files (an export directory of a file per `__consumer_offsets` partition and night) costs a few
+    tasks, not one per file."""
+    rows_of = {f.path: f.row_groups for f in footers}
+    tasks: list[list[tuple[str, list[int]]]] = []
+    task: list[tuple[str, list[int]]] = []
+    rows = 0
+    for path, groups in units:
+        n = sum(rows_of[path][g] for g in groups)
+        if task and rows + n > task_rows:
+            tasks.append(task)
+            task, rows = [], 0
+        task.append((path, groups))
+        rows += n
+    if task:
+        tasks.append(task)
+    return tasks
 
 
 def parquet_units(footers: Sequence[ParquetFooter], *, unit_rows: int,

@@ -8,6 +8,7 @@ re-scan), including a task that carried its stretches over another task's record
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,10 @@ from udfs.scan import (
     KIND_SIDE,
     UNIT_CHUNKS,
     UNITS_PER_CORE,
+    ParquetFooter,
     TaskKeys,
+    parquet_tasks,
+    parquet_units,
     scan_chunk,
     unit_rows_for,
 )
@@ -336,3 +340,26 @@ def test_work_units_are_two_per_core_within_one_to_sixteen_chunks(total: int, co
     if chunk < rows < UNIT_CHUNKS * chunk:  # neither bound: about UNITS_PER_CORE units per core
         assert total // rows in range(UNITS_PER_CORE * max(cores, 1), UNITS_PER_CORE * max(cores, 1) + 2)
     assert (unit_rows_for(400_000_000, 2, chunk), unit_rows_for(1_000, 2, chunk)) == (UNIT_CHUNKS * chunk, chunk)
+
+
+def test_small_files_share_a_task_and_every_unit_is_read_once_in_order() -> None:
+    """`parquet_tasks` over an export directory's footers (many small files, one bigger file, row
+    groups left out): every unit once, in file order; a task holds at most `task_rows` rows unless
+    it is one unit; no task could have taken the next task's first unit."""
+    schema = pa.schema([("key", pa.binary())])
+    footers = [ParquetFooter(f"night-{i:02d}.parquet", schema, (1_000, 1_000, 500)) for i in range(50)]
+    footers.append(ParquetFooter("big.parquet", schema, (20_000, 20_000, 3_000)))
+    skip = {("night-03.parquet", 0), ("night-03.parquet", 1), ("night-03.parquet", 2), ("big.parquet", 1)}
+    units = parquet_units(footers, unit_rows=10_000, skip=skip)
+    assert ("night-03.parquet", [0, 1, 2]) not in units and ("big.parquet", [0]) in units
+    rows = {f.path: f.row_groups for f in footers}
+
+    def size(unit: tuple[str, list[int]]) -> int:
+        return sum(rows[unit[0]][g] for g in unit[1])
+
+    tasks = parquet_tasks(units, footers, task_rows=10_000)
+    assert [u for task in tasks for u in task] == units
+    assert all(sum(map(size, task)) <= 10_000 or len(task) == 1 for task in tasks)
+    assert all(sum(map(size, a)) + size(b[0]) > 10_000 for a, b in itertools.pairwise(tasks))
+    assert len(tasks) == 15  # 49 files of 2,500 rows: 12 tasks of four and one of one; the big file: 2 alone
+
