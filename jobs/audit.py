@@ -92,6 +92,7 @@ from udfs.replay import (
     split_state,
     split_table,
 )
+from udfs.scan import footers_kept
 from udfs.schemas import (
     BROKER_ACCOUNT_COLUMNS,
     GROUP_STATE_SCHEMA,
@@ -479,7 +480,9 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     scratch = (tempfile.mkdtemp(prefix="coordinator-audit-")
                if cfg.replay_input == "auto" and local_session(spark) else None)
     try:
-        return _run_audit(spark, cfg, run_id=run_id, kafka_starting_offsets=kafka_starting_offsets, scratch=scratch)
+        with footers_kept():  # the input's footers are read once per run (checks, nulls, the pass's plan)
+            return _run_audit(spark, cfg, run_id=run_id, kafka_starting_offsets=kafka_starting_offsets,
+                              scratch=scratch)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -47,7 +47,6 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -73,7 +72,7 @@ from udfs.json_lines import (
     make_json_read_fn,
     open_file,
 )
-from udfs.scan import footer_null_positions
+from udfs.scan import read_footer
 from udfs.schemas import TABLE_SCHEMAS
 
 if TYPE_CHECKING:
@@ -358,7 +357,7 @@ def _may_have_null_positions(df: DataFrame) -> bool:
         if not uri or parsed.scheme not in ("", "file") or not uri.endswith(".parquet"):
             return True
         try:
-            if footer_null_positions(pq.read_metadata(unquote(parsed.path))):
+            if read_footer(unquote(parsed.path)).null_positions:
                 return True
         except Exception:
             return True
@@ -376,7 +375,7 @@ def _check_parquet_files(source: str) -> None:
         and not any(part.startswith(("_", ".")) for part in f.relative_to(root).parts))
     for f in files:
         try:
-            pq.read_metadata(f)
+            read_footer(str(f))
         except Exception as exc:
             raise InputError(f"input {f}: not a readable Parquet file ({str(exc).splitlines()[0]}); "
                              f"a truncated or corrupt file?") from None

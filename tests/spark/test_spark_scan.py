@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 from hypothesis import HealthCheck, given, settings
@@ -38,8 +39,11 @@ from udfs.scan import (
     UNITS_PER_CORE,
     ParquetFooter,
     TaskKeys,
+    _input_batch,
+    footers_kept,
     parquet_tasks,
     parquet_units,
+    read_footer,
     scan_chunk,
     unit_rows_for,
 )
@@ -293,9 +297,6 @@ def test_a_chunk_of_many_batches_gives_what_one_combined_batch_gives(batch_rows:
     """The kernel reads a chunk's values batch by batch where the chunk is in log order (and over
     the combined column where it is not): the bundled samples cut into batches of `batch_rows`
     give the same rows as one batch, in log order and shuffled."""
-    import pyarrow.parquet as pq
-
-    from udfs.scan import _input_batch
 
     samples = sorted((Path(__file__).resolve().parents[2] / "data" / "samples").glob("*.parquet"))
     assert samples
@@ -362,4 +363,19 @@ def test_small_files_share_a_task_and_every_unit_is_read_once_in_order() -> None
     assert all(sum(map(size, task)) <= 10_000 or len(task) == 1 for task in tasks)
     assert all(sum(map(size, a)) + size(b[0]) > 10_000 for a, b in itertools.pairwise(tasks))
     assert len(tasks) == 15  # 49 files of 2,500 rows: 12 tasks of four and one of one; the big file: 2 alone
+
+
+def test_within_a_run_each_footer_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`footers_kept` (a run of the job): a file's footer is read once, whichever path names it;
+    outside it every call reads the file."""
+    path = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"partition": pa.array([0, 1], pa.int32())}), path)
+    monkeypatch.chdir(tmp_path)
+    with footers_kept():
+        first = read_footer(str(path))
+        pq.write_table(pa.table({"partition": pa.array([0, 1, 2], pa.int32())}), path)
+        assert read_footer(str(path)) is first and first.row_groups == (2,)
+        relative = read_footer("log.parquet")
+        assert relative.path == "log.parquet" and relative.row_groups == (2,)
+    assert read_footer(str(path)).row_groups == (3,)
 
