@@ -63,6 +63,7 @@ from pyspark.sql.types import (
 
 from coordinator_core.errors import ConfigError
 from jobs.delta_io import read_table
+from jobs.spark_session import input_files
 from udfs.json_lines import (
     DEFAULT_TOPIC,
     FIT_SCHEMA,
@@ -349,7 +350,7 @@ def _may_have_null_positions(df: DataFrame) -> bool:
     """False when every input file is a local Parquet file whose footer statistics count no null
     partition, offset or timestamp (no Spark job); True otherwise."""
     try:
-        uris = df.inputFiles()
+        uris = input_files(df)
     except Exception:  # not a file-based source
         return True
     for uri in uris or [""]:

@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
 from jobs.inputs import filter_groups, window_condition
-from jobs.spark_session import release
+from jobs.spark_session import input_files, release
 from udfs.handoff import Handoff, Parts, buckets_for, parts_by_bucket, read_files
 from udfs.replay import (
     HANDOFF_REPORT_SCHEMA,
@@ -289,7 +289,7 @@ def chunk_overlap(scanned: DataFrame) -> str | None:
 def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]:
     """The footers of the local Parquet files behind `df` (a plain Parquet read), in path order,
     when the kernel can read them itself, else ([], why not)."""
-    uris = df.inputFiles()
+    uris = input_files(df)
     if not uris:
         return [], "no input files"
     paths = []
