@@ -324,7 +324,8 @@ def _outside_row_groups(files: Sequence[ParquetFooter], since: datetime | None, 
     if not SKIP_OUTSIDE_WINDOW or (since is None and until is None and not start_after):
         return {}
     since_ms, until_ms = epoch_ms(since), epoch_ms(until)
-    return {(f.path, i): n for f in files for i, (n, b) in enumerate(zip(f.row_groups, f.bounds, strict=True))
+    return {(f.path, i): n for f in files if f.bounds
+            for i, (n, b) in enumerate(zip(f.row_groups, f.bounds, strict=True))
             if outside_window(b, since_ms=since_ms, until_ms=until_ms, start_after=start_after)}
 
 
