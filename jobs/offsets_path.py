@@ -340,7 +340,9 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
 
     `reader`: "spark" feeds the kernel through Spark (`mapInArrow` over `df`); "arrow" has each
     worker read `df`'s local Parquet files itself with pyarrow (no trip through the JVM; `df`
-    must be a plain Parquet read whose columns have the Kafka-source types); "auto" is arrow
+    must be a plain Parquet read whose columns have the Kafka-source types; the row groups whose
+    statistics put every record outside the window are not read, `_outside_row_groups`, and the
+    files' units are packed into tasks, `udfs.scan.parquet_tasks`); "auto" is arrow
     when that holds, else spark. When the chunks' offsets interleave (input not in log order),
     the pass runs again through Spark on `df` range-partitioned and sorted by (partition, offset).
     `start_after`: the previous run's last offset per partition (`jobs.inputs.window_condition`).

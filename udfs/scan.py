@@ -974,8 +974,9 @@ def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: 
                       start_after: dict[int, int] | None = None, handoff: Handoff | None = None,
                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `units.mapInArrow(fn, SCAN_SCHEMA)` over a DataFrame of `FILE_UNIT_SCHEMA`
-    rows: each worker reads its units' row groups with pyarrow and runs the same kernel, in chunks
-    of about `chunk_rows` rows (a chunk never spans two units). With `handoff`, the rows the replay
+    rows: each worker reads its units' row groups with pyarrow (a task's units one after the other,
+    `parquet_tasks`) and runs the same kernel, in chunks of about `chunk_rows` rows (a chunk never
+    spans two units). With `handoff`, the rows the replay
     reads (`HANDED_KINDS`) go into a file of the task's own (`udfs.handoff.HandoffWriter`) and
     `handoff` rows report its record batches."""
     import pyarrow.parquet as pq
