@@ -365,13 +365,15 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
             if log is not None:
                 log(f"the single pass reads through Spark ({why})")
     skipped: dict[tuple[str, int], int] = {}
+    skipped_rows = 0
     if files:
         skipped = _outside_row_groups(files, since, until, start_after or {})
+        skipped_rows = sum(skipped.values())
         if skipped and log is not None:
             log(f"single pass: {len(skipped):,} of {sum(len(f.row_groups) for f in files):,} row groups "
-                f"({sum(skipped.values()):,} records) not read: their statistics put every record outside the window")
+                f"({skipped_rows:,} records) not read: their statistics put every record outside the window")
         # a task reads one unit of several chunks (`unit_rows_for`); the chunk bounds the worker's memory
-        total = sum(sum(f.row_groups) for f in files) - sum(skipped.values())
+        total = sum(sum(f.row_groups) for f in files) - skipped_rows
         unit_rows = unit_rows_for(total, spark.sparkContext.defaultParallelism, chunk_rows)
         tasks = parquet_tasks(parquet_units(files, unit_rows=unit_rows, skip=skipped), files, task_rows=unit_rows)
         if handoff_root is not None:
@@ -416,8 +418,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
             # chunk drops a repeat of the record its task's previous chunk ended on
             raise AssertionError(f"sorted input still interleaves: {again}")
     elif skipped:  # the records of the row groups not read were outside the window: counted so
-        counts["records_in"] += sum(skipped.values())
-        counts["filtered_by_window"] += sum(skipped.values())
+        counts["records_in"] += skipped_rows
+        counts["filtered_by_window"] += skipped_rows
     chunks = tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
                     int(r["chunk"])) for r in ranges)
     return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark", chunks,

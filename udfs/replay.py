@@ -1487,17 +1487,17 @@ def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.A
         current = [pa.concat_arrays([c, _typed(m, t)]).take(taken)
                    for c, m, t in zip(current, merged, _HELD_TYPES, strict=True)]
     # the groups merged: their saved windows as the stretches left them, and those they changed
+    done = [m for m, b in zip(merges, bad, strict=True) if not b]
+    left = [m for m, b in zip(merges, bad, strict=True) if b]
     kept_rows = pa.array(np.flatnonzero(~bad[w_group]))
     columns = [column.take(kept_rows) for column in current]
-    sizes = [len(m.windows) for m, b in zip(merges, bad, strict=True) if not b]
-    ends = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    ends = np.concatenate([[0], np.cumsum([len(m.windows) for m in done])]).astype(np.int32)
     windows = pa.ListArray.from_arrays(pa.array(ends), pa.StructArray.from_arrays(
         columns, fields=list(STATE_WINDOWS_TYPE.value_type)), type=STATE_WINDOWS_TYPE)
     changed = np.unique(wi[~unmatched])  # in saved order
     changed = pa.array(changed[~bad[w_group[changed]]])
     carried = [column.take(changed) for column in current[:_LAST_COMMIT]]
-    done = [m for m, b in zip(merges, bad, strict=True) if not b]
-    return done, windows, carried, [m for m, b in zip(merges, bad, strict=True) if b]
+    return done, windows, carried, left
 
 
 def _resumed(group_id: Any, state: Any, summaries: dict[tuple[str, int], OffsetSummary], load_path: bool,
