@@ -155,7 +155,8 @@ def _with_files(options: dict[str, Any], scratch: Path | None) -> dict[str, Any]
                              "output.path": str(scratch / "out")})
     names = direct_tables(cfg, writer="embedded", derive_in_replay=True, input_rejects=False)
     rest = {k: v for k, v in options.items() if k != "files"}
-    return {**rest, "direct": DirectWrite({name: str(scratch / "out" / name) for name in names}, "bench")}
+    return {**rest, "direct": DirectWrite({name: str(scratch / "out" / name) for name in names}, "bench",
+                                          compression=cfg.compression)}
 
 
 def _file_rows(scratch: Path) -> list[str]:

@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,7 +63,7 @@ from pyspark.sql import functions as F
 from coordinator_core import __version__
 from coordinator_core.errors import ConfigError, CoordinatorAuditError
 from jobs import delta_io, nightly
-from jobs.config import AuditConfig, load_config
+from jobs.config import DEFAULT_COMPRESSION, AuditConfig, Compression, load_config
 from jobs.delta_io import read_table
 from jobs.delta_read import may_hold, read_arrow
 from jobs.derived_step import (
@@ -163,6 +163,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="replace_window (default): replace this window's rows; overwrite: replace all; append")
     out.add_argument("--writer", choices=["auto", "native", "embedded"],
                      help="auto (default): Delta Spark when on the classpath, else Spark Parquet + deltalake commit")
+    out.add_argument("--compression", choices=list(get_args(Compression)),
+                     help=f"codec of the Parquet files this run writes (default {DEFAULT_COMPRESSION})")
     job = p.add_argument_group("job")
     job.add_argument("--config", metavar="FILE",
                      help="job configuration overriding the built-in defaults (TOML; see conf/audit.toml)")
@@ -183,7 +185,8 @@ def config_from_args(args: argparse.Namespace) -> AuditConfig:
         "input.path": args.input, "input.table": args.input_table, "input.format": args.format,
         "input.text_encoding": args.text_encoding, "window.since": args.since, "window.until": args.until,
         "groups.include": args.group, "output.path": args.output, "output.catalog_schema": args.catalog_schema,
-        "output.write_mode": args.mode, "output.writer": args.writer, "job.shards": args.shards,
+        "output.write_mode": args.mode, "output.writer": args.writer, "output.compression": args.compression,
+        "job.shards": args.shards,
         "job.quarantine": False if args.no_quarantine else None, "spark.master": args.master,
         "input.kafka_bootstrap": args.kafka_bootstrap, "input.kafka_options": args.kafka_option,
         "input.server_log": args.server_log,
@@ -569,7 +572,8 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         direct = DirectWrite(delta_io.stage_dirs(direct_names, base_path=cfg.output_path, run_id=run_id,
                                                  run_window=run_window),
                              run_id, epoch_ms(cfg.since), epoch_ms(cfg.until),
-                             delta_io.carried_dirs(merged_names, base_path=cfg.output_path, run_id=run_id))
+                             delta_io.carried_dirs(merged_names, base_path=cfg.output_path, run_id=run_id),
+                             compression=cfg.compression)
         _log(f"write: the replay's tasks write {', '.join(direct_names)} themselves (embedded writer, local path)")
     try:  # until the writer takes the replay's files over, a failure deletes them (nothing is committed)
         main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
@@ -683,7 +687,8 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
             spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,
-            catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer, merges=merges)
+            catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer, merges=merges,
+            compression=cfg.compression)
     for df in main.persisted + (warm.persisted if warm is not None else []):
         release(df)
     for df in (*tables.values(), *carried.values()):

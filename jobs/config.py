@@ -28,10 +28,12 @@ from coordinator_core.errors import ConfigError
 
 __all__ = [
     "DEFAULT_APP_NAME",
+    "DEFAULT_COMPRESSION",
     "DEFAULT_SCAN_CHUNK_ROWS",
     "DEFAULT_SHARDS",
     "SPEC",
     "AuditConfig",
+    "Compression",
     "InputFormat",
     "ReplayInput",
     "ScanReader",
@@ -48,6 +50,7 @@ WriteMode = Literal["replace_window", "overwrite", "append"]
 Writer = Literal["auto", "native", "embedded"]
 ScanReader = Literal["auto", "arrow", "spark"]
 ReplayInput = Literal["auto", "spark"]
+Compression = Literal["zstd", "snappy", "gzip", "none"]
 
 DEFAULT_SHARDS = 8
 """job.shards: Spark partitions of the per-group replay."""
@@ -56,6 +59,11 @@ DEFAULT_SCAN_CHUNK_ROWS = 500_000
 bytes per row of its chunk)."""
 DEFAULT_APP_NAME = "coordinator-audit"
 """spark.app_name: the Spark application name."""
+DEFAULT_COMPRESSION: Compression = "zstd"
+"""output.compression: the codec of the Parquet files the job writes into its tables. On the
+benchmark's 20M-record audit, zstd stores the 11 tables in 17.5 MB against snappy's 35.8 MB (its
+group_state 8.9 MB against 19.9 MB), for about 10% more of pyarrow's write time; every reader of
+Delta tables in use reads it (Spark, Databricks, delta-rs, pyarrow, DuckDB, Trino)."""
 
 @dataclass(frozen=True, slots=True)
 class _Key:
@@ -98,6 +106,7 @@ SPEC: dict[str, dict[str, _Key]] = {
         "writer": _Key(Writer, "auto", "Delta writer"),
         "direct_files": _Key(bool, True, "embedded writer, local base path: the replay's workers write the "
                                          "new rows' Parquet files themselves"),
+        "compression": _Key(Compression, DEFAULT_COMPRESSION, "codec of the tables' Parquet files"),
     },
     "spark": {
         "master": _Key(str, "", "Spark master ('' keeps spark-submit's)"),
@@ -140,6 +149,8 @@ class AuditConfig:
     direct_files: bool = True
     """The replay's workers write the new rows' Parquet files themselves when the embedded writer
     writes to a local base path (`jobs.audit.direct_tables`); False: Spark writes every table."""
+    compression: Compression = DEFAULT_COMPRESSION
+    """The codec of every Parquet file the run writes into its tables (files written before keep theirs)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (for the runs table's config_json); secret Kafka options redacted."""
@@ -296,5 +307,5 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         spark_master=text("spark.master"), app_name=get("spark.app_name"),
         spark_local_conf=get("spark.local_conf"), source=where + (" + overrides" if applied else ""),
         kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, server_log=text("input.server_log"),
-        direct_files=get("output.direct_files"),
+        direct_files=get("output.direct_files"), compression=get("output.compression"),
     )

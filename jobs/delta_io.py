@@ -91,14 +91,16 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from delta.tables import DeltaTable as SparkDeltaTable  # the delta-spark Python package (the native writer)
-from deltalake import DeltaTable, Schema
+from deltalake import DeltaTable, Schema, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StringType, StructField
 
 from coordinator_core.errors import CoordinatorAuditError
+from jobs.config import DEFAULT_COMPRESSION, Compression
 from jobs.delta_read import not_file_readable
+from udfs.table_files import part_file_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -388,7 +390,8 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
                  base_path: str | None = None, catalog_schema: str | None = None,
                  mode: WriteMode = "replace_window", writer: Writer = "auto",
                  files_per_table: Mapping[str, int] | None = None,
-                 merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
+                 merges: Mapping[str, Merge] | None = None,
+                 compression: Compression = DEFAULT_COMPRESSION) -> dict[str, CommitResult]:
     """Writes one run's tables (name -> DataFrame of content columns) atomically per table and
     consistently across tables as far as Delta allows (module docstring: phases, commit order with
     `runs` last, compensation). `mode` applies to every table but `runs`, which is appended.
@@ -397,6 +400,8 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
     `tables["runs"]` may be a `RunsRow`: it is called with the rows written to the other tables, so
     a run's row can record them without counting the tables beforehand. A table may also be given
     as `StagedFiles` (embedded writer only): its files are written already, phase 2 commits them.
+    `compression` is the codec of the Parquet files this call writes (Spark's, delta-rs' merges, Delta
+    Spark's; the files of `StagedFiles` were written with theirs).
 
     Returns {table: CommitResult} in commit order."""
     if not run_id or not all(c.isalnum() or c in "-_" for c in run_id):
@@ -433,10 +438,11 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
             raise DeltaWriteError(f"tables {', '.join(arrow)}: their carried rows were written outside Spark, which "
                                   f"only the embedded writer merges (this run's writer: {kind})")
         return _write_native(spark, prepared, modes, run_id=run_id, run_window=run_window,
-                             base_path=base_path, catalog_schema=catalog_schema, merges=merge_rows)
+                             base_path=base_path, catalog_schema=catalog_schema, merges=merge_rows,
+                             compression=compression)
     assert base_path is not None
     return _write_embedded(spark, prepared, modes, run_id=run_id, run_window=run_window, base_path=base_path,
-                           merges=merge_rows)
+                           merges=merge_rows, compression=compression)
 
 
 def _merge_condition(m: Merge, *, quote: str = "") -> str:
@@ -570,7 +576,7 @@ def _list_staged(st: _Staged, run_window: str) -> None:
         st.rows += md.num_rows
 
 
-def _adopt_staged(st: _Staged, files: StagedFiles, run_window: str) -> None:
+def _adopt_staged(st: _Staged, files: StagedFiles, run_window: str, compression: Compression) -> None:
     """Fills `st.adds` from files written into the staged directory outside Spark: the listed ones
     (an empty file with the table's columns when none was written, as Spark writes for no rows);
     every other Parquet file there is deleted (a failed or recomputed task attempt's)."""
@@ -582,8 +588,8 @@ def _adopt_staged(st: _Staged, files: StagedFiles, run_window: str) -> None:
                 fs.delete_file(info.path)
     if not keep:
         fs.create_dir(stage_path, recursive=True)
-        empty = f"{stage_path}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
-        pq.write_table(_arrow_schema(st.df_schema).empty_table(), empty, filesystem=fs, compression="snappy")
+        empty = f"{stage_path}/{part_file_name(0, compression)}"
+        pq.write_table(_arrow_schema(st.df_schema).empty_table(), empty, filesystem=fs, compression=compression)
     _list_staged(st, run_window)
     if st.rows != files.rows:
         raise DeltaWriteError(f"table {st.table}: the staged files hold {st.rows:,} rows, the workers that wrote "
@@ -660,7 +666,12 @@ def _commit_embedded(st: _Staged, run_id: str, run_window: str) -> tuple[CommitR
     return CommitResult(st.table, st.uri, version, st.mode, len(st.adds), len(removes), st.rows, created), removes
 
 
-def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run_window: str) -> int:
+_DELTA_RS_CODECS: dict[str, Any] = {"zstd": "ZSTD", "snappy": "SNAPPY", "gzip": "GZIP", "none": "UNCOMPRESSED"}
+"""`output.compression` as delta-rs' `WriterProperties` names it."""
+
+
+def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run_window: str,
+                    compression: Compression) -> int:
     """Merges `m` into the table with delta-rs (module docstring, merges); returns the rows merged.
     The rows pass through the driver: they are a run's carried rows (the open rows of the groups
     that changed), small next to the table."""
@@ -677,6 +688,7 @@ def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run
     meta = _user_metadata(st.table, run_id, run_window, "merge", rows_merged=arrow.num_rows)
     columns = [c for c in target.names if c != PARTITION_COLUMN]
     (dt.merge(arrow, _merge_condition(m, quote="`"), source_alias="s", target_alias="t",
+              writer_properties=WriterProperties(compression=_DELTA_RS_CODECS[compression]),
               commit_properties=CommitProperties(custom_metadata={"userMetadata": meta}))
      .when_matched_update({f"`{c}`": m.update_expression(c) for c in columns})
      .when_not_matched_insert_all()
@@ -734,7 +746,8 @@ def _concurrently(calls: Sequence[Callable[[], None]], *, threads: int) -> None:
 
 def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], modes: Mapping[str, WriteMode], *,
                     run_id: str, run_window: str, base_path: str,
-                    merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
+                    merges: Mapping[str, Merge] | None = None,
+                    compression: Compression = DEFAULT_COMPRESSION) -> dict[str, CommitResult]:
     staged: list[_Staged] = []
     previous = spark.conf.get("spark.sql.parquet.outputTimestampType", None)
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -752,11 +765,11 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
         st = _Staged(name, table_location(name, base_path=base_path), files.schema, modes[name],
                      stage_dir(name, base_path=base_path, run_id=run_id, run_window=run_window))
         staged.append(st)
-        _adopt_staged(st, files, run_window)
+        _adopt_staged(st, files, run_window, compression)
 
     def write(st: _Staged, df: DataFrame) -> None:
         spark.sparkContext.setJobDescription(f"coordinator-audit: write {st.table} files")
-        df.write.mode("errorifexists").option("compression", "snappy").parquet(st.stage_dir)
+        df.write.mode("errorifexists").option("compression", compression).parquet(st.stage_dir)
         _list_staged(st, run_window)
 
     try:  # phase 1: data files; the tables' writes run as concurrent Spark jobs (module docstring)
@@ -791,7 +804,7 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
             if m is not None:  # into a table created just now, the merge only inserts
                 done_first = (st, result, removed)
                 try:
-                    n = _merge_embedded(spark, st, m, run_id, run_window)
+                    n = _merge_embedded(spark, st, m, run_id, run_window, compression)
                 except BaseException:
                     done.append(done_first)
                     raise
@@ -820,7 +833,8 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
 
 def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes: Mapping[str, WriteMode], *,
                   run_id: str, run_window: str, base_path: str | None,
-                  catalog_schema: str | None, merges: Mapping[str, Merge] | None = None) -> dict[str, CommitResult]:
+                  catalog_schema: str | None, merges: Mapping[str, Merge] | None = None,
+                  compression: Compression = DEFAULT_COMPRESSION) -> dict[str, CommitResult]:
     """Delta Spark path: `format("delta")` writes, `replaceWhere` windows, `DeltaTable.merge`."""
     def handle(name: str) -> tuple[str, Any]:
         loc = table_location(name, base_path=base_path, catalog_schema=catalog_schema)
@@ -842,7 +856,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
             mode = modes[name]
             out = df.withColumn(PARTITION_COLUMN, F.lit(run_window))
             w = out.write.format("delta").partitionBy(PARTITION_COLUMN).option(
-                "userMetadata", _user_metadata(name, run_id, run_window, mode))
+                "userMetadata", _user_metadata(name, run_id, run_window, mode)).option("compression", compression)
             if mode == "replace_window":
                 w = w.mode("overwrite").option("replaceWhere", f"{PARTITION_COLUMN} = '{run_window}'")
             else:
@@ -861,7 +875,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
                                          version_before=version_before)
             m = (merges or {}).get(name)
             if m is not None:
-                n = _merge_native(spark, dt_after, m, name, run_id, run_window)
+                n = _merge_native(spark, dt_after, m, name, run_id, run_window, compression)
                 if n:
                     _, dt_merged = handle(name)
                     results[name] = replace(results[name], rows_merged=n, merged=True,
@@ -886,27 +900,33 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
     return results
 
 
-def _merge_native(spark: SparkSession, dt: Any, m: Merge, table: str, run_id: str, run_window: str) -> int:
-    """Merges `m` into the Delta Spark table `dt` (module docstring, merges); returns the rows merged."""
+def _merge_native(spark: SparkSession, dt: Any, m: Merge, table: str, run_id: str, run_window: str,
+                  compression: Compression) -> int:
+    """Merges `m` into the Delta Spark table `dt` (module docstring, merges); returns the rows merged.
+    A merge takes no writer options: the codec is the session's, set for the merge and restored."""
     src = _merge_source(m, run_id, run_window).persist()
     try:
         n = src.count()
         if n == 0:
             return 0
         columns = [c for c in src.columns if c != PARTITION_COLUMN]
-        key = "spark.databricks.delta.commitInfo.userMetadata"
-        previous = spark.conf.get(key, None)
-        spark.conf.set(key, _user_metadata(table, run_id, run_window, "merge", rows_merged=n))
+        settings = {"spark.databricks.delta.commitInfo.userMetadata":
+                    _user_metadata(table, run_id, run_window, "merge", rows_merged=n),
+                    "spark.sql.parquet.compression.codec": compression}
+        previous = {key: spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            spark.conf.set(key, value)
         try:
             (dt.alias("t").merge(src.alias("s"), _merge_condition(m, quote="`"))
              .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
              .whenNotMatchedInsertAll()
              .execute())
         finally:
-            if previous is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, previous)
+            for key, before in previous.items():
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)
         return int(n)
     finally:
         src.unpersist()

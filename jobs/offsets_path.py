@@ -463,7 +463,9 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
     if scan.hands_off:
         assert scan.handoff is not None  # (hands_off says so)
         out = tempfile.mkdtemp(prefix="offset-path-", dir=scan.handoff.directory)
-        direct = DirectWrite({t: os.path.join(out, t) for t in OFFSET_PATH_TABLES}, run_id="offset-path")
+        # temporary files, read once below (not a table's): the codec the tables had before output.compression
+        direct = DirectWrite({t: os.path.join(out, t) for t in OFFSET_PATH_TABLES}, run_id="offset-path",
+                             compression="snappy")
         wide = scan.replay(shards=n, tables=OFFSET_PATH_TABLES, observe=False, direct=direct)
         files = files_written(wide, OFFSET_PATH_TABLES)  # runs the replay, once
         oc, violations = (staged_rows(spark, t, [path for path, _ in files[t]]) for t in OFFSET_PATH_TABLES)

@@ -58,6 +58,7 @@ __all__ = [
     "TableFiles",
     "carried_key",
     "overlapping_rows",
+    "part_file_name",
     "staged_rows",
     "staged_schema",
     "stored_arrow_schema",
@@ -97,6 +98,8 @@ class DirectWrite:
     carried_dirs: Mapping[str, str] = field(default_factory=dict)
     """Per table, the (local, absolute) directory its carried rows' files go to: rows continuing an
     earlier run's open rows, which the driver merges into the table (none: they go through Spark)."""
+    compression: str = field(kw_only=True)
+    """The files' Parquet codec (`output.compression`: zstd, snappy, gzip or none)."""
 
 
 CAST_TABLES = frozenset({"group_state"})
@@ -218,10 +221,15 @@ def stored_batch(table: str, columns: Sequence[Sequence[Any]], run_id: str) -> p
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def task_file_name(partition_id: int) -> str:
+_CODEC_SUFFIXES = {"zstd": ".zstd", "snappy": ".snappy", "gzip": ".gz", "none": ""}
+
+
+def part_file_name(partition_id: int, compression: str) -> str:
     """A staged file's name: the task's partition and a fresh uuid (a retried or recomputed attempt
-    never overwrites the file of another), in Spark's `part-` naming."""
-    return f"part-{partition_id:05d}-{uuid.uuid4()}.c000.snappy.parquet"
+    never overwrites the file of another), in Spark's `part-` naming (its codec's suffix included)."""
+    if compression not in _CODEC_SUFFIXES:
+        raise ValueError(f"Parquet compression {compression!r} is not one of {', '.join(_CODEC_SUFFIXES)}")
+    return f"part-{partition_id:05d}-{uuid.uuid4()}.c000{_CODEC_SUFFIXES[compression]}.parquet"
 
 
 class TableFiles:
@@ -270,8 +278,8 @@ class TableFiles:
             directory = (self.spec.carried_dirs[key.removeprefix(CARRIED_PREFIX)] if carried
                          else self.spec.stage_dirs[key])
             os.makedirs(directory, exist_ok=True)
-            path = os.path.join(directory, task_file_name(self._partition))
-            writer = pq.ParquetWriter(path, batches[0].schema, compression="snappy")
+            path = os.path.join(directory, part_file_name(self._partition, self.spec.compression))
+            writer = pq.ParquetWriter(path, batches[0].schema, compression=self.spec.compression)
             self._writers[key] = writer
             self._files[key] = (path, 0)
         writer.write_table(pa.Table.from_batches(batches), row_group_size=ROW_GROUP_ROWS * 2)

@@ -13,6 +13,7 @@ from jobs.audit import run_audit
 from jobs.config import load_config
 from jobs.delta_io import delta_spark_available
 from tests.kafka.truth import tables_at
+from tests.support.parquet_files import table_codecs
 
 pytestmark = pytest.mark.kafka
 
@@ -84,3 +85,8 @@ def test_native_and_embedded_merges_close_the_same_rows(spark, tmp_path: Path) -
     for name in ("generations", "assignments", "rebalance_causes", "violations", "offset_commits"):
         assert content(n_tables[name]) == content(e_tables[name]), name
         assert content(n_tables[name]) == content(one[name]), name  # two windows = one run
+    # Delta Spark's writes and merges in the codec asked for (output.compression, default zstd), as
+    # the embedded writer's (tests/spark/test_spark_table_files.py)
+    for name, location in native[1].locations.items():
+        found = table_codecs(location)
+        assert set(found) <= {"ZSTD"}, (name, found)

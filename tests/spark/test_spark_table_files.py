@@ -19,6 +19,7 @@ from jobs import delta_io
 from jobs.audit import AUDIT_OUTPUT_TABLES, run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table
+from tests.support.parquet_files import table_codecs
 from udfs.derived import overlapping_window
 from udfs.schemas import TABLE_SCHEMAS
 from udfs.table_files import overlapping_rows, staged_schema, stored_batch
@@ -52,7 +53,8 @@ def test_tables_written_by_the_workers_equal_the_ones_spark_writes(spark, derive
         for i, (since, until) in enumerate(WINDOWS):
             summary = run_audit(spark, load_config(None, {
                 "input.path": str(src), "input.format": "parquet", "output.path": str(out), "job.shards": 2,
-                "window.since": since, "window.until": until, "output.direct_files": direct}), run_id=f"w{i}")
+                "window.since": since, "window.until": until, "output.direct_files": direct,
+                **({} if direct else {"output.compression": "gzip"})}), run_id=f"w{i}")
             assert list(summary.locations) == [*AUDIT_OUTPUT_TABLES, "runs"]  # one order, whoever writes
         outs[direct], merged[direct] = out, summary.rows_merged
         log = capfd.readouterr().err
@@ -74,6 +76,16 @@ def test_tables_written_by_the_workers_equal_the_ones_spark_writes(spark, derive
     assert not any(map(_spark_written, _files(outs[True], "group_state", second, "w1")))
     assert all(map(_spark_written, _files(outs[True], "runs", second, "w1")))
     assert all(map(_spark_written, _files(outs[False], "assignments", first, "w0")))
+    # every file of every table in the codec asked for (the default zstd; gzip), whoever wrote it:
+    # the workers, Spark, or delta-rs merging the carried rows
+    for direct, codec in ((True, "ZSTD"), (False, "GZIP")):
+        for table in (*AUDIT_OUTPUT_TABLES, "runs"):
+            found = table_codecs(str(outs[direct] / table))
+            assert set(found) <= {codec}, (direct, table, found)
+    for direct in (True, False):  # (the merge's own files among them: delta-rs writes with parquet-rs)
+        writers = [pq.read_metadata(u.removeprefix("file://")).created_by
+                   for u in DeltaTable(str(outs[direct] / "offset_commits")).file_uris()]
+        assert any(w.startswith(("parquet-rs", "delta-rs")) for w in writers), (direct, writers)
     direct, spark_written = output_hashes(outs[True]), output_hashes(outs[False])
     assert direct == spark_written
     assert direct["assignments"][0] > 0 and direct["partition_ownership"][0] > 0

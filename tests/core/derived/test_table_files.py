@@ -66,9 +66,15 @@ def test_a_bad_value_names_the_table_and_column() -> None:
         stored_batch("assignments", cols, "r")
 
 
-def test_one_file_per_table_per_task_in_row_groups_reported_as_written(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize(("compression", "codec", "suffix"), [("zstd", "ZSTD", ".c000.zstd.parquet"),
+                                                              ("snappy", "SNAPPY", ".c000.snappy.parquet"),
+                                                              ("gzip", "GZIP", ".c000.gz.parquet"),
+                                                              ("none", "UNCOMPRESSED", ".c000.parquet")])
+def test_one_file_per_table_per_task_in_row_groups_reported_as_written(tmp_path: Path, monkeypatch, compression: str,
+                                                                       codec: str, suffix: str) -> None:
     monkeypatch.setattr(table_files, "ROW_GROUP_ROWS", 4)
-    spec = DirectWrite({"assignments": str(tmp_path / "a"), "violations": str(tmp_path / "v")}, "run-7")
+    spec = DirectWrite({"assignments": str(tmp_path / "a"), "violations": str(tmp_path / "v")}, "run-7",
+                       compression=compression)
     files = TableFiles(spec, partition_id=3)
     assert files.writes("assignments") and not files.writes("generations")
     rows = [_assignment(i, None) for i in range(10)]
@@ -79,15 +85,23 @@ def test_one_file_per_table_per_task_in_row_groups_reported_as_written(tmp_path:
     table, path, n = written[0]
     assert (table, n) == ("assignments", 10)
     assert Path(path).parent == tmp_path / "a" and Path(path).name.startswith("part-00003-")
+    assert Path(path).name.endswith(suffix)  # Spark's naming: the codec in the name
     pf = pq.ParquetFile(path)
+    assert {pf.metadata.row_group(g).column(c).compression for g in range(pf.metadata.num_row_groups)
+            for c in range(pf.metadata.num_columns)} == {codec}
     assert pf.metadata.num_rows == 10 and pf.metadata.num_row_groups == 2  # 6 rows once past 4, then the rest
     assert [r["partition"] for r in pf.read().to_pylist()] == list(range(10))
     assert pf.schema_arrow == stored_arrow_schema("assignments")
 
 
+def test_an_unknown_codec_is_named() -> None:
+    with pytest.raises(ValueError, match=r"Parquet compression 'lzo' is not one of zstd, snappy, gzip, none"):
+        table_files.part_file_name(0, "lzo")
+
+
 def test_abort_closes_the_open_files(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(table_files, "ROW_GROUP_ROWS", 1)
-    files = TableFiles(DirectWrite({"assignments": str(tmp_path)}, "r"), partition_id=0)
+    files = TableFiles(DirectWrite({"assignments": str(tmp_path)}, "r", compression="zstd"), partition_id=0)
     files.add("assignments", _columns([_assignment(0, None)]))
     (path,) = tmp_path.iterdir()
     with pytest.raises(pa.ArrowInvalid):  # open: no footer yet
