@@ -260,14 +260,16 @@ class AuditPass:
 
 
 def saved_states(state: DataFrame, groups: Sequence[str] = ()) -> DataFrame:
-    """The replay's saved states (group_id, `state`, `STATE_WINDOWS_COLUMN`) from `group_state` rows:
-    every group `groups` keeps that the base run kept a state for (a group it saw only through offset
-    commits has no auditor_state: it resumes afresh, with its open offset summaries), the state as
-    UTF-8 bytes (empty for none). `udfs.replay.saved_states_table` is its Arrow twin."""
+    """The replay's saved states (group_id, `state`, `value`, `STATE_WINDOWS_COLUMN`) from
+    `group_state` rows: every group `groups` keeps that the base run kept a state for (a group it saw
+    only through offset commits has no auditor_state: it resumes afresh, with its open offset
+    summaries), the state as UTF-8 bytes (empty for none), `value` its GroupMetadata record's value
+    (`window_value`: a state of format 2 keeps it apart). `udfs.replay.saved_states_table` is its
+    Arrow twin."""
     return filter_groups(state, groups).where(
         F.col("auditor_state").isNotNull() | (F.size("offset_windows") > 0)).select(
         "group_id", F.encode(F.coalesce("auditor_state", F.lit("")), "UTF-8").alias("state"),
-        F.col("offset_windows").alias(STATE_WINDOWS_COLUMN))
+        F.col("window_value").alias("value"), F.col("offset_windows").alias(STATE_WINDOWS_COLUMN))
 
 
 _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "warmup": "warmup"}

@@ -192,7 +192,7 @@ def read_state(spark: SparkSession, location: str, base: ChainRun, *, is_table: 
     return df.where((F.col("run_window") == base.run_window) & (F.col("run_id") == base.run_id))
 
 
-STATE_TABLE_COLUMNS = ("group_id", "auditor_state", "offset_windows")
+STATE_TABLE_COLUMNS = ("group_id", "auditor_state", "window_value", "offset_windows")
 """The `group_state` columns a run resumes from (`udfs.replay.saved_states_table` reads these)."""
 
 

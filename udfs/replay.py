@@ -81,7 +81,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -218,7 +218,7 @@ STATE_FIELDS: tuple[tuple[str, Any], ...] = (
     ("changed", BooleanType()),
     ("offset_windows", ArrayType(OFFSET_WINDOW_STRUCT, containsNull=False)),
 )
-"""A group's state after the run: the auditor's `to_dict(summaries=False)` as JSON, the open offset
+"""A group's state after the run: the auditor's `to_dict(summaries=False, record_value=False)` as JSON, the open offset
 window (its generation, state and opening record), whether this run fed the group any record, and
 the open window's offset summaries (`OFFSET_WINDOW_STRUCT`: the open `offset_commits` row and its
 last commit's log offset), which the next run restores."""
@@ -553,7 +553,8 @@ class _Output:
         summaries = auditor.open_summaries()
         windows: _OpenWindows = (open_rows, [summaries[(r.topic, r.partition)].last_commit_source_offset
                                              for r in open_rows], held)
-        self.states.append((auditor.group_id, json.dumps(auditor.to_dict(summaries=False), separators=(",", ":")),
+        self.states.append((auditor.group_id,
+                            json.dumps(auditor.to_dict(summaries=False, record_value=False), separators=(",", ":")),
                             *auditor.window(), auditor.window_record_value(), changed, windows))
 
     def add_rest(self, rest: AtRest, state: str, windows: _KeptWindows) -> None:
@@ -1339,27 +1340,41 @@ def _summaries(windows: pa.Array | None, index: int) -> dict[tuple[str, int], Of
     return out
 
 
-def _at_rest(state: Any, mode: ResumeMode, gaps: Mapping[int, HistoryGap]) -> tuple[AtRest, str] | None:
+class _Saved(NamedTuple):
+    """A saved group's state as the replay's input holds it: its `state` row's auditor state (JSON
+    bytes; empty for a group an earlier run saw only through offset commits) and, in its `value`
+    column, the saved GroupMetadata record's value (`group_state.window_value`), which a state saved
+    with `to_dict(record_value=False)` keeps apart (None when the input has none)."""
+
+    state: Any
+    value: bytes | None
+
+
+def _at_rest(state: _Saved, mode: ResumeMode, gaps: Mapping[int, HistoryGap]) -> tuple[AtRest, str] | None:
     """A saved group that read no record, carried forward without resuming its audit (`GroupAuditor.
     at_rest`; with its saved state's JSON as saved), when that gives what resuming it would: under
     `resume` (its unchanged open rows are dropped; `rerun` would carry them again), from a state
     that is not empty (an empty one starts afresh) and keeps its offset summaries apart (as the job
     saves them: the saved JSON is then what resuming would save again), with no offsets missing
-    before the run on its partitions (a gap would add a `history_gap` cause). None otherwise."""
+    before the run on its partitions (a gap would add a `history_gap` cause), and keeps its GroupMetadata
+    record's value apart (in the state row's `value`, as the job saves it). None otherwise."""
     found = _rest_data(state, mode, gaps)
     return None if found is None else found[:2]
 
 
-def _rest_data(state: Any, mode: ResumeMode, gaps: Mapping[int, HistoryGap]
+def _rest_data(saved: _Saved, mode: ResumeMode, gaps: Mapping[int, HistoryGap]
                ) -> tuple[AtRest, str, dict[str, Any]] | None:
     """`_at_rest`'s answer and the saved state's JSON read."""
+    state = saved.state
     if mode != "resume" or not state:
         return None
     text = state.decode() if isinstance(state, bytes) else str(state)
     data = json.loads(text)
     if data.get("window", {}).get("summaries"):
         return None
-    rest = GroupAuditor.at_rest(data)
+    if "value" in (data.get("group_record") or {}):  # (format 1): resuming saves it without the value
+        return None
+    rest = GroupAuditor.at_rest(data, record_value=saved.value)
     if any(p in gaps for p in rest.partitions):
         return None
     return rest, text, data
@@ -1385,7 +1400,7 @@ class _AtRestMerge:
     deferred to the next flush (`_merge_at_rest`, many groups at once)."""
 
     group_id: Any
-    state: Any
+    state: _Saved
     kept: _KeptWindows
     pending: list[_Pending]
     rest: AtRest
@@ -1413,7 +1428,7 @@ class _AtRestMerge:
         return json.dumps(data, separators=(",", ":"))
 
 
-def _at_rest_merge(group_id: Any, state: Any, kept: _KeptWindows, pending: list[_Pending], mode: ResumeMode,
+def _at_rest_merge(group_id: Any, state: _Saved, kept: _KeptWindows, pending: list[_Pending], mode: ResumeMode,
                    gaps: Mapping[int, HistoryGap]) -> _AtRestMerge | None:
     """A saved group whose stretches `pending` (all it read this run) may merge into its saved
     windows without resuming it (`_merge_at_rest` decides): its state is one `_at_rest` carries
@@ -1500,13 +1515,14 @@ def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.A
     return done, windows, carried, left
 
 
-def _resumed(group_id: Any, state: Any, summaries: dict[tuple[str, int], OffsetSummary], load_path: bool,
+def _resumed(group_id: Any, saved: _Saved, summaries: dict[tuple[str, int], OffsetSummary], load_path: bool,
              observe: bool) -> GroupAuditor:
-    """The auditor of a saved state (`STATE_FIELDS`' auditor_state; empty: a group the earlier run
-    saw only through offset commits, which starts afresh), its open offset `summaries` (`_summaries`)
-    put back when there are any."""
-    auditor = (GroupAuditor.from_dict(json.loads(state), load_path=load_path, observe=observe, assignment_runs=True)
-               if state else GroupAuditor(group_id, load_path=load_path, observe=observe, assignment_runs=True))
+    """The auditor of a saved state (`STATE_FIELDS`' auditor_state and window_value; an empty state:
+    a group the earlier run saw only through offset commits, which starts afresh), its open offset
+    `summaries` (`_summaries`) put back when there are any."""
+    auditor = (GroupAuditor.from_dict(json.loads(saved.state), load_path=load_path, observe=observe,
+                                      assignment_runs=True, record_value=saved.value)
+               if saved.state else GroupAuditor(group_id, load_path=load_path, observe=observe, assignment_runs=True))
     if summaries:
         auditor.restore_summaries(summaries)
     return auditor
@@ -1529,7 +1545,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     gaps = gaps or {}
     group: _Group | None = None
     current: object = object()  # no group yet (None is a real key: records whose key did not parse)
-    saved: tuple[Any, _KeptWindows] | None = None
+    saved: tuple[_Saved, _KeptWindows] | None = None
     """The current group's saved state and offset windows, until its first record resumes it (a
     group that reads none is carried forward without resuming, when `_at_rest` allows)."""
     pending: list[_Pending] = []
@@ -1540,7 +1556,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     deferred: list[_AtRestMerge] = []
     """Saved groups whose pending stretches merge at the next flush (`settle`)."""
 
-    def resumed(group_id: Any, state: Any, kept: _KeptWindows) -> _Group:
+    def resumed(group_id: Any, state: _Saved, kept: _KeptWindows) -> _Group:
         return _Group(_resumed(group_id, state, _summaries(kept.array, kept.index), load_path, observe), mode, gaps, keep=derive)
 
     def resume() -> _Group:
@@ -1633,7 +1649,7 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 current = gid
             while start < end and states[start] is not None:  # a saved state: resumed at the group's first record
                 if group is None and saved is None:
-                    saved = (states[start], _KeptWindows(windows, start))
+                    saved = (_Saved(states[start], values[start]), _KeptWindows(windows, start))
                 start += 1
             if start == end:
                 continue
@@ -1846,7 +1862,8 @@ _HANDED_SCHEMA = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("state", pa.binary()), ("missing", pa.int64()),
     *((name, _SCAN_TYPES[name]) for name in STRETCH_COLUMNS), (STATE_WINDOWS_COLUMN, STATE_WINDOWS_TYPE)])
 """The replay's input (`replay_input`'s columns) as the handoff's replay tasks build it."""
-_STATE_SCHEMA = pa.schema([("group_id", pa.string()), ("state", pa.binary()), (STATE_WINDOWS_COLUMN, STATE_WINDOWS_TYPE)])
+_STATE_SCHEMA = pa.schema([("group_id", pa.string()), ("state", pa.binary()), ("value", pa.binary()),
+                           (STATE_WINDOWS_COLUMN, STATE_WINDOWS_TYPE)])
 _STATE_COLUMNS = tuple(_STATE_SCHEMA.names)
 HANDOFF_REPORT_SCHEMA = "path string, bucket int, row_group int, rows long"
 """Spark schema of `make_handoff_fn`'s output (`udfs.handoff.REPORT_FIELDS`)."""
@@ -1876,7 +1893,7 @@ def handed_input(rows: pa.Table | None, states: pa.Table | None, *,
                  group_ok: Callable[[str], bool] | None = None) -> pa.Table | None:
     """One bucket's replay input (`_HANDED_SCHEMA`) from the pass's handed rows (`SCAN_SCHEMA`
     columns: side rows become records, `_kind` null; partial and regression rows stretches) and
-    saved states (group_id, state, state_windows): the rows of the groups `group_ok` keeps, sorted
+    saved states (group_id, state, value, state_windows): the rows of the groups `group_ok` keeps, sorted
     by (group, partition, offset), null group first, as `replay_input` sorts a shard."""
     tables = []
     if rows is not None and rows.num_rows:
@@ -1898,6 +1915,7 @@ def handed_input(rows: pa.Table | None, states: pa.Table | None, *,
                                                                          strict=True)}
         columns.update(group_id=states.column("group_id"), partition=pa.repeat(pa.scalar(-1, pa.int32()), n),
                        offset=pa.repeat(pa.scalar(-1, pa.int64()), n), state=states.column("state"),
+                       value=states.column("value"),
                        **{STATE_WINDOWS_COLUMN: states.column(STATE_WINDOWS_COLUMN)})
         tables.append(pa.table(columns).cast(_HANDED_SCHEMA))
     if not tables:
@@ -1959,7 +1977,7 @@ def make_handoff_fn(handoff: Handoff, columns: Sequence[str] = _STATE_COLUMNS
 
 
 def saved_states_table(rows: pa.Table, groups: Sequence[str] = ()) -> pa.Table:
-    """The replay's saved states (`group_id`, `state`, `STATE_WINDOWS_COLUMN`) from `group_state`
+    """The replay's saved states (`group_id`, `state`, `value`, `STATE_WINDOWS_COLUMN`) from `group_state`
     rows the driver read itself (`jobs.nightly.read_state_table`): the Arrow twin of
     `jobs.audit.saved_states`. Every group `groups` keeps (fnmatch globs; none: all) that has an
     auditor state or open offset windows (a group an earlier run saw only through offset commits has
@@ -1974,6 +1992,7 @@ def saved_states_table(rows: pa.Table, groups: Sequence[str] = ()) -> pa.Table:
     kept = rows.filter(keep)
     state = pc.fill_null(kept.column("auditor_state").cast(pa.string()), "").cast(pa.binary())
     return pa.Table.from_arrays([kept.column("group_id").cast(pa.string()), state,
+                                 kept.column("window_value").cast(pa.binary()),
                                  kept.column("offset_windows").cast(STATE_WINDOWS_TYPE)], schema=_STATE_SCHEMA)
 
 
@@ -2048,7 +2067,8 @@ def replay_input(records: DataFrame, stretches: DataFrame | None = None, states:
     """The replay's input rows as `replay_frame` takes them: `records` (group_id, partition, offset,
     timestamp_ms, key, value, and `missing` when the job tracks it), the single pass's `stretches`
     (`Scan.stretches`: group_id, partition, offset, timestamp_ms and `STRETCH_COLUMNS`) and saved
-    `states` (group_id, `state` as JSON bytes, `STATE_WINDOWS_COLUMN`: `group_state.offset_windows`),
+    `states` (group_id, `state` as JSON bytes, `value`: `group_state.window_value`, `STATE_WINDOWS_COLUMN`:
+    `group_state.offset_windows`),
     each with the others' columns null, repartitioned by group into `shards` partitions and sorted within them by
     (group, partition, offset)."""
     from pyspark.sql.types import BinaryType, LongType
@@ -2065,8 +2085,8 @@ def replay_input(records: DataFrame, stretches: DataFrame | None = None, states:
     if states is not None:
         frames.append(states.select(
             "group_id", F.lit(-1).cast("int").alias("partition"), F.lit(-1).cast("long").alias("offset"),
-            F.lit(None).cast(LongType()).alias("timestamp_ms"),
-            *[F.lit(None).cast(BinaryType()).alias(c) for c in ("key", "value")], F.col("state").cast(BinaryType()),
+            F.lit(None).cast(LongType()).alias("timestamp_ms"), F.lit(None).cast(BinaryType()).alias("key"),
+            typed(states, "value", BinaryType()), F.col("state").cast(BinaryType()),
             F.lit(None).cast(LongType()).alias("missing"), F.col(STATE_WINDOWS_COLUMN)))
     out = frames[0]
     for df in frames[1:]:

@@ -72,7 +72,12 @@ from coordinator_core.records_fast import GroupRecordReader
 
 __all__ = ["NO_COUNTS", "STATE_FORMAT", "AtRest", "AuditCounts", "GroupAuditor", "HistoryGap", "audit_group"]
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2
+"""The format `GroupAuditor.to_dict` writes. 2 (since 2026-11-28): the saved GroupMetadata record's
+value may be kept apart (`to_dict(record_value=False)`; the Spark job stores it once, as
+`group_state.window_value`, instead of again in base64 inside the JSON). 1: the value always inside."""
+_READ_FORMATS = (1, 2)
+"""The formats `from_dict` and `at_rest` read."""
 """Version of the `to_dict()` layout; `from_dict` refuses others."""
 
 _NO_POSITION = -(1 << 64)
@@ -372,11 +377,13 @@ class GroupAuditor:
         a fed record changes them (a GroupMetadata record the generation observer reads)."""
         return self._observer.open_rows()
 
-    def to_dict(self, *, summaries: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, summaries: bool = True, record_value: bool = True) -> dict[str, Any]:
         """The audit state as JSON-able data (for a later run to resume with `from_dict`).
         `summaries=False` leaves the open window's summaries out (a caller that keeps them apart,
         as the Spark job's `group_state.offset_windows` does, puts them back with
-        `restore_summaries`)."""
+        `restore_summaries`); `record_value=False` leaves out the saved GroupMetadata record's value
+        (`window_record_value()`; a caller that keeps it apart, as `group_state.window_value` does,
+        gives it back to `from_dict` and `at_rest`)."""
         if not self._observe:
             raise ValueError(f"group {self._group_id!r}: an offsets-only audit (observe=False) has no state to save")
         return {
@@ -384,18 +391,35 @@ class GroupAuditor:
             "group_id": self._group_id,
             "positions": [[p, o] for p, o in sorted(self._positions.items())],
             "missing": [[p, n] for p, n in sorted(self._missing.items())],
-            **self._observer.to_dict(),
+            **self._observer.to_dict(record_value=record_value),
             "window": self._window.to_dict(summaries=summaries),
         }
 
+    @staticmethod
+    def _checked(data: dict[str, Any]) -> None:
+        if data.get("format") not in _READ_FORMATS:
+            raise ValueError(f"audit state format {data.get('format')!r} is not one of "
+                             f"{', '.join(map(str, _READ_FORMATS))}")
+
+    @staticmethod
+    def _saved_value(data: dict[str, Any], record_value: bytes | None) -> bytes:
+        """The saved GroupMetadata record's value: inside the state, else `record_value`."""
+        rec = data["group_record"]
+        if "value" in rec:
+            return base64.b64decode(rec["value"])
+        if record_value is None:
+            raise ValueError(f"audit state of group {data['group_id']!r}: its GroupMetadata record's value is kept "
+                             f"apart (to_dict(record_value=False)) and none was given (record_value)")
+        return record_value
+
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, load_path: bool = True, observe: bool = True,
-                  assignment_runs: bool = False) -> GroupAuditor:
+                  assignment_runs: bool = False, record_value: bytes | None = None) -> GroupAuditor:
         """Resumes an audit from `to_dict()` output; the coordinator's load path is replayed with the
         saved GroupMetadata record so it holds the same state as before (`observe=False`: the
-        offset windows only, from there on; `assignment_runs` as in the constructor)."""
-        if data.get("format") != STATE_FORMAT:
-            raise ValueError(f"audit state format {data.get('format')!r} is not {STATE_FORMAT}")
+        offset windows only, from there on; `assignment_runs` as in the constructor). `record_value`:
+        the record's value when the state keeps it apart (`to_dict(record_value=False)`)."""
+        cls._checked(data)
         self = cls(data["group_id"], load_path=load_path, observe=observe)
         self._positions = {int(p): int(o) for p, o in data["positions"]}
         self._missing = {int(p): int(n) for p, n in data.get("missing", [])}
@@ -403,7 +427,7 @@ class GroupAuditor:
         record: tuple[int, int, int, bytes, bytes] | None = None
         rec = data["group_record"]
         if rec is not None:
-            key, value = base64.b64decode(rec["key"]), base64.b64decode(rec["value"])
+            key, value = base64.b64decode(rec["key"]), cls._saved_value(data, record_value)
             # the byte-level reader first, as `_group_record` reads a fed record (the codec when it
             # declines): a resumed group's next GroupMetadata record then reuses its members' headers
             decoded = self._reader.read(key, value) or decode(key, value)
@@ -419,19 +443,19 @@ class GroupAuditor:
         self._window = OffsetWindow.from_dict(data["window"], snap)
         return self
 
-    @staticmethod
-    def at_rest(data: dict[str, Any]) -> AtRest:
-        """What `from_dict(data)` would report after `finish()` with no record fed (`AtRest`),
-        without resuming: a run that reads none of a group's records carries its state forward at
-        the cost of reading the JSON. A state saved with `to_dict(summaries=False)` is its own
-        `to_dict(summaries=False)` after resuming, and its open summaries (kept apart) are unchanged."""
-        if data.get("format") != STATE_FORMAT:
-            raise ValueError(f"audit state format {data.get('format')!r} is not {STATE_FORMAT}")
+    @classmethod
+    def at_rest(cls, data: dict[str, Any], *, record_value: bytes | None = None) -> AtRest:
+        """What `from_dict(data, record_value=record_value)` would report after `finish()` with no
+        record fed (`AtRest`), without resuming: a run that reads none of a group's records carries
+        its state forward at the cost of reading the JSON. A state saved with `to_dict(summaries=
+        False)` is its own `to_dict(summaries=False)` after resuming, and its open summaries (kept
+        apart) are unchanged."""
+        cls._checked(data)
         w = OffsetWindow.from_dict(data["window"], None)
         rec = data["group_record"]
         return AtRest(data["group_id"], tuple(sorted(int(p) for p, _ in data["positions"])),
                       (w.generation_id, w.state, w.start_partition, w.start_offset),
-                      base64.b64decode(rec["value"]) if rec is not None else None)
+                      cls._saved_value(data, record_value) if rec is not None else None)
 
     # ------------------------------------------------------------------------------------------
     # slow path: first record of a topic-partition, GroupMetadata, anything unusual

@@ -140,13 +140,15 @@ class GenerationObserver:
             rows.extend(self._assignment_rows(self.snapshot, valid_to=None))
         return rows
 
-    def to_dict(self) -> dict[str, Any]:
-        """The observer's part of `GroupAuditor.to_dict` (its keys, in its order)."""
+    def to_dict(self, *, record_value: bool = True) -> dict[str, Any]:
+        """The observer's part of `GroupAuditor.to_dict` (its keys, in its order); without
+        `record_value`, the saved record's value is left out."""
         rec = None
         if self.record is not None:
             p, o, ts, key, value = self.record
-            rec = {"partition": p, "offset": o, "timestamp": ts,
-                   "key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode()}
+            rec = {"partition": p, "offset": o, "timestamp": ts, "key": base64.b64encode(key).decode()}
+            if record_value:
+                rec["value"] = base64.b64encode(value).decode()
         return {
             "phase": self.phase,
             "group_record": rec,

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaProtocolError
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from jobs import nightly
 from jobs import offsets_path as op
@@ -114,7 +114,8 @@ def test_a_buckets_input_is_sorted_filtered_and_counted_as_spark_does_it() -> No
         {"_kind": KIND_SIDE, "group_id": "a", "partition": 0, "offset": 3, "chunk": 8, "records_in": 1},
         {"_kind": KIND_SIDE, "group_id": "skip-me", "partition": 0, "offset": 1, "chunk": 7, "records_in": 0},
     ])])
-    states = pa.table({"group_id": ["b"], "state": [b"{}"], "state_windows": pa.array([[]], STATE_WINDOWS_TYPE)})
+    states = pa.table({"group_id": ["b"], "state": [b"{}"], "value": pa.nulls(1, pa.binary()),
+                       "state_windows": pa.array([[]], STATE_WINDOWS_TYPE)})
     consts = {(7, 1): 100}  # chunk 8 has none: its side records' count stays unknown
     out = handed_input(rows, states, consts=consts, group_ok=lambda g: not g.startswith("skip"))
     assert out is not None
@@ -223,11 +224,12 @@ def test_saved_states_the_driver_reads_are_those_spark_selects(spark) -> None:
               "window_end_offset": None, "commits": 2, "tombstones": 0, "first_offset": 10, "last_offset": 12,
               "first_commit_timestamp": 100, "last_commit_timestamp": 200, "regressions": 0, "source_partition": 4,
               "first_source_offset": 8, "last_source_offset": 9, "last_commit_source_offset": 9}
-    rows = [("g-1", '{"format":1}', [window]), ("g-2", None, [window, {**window, "partition": 1}]),
-            ("g-3", None, []), ("h-1", '{"format":1,"x":"\u00e9"}', []), ("h-2", None, None), ("g-4", "{}", None)]
+    rows = [("g-1", '{"format":2}', b"\x00\x03v1", [window]), ("g-2", None, None, [window, {**window, "partition": 1}]),
+            ("g-3", None, None, []), ("h-1", '{"format":1,"x":"\u00e9"}', None, []), ("h-2", None, None, None),
+            ("g-4", "{}", b"", None)]
     df = spark.createDataFrame(
         rows, StructType([StructField("group_id", StringType()), StructField("auditor_state", StringType()),
-                          StructField("offset_windows", windows_type)]))
+                          StructField("window_value", BinaryType()), StructField("offset_windows", windows_type)]))
     table = df.toArrow()
     for groups in ((), ("g-*",), ("h-1", "g-2")):
         by_spark = saved_states(df, groups).toArrow()
@@ -236,6 +238,8 @@ def test_saved_states_the_driver_reads_are_those_spark_selects(spark) -> None:
         expected = {(): ["g-1", "g-2", "g-4", "h-1"], ("g-*",): ["g-1", "g-2", "g-4"], ("h-1", "g-2"): ["g-2", "h-1"]}
         assert sorted(by_driver.column("group_id").to_pylist()) == expected[groups]
     assert saved_states_table(table).sort_by("group_id").column("state").to_pylist()[1] == b""
+    # the saved GroupMetadata record's value (kept apart from a state of format 2) rides along
+    assert saved_states_table(table).sort_by("group_id").column("value").to_pylist() == [b"\x00\x03v1", None, b"", None]
 
 
 def _middle(log: Path) -> str:

@@ -9,7 +9,9 @@ The default run draws a fixed sample of cut points; `NIGHTLY_FULL=1` runs every 
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import os
 import random
 from collections import Counter
@@ -21,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from coordinator_core.sim.scale import ScaleConfig, generate
 from jobs import delta_io, offsets_path
@@ -407,3 +409,36 @@ def test_warm_up_rebuilds_the_state_from_records_before_the_window(spark, tmp_pa
     causes = read_table(spark, str(out / "rebalance_causes"))
     assert causes.where("cause = 'history_start'").count() == 0
     assert causes.where(f"record_timestamp < {cut_ms}").count() == 0  # the warm-up's causes are not re-audited
+
+
+def test_states_saved_by_an_earlier_version_continue_the_chain(spark, tmp_path, logs, single_runs) -> None:
+    """An output written before 2026-11-28 holds `group_state` rows of format 1: the GroupMetadata
+    record's value inside the JSON (base64) as well as in `window_value`. A run of today's code
+    continues from them as from its own (the chain equals one run), and saves its states in
+    format 2, the value stored once, in `window_value`."""
+    log = _read_log(logs["scale_7"])
+    (cut,) = _cuts(log, 1, random.Random("format-1"))
+    out = tmp_path / "chain"
+    _run(spark, logs["scale_7"], out, until=cut)
+    location = str(out / "group_state")
+    saved = DeltaTable(location).to_pyarrow_table()
+    old_form = []
+    for text, value in zip(saved.column("auditor_state").to_pylist(), saved.column("window_value").to_pylist(),
+                           strict=True):
+        data = json.loads(text)
+        assert data["format"] == 2 and "value" not in (data["group_record"] or {})
+        if data["group_record"] is not None:  # as the earlier version wrote it
+            data["group_record"]["value"] = base64.b64encode(value).decode()
+        old_form.append(json.dumps({**data, "format": 1}, separators=(",", ":")))
+    assert any('"value":' in s for s in old_form)
+    column = saved.schema.get_field_index("auditor_state")
+    write_deltalake(location, saved.set_column(column, saved.schema.field(column), pa.array(old_form, pa.string())),
+                    mode="overwrite", partition_by=["run_window"])
+    _run(spark, logs["scale_7"], out, since=cut)
+    single = single_runs("scale_7")
+    for table in COMPARED:
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        assert a == b, f"{table}: {_diff(a, b)}"
+    later = DeltaTable(location).to_pyarrow_table().filter(pc.ends_with(pc.field("run_window"), "--open"))
+    states = [json.loads(s) for s in later.column("auditor_state").to_pylist()]
+    assert states and all(s["format"] == 2 and "value" not in (s["group_record"] or {}) for s in states)

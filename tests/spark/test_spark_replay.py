@@ -407,12 +407,14 @@ def _replayed(table: pa.Table, **options: Any) -> pa.Table:
     return pa.Table.from_batches(list(make_replay_fn(**options)(iter(table.to_batches()))))
 
 
-@pytest.mark.parametrize("summaries", ["in_state", "apart"])
+@pytest.mark.parametrize(("summaries", "value"), [("in_state", "apart"), ("apart", "apart"), ("apart", "in_state")])
 def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_would(
-        summaries: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        summaries: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Groups with a saved state and no record in the run (at every cut of their logs, under each
     resume mode, with and without a gap on their partition): the same output, state and counts
-    rows included, as resuming each one's audit and finishing it."""
+    rows included, as resuming each one's audit and finishing it. The state keeps its summaries
+    inside or apart, and its GroupMetadata record's value apart (in the state row's `value`, as the
+    job saves it) or inside (as states of format 1 have it: resumed, and saved in today's form)."""
     log = _log()
     real = udfs.replay._at_rest
     taken: list[bool] = []
@@ -429,10 +431,10 @@ def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_wo
             records = [r[1:] for r in log if r[0] == group][:k]
             first = GroupAuditor(group)
             list(first.feed(records))
-            state = first.to_dict(summaries=summaries == "in_state")
+            state = first.to_dict(summaries=summaries == "in_state", record_value=value == "in_state")
             windows = _windows(first) if summaries == "apart" else None
-            markers.append((group, None, None, None, None, None, json.dumps(state, separators=(",", ":")).encode(),
-                            None, windows))
+            markers.append((group, None, None, None, None, first.window_record_value() if value == "apart" else None,
+                            json.dumps(state, separators=(",", ":")).encode(), None, windows))
         table = pa.table(list(zip(*markers, strict=True)), schema=STATE_INPUT_SCHEMA)
         for mode, gaps in (("resume", None), ("resume", {3: HistoryGap(3, 1, 9, 7, 1_700_000_000_000)}),
                            ("rerun", None)):
@@ -443,7 +445,7 @@ def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_wo
             assert carried.to_pylist() == resumed.to_pylist(), (k, mode, gaps)
             tables = Counter(carried.column("_table").to_pylist())
             assert tables[STATE_TABLE] == tables[COUNTS_TABLE] == 2, (k, mode)
-    # both paths were taken (rerun, a gap, summaries saved inside the state: resumed)
+    # both paths were taken (rerun, a gap, summaries or the value saved inside the state: resumed)
     assert any(taken) and not all(taken)
 
 
@@ -499,8 +501,9 @@ def _random_nightly(rng: Any, groups: int) -> pa.Table:
                 b.offset_tombstone("t", k)
         first = GroupAuditor(group)
         list(first.feed(b.records))
-        state = json.dumps(first.to_dict(summaries=False), separators=(",", ":")).encode()
-        rows.append({"group_id": group, "state": state, "state_windows": _windows(first)})
+        state = json.dumps(first.to_dict(summaries=False, record_value=False), separators=(",", ":")).encode()
+        rows.append({"group_id": group, "state": state, "value": first.window_record_value(),
+                     "state_windows": _windows(first)})  # (as the job saves it: the value apart)
         at = 100 * g + len(b.records) + 10
         ts = 1_700_100_000_000 + g
         later = [k for k in keys if first.open_summaries().get(("t", k)) is not None]

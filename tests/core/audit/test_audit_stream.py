@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.audit import GroupAuditor, HistoryGap, audit_group
+from coordinator_core.audit import STATE_FORMAT, GroupAuditor, HistoryGap, audit_group
 from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, encode
 
 from .audit_builders import LogBuilder, member, rows_by_table, tps
@@ -269,18 +269,21 @@ def test_random_group_histories_keep_the_invariants(log: LogBuilder, split: int)
 def test_states_saved_before_the_split_by_concern_resume_to_one_pass() -> None:
     """Saved `group_state` rows outlive code changes: states (format 1) written by the audit as it was
     before its split into dispatch, offset-window tracker and generation observer (the window's
-    summaries then a list of slots) load, save again unchanged, and resume to one pass's rows."""
+    summaries then a list of slots) load, save again unchanged but for their format number (2: the
+    same keys, the record's value inside unless asked to leave it out), and resume to one pass's rows."""
     saved = json.loads((Path(__file__).parent / "data" / "state_format1_rich_log.json").read_text())
     records = rich_log().records
     one_pass = list(audit_group(records))
     assert [s["split"] for s in saved["states"]] == list(range(len(records) + 1))
     for s in saved["states"]:
         k, state = s["split"], s["state"]
+        assert state["format"] == 1
+        today = {**state, "format": STATE_FORMAT}
         resumed = GroupAuditor.from_dict(state)
-        assert json.loads(json.dumps(resumed.to_dict())) == state, f"split at {k}"
+        assert json.loads(json.dumps(resumed.to_dict())) == today, f"split at {k}"
         before = GroupAuditor()
         rows = list(before.feed(records[:k]))
-        assert json.loads(json.dumps(before.to_dict())) == state, f"split at {k}"  # the same JSON written today
+        assert json.loads(json.dumps(before.to_dict())) == today, f"split at {k}"  # the same JSON written today
         assert rows + list(resumed.feed(records[k:])) + resumed.finish() == one_pass, f"split at {k}"
 
 
@@ -312,3 +315,41 @@ def test_a_gap_no_later_record_explains_is_a_secondary_row_on_the_current_genera
     [row] = auditor.gap_rows()
     assert (row.cause, row.generation_id, row.is_primary, row.source_offset) == ("history_gap", 1, False, 10)
     assert "no GroupMetadata record of the group followed" in row.detail
+
+
+def test_a_state_that_keeps_its_record_value_apart_resumes_with_it_given_back() -> None:
+    """`to_dict(record_value=False)` (what the Spark job saves, the value stored once beside it in
+    `group_state.window_value`): the state holds every key but the saved GroupMetadata record's
+    value; given back, it resumes and carries forward (`at_rest`) exactly as the whole state does;
+    without it, the error names the group."""
+    saved = json.loads((Path(__file__).parent / "data" / "state_format1_rich_log.json").read_text())
+    records = rich_log().records
+    one_pass = list(audit_group(records))
+    checked = 0
+    for s in saved["states"]:
+        k = s["split"]
+        before = GroupAuditor()
+        rows = list(before.feed(records[:k]))
+        whole = json.loads(json.dumps(before.to_dict()))
+        apart = json.loads(json.dumps(before.to_dict(record_value=False)))
+        value = before.window_record_value()
+        if whole["group_record"] is None:
+            assert apart == whole and value is None
+            continue
+        checked += 1
+        assert "value" not in apart["group_record"]
+        assert {**apart, "group_record": {**apart["group_record"], "value": whole["group_record"]["value"]}} == whole
+        assert value is not None and len(json.dumps(apart)) < len(json.dumps(whole))
+        assert GroupAuditor.at_rest(apart, record_value=value) == GroupAuditor.at_rest(whole)
+        resumed = GroupAuditor.from_dict(apart, record_value=value)
+        assert json.loads(json.dumps(resumed.to_dict())) == whole
+        assert json.loads(json.dumps(resumed.to_dict(record_value=False))) == apart
+        assert rows + list(resumed.feed(records[k:])) + resumed.finish() == one_pass, f"split at {k}"
+        for load in (GroupAuditor.from_dict, GroupAuditor.at_rest):
+            try:
+                load(apart)
+            except ValueError as e:
+                assert "kept apart" in str(e) and repr(apart["group_id"]) in str(e)
+            else:
+                raise AssertionError(f"{load.__name__} resumed without the record's value")
+    assert checked > 3
