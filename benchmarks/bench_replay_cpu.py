@@ -33,8 +33,10 @@ where it reads 1.72 s now, same code):
   saved states of an audit of its first window (`mode="resume"`, every group's saved state and
   offset windows in the input, as the job hands them off; every row in the output, the carried rows
   included, as without the embedded writer's files, so that two versions hash the same rows); the
-  replay's input for it (`replay-input-nightly-<input name>`, and the first window's output it
-  reads the states from) is built once with Spark and kept under `--work-dir`;
+  replay's input for it (`replay-input-nightly-f<STATE_FORMAT>-<input name>`, and the first
+  window's output it reads the states from, `nightly-base-f<STATE_FORMAT>-<input name>`) is built
+  once with Spark and kept under `--work-dir` (per state format: states of another format resume
+  otherwise; format 2, since 2026-11-28, changed the `_state` rows' JSON and so this hash);
 
 With `--instructions`, each configuration instead replays the first file of its input (`--files`
 is then 1; `--batches N`: its first N batches) once in a subprocess under Valgrind's callgrind,
@@ -75,6 +77,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a file: the project's packages (a PYTHONPATH set first wins)
     sys.path.append(str(ROOT))
 
+from coordinator_core.audit import STATE_FORMAT  # noqa: E402
 from udfs.replay import COUNTS_TABLE, REPLAY_DERIVED_SCHEMA, REPLAY_SCHEMA, make_replay_fn  # noqa: E402
 from udfs.table_files import FILES_TABLE, DirectWrite  # noqa: E402
 
@@ -112,7 +115,7 @@ def replay_input(input_dir: Path, work_dir: Path) -> Path:
 def nightly_input(input_dir: Path, work_dir: Path) -> Path:
     """The replay's input of the second of two nightly windows of `input_dir` (the module
     docstring), built with Spark unless `work_dir` holds it already."""
-    out = work_dir / f"replay-input-nightly-{input_dir.name}"
+    out = work_dir / f"replay-input-nightly-f{STATE_FORMAT}-{input_dir.name}"
     if (out / "_SUCCESS").exists():
         return out
     from benchmarks.bench_nightly import window_bounds
@@ -124,7 +127,7 @@ def nightly_input(input_dir: Path, work_dir: Path) -> Path:
     from udfs.replay import replay_input as build_input
 
     (_, mid), _ = window_bounds(input_dir, 2)
-    base = work_dir / f"nightly-base-{input_dir.name}"
+    base = work_dir / f"nightly-base-f{STATE_FORMAT}-{input_dir.name}"
     print(f"[bench_replay_cpu] building the nightly replay input of {input_dir} under {out} (Spark, local[2]; "
           f"the first window, until {mid.isoformat()}, audited into {base})", flush=True)
     spark = build_session(master="local[2]")
