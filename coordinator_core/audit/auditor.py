@@ -73,12 +73,11 @@ from coordinator_core.records_fast import GroupRecordReader
 __all__ = ["NO_COUNTS", "STATE_FORMAT", "AtRest", "AuditCounts", "GroupAuditor", "HistoryGap", "audit_group"]
 
 STATE_FORMAT = 2
-"""The format `GroupAuditor.to_dict` writes. 2 (since 2026-11-28): the saved GroupMetadata record's
-value may be kept apart (`to_dict(record_value=False)`; the Spark job stores it once, as
+"""Version of the `to_dict()` layout. 2 (since 2026-11-28): the saved GroupMetadata record's value
+may be kept apart (`to_dict(record_value=False)`; the Spark job stores it once, as
 `group_state.window_value`, instead of again in base64 inside the JSON). 1: the value always inside."""
 _READ_FORMATS = (1, 2)
-"""The formats `from_dict` and `at_rest` read."""
-"""Version of the `to_dict()` layout; `from_dict` refuses others."""
+"""The layouts `from_dict` and `at_rest` read; they refuse others."""
 
 _NO_POSITION = -(1 << 64)
 RawRecord = tuple[int, int, int, Any, Any]
