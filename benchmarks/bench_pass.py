@@ -3,8 +3,8 @@
     .venv/bin/python -m benchmarks.bench_pass [--input DIR] [--repeat 4] [--hash]
 
 On the benchmark's input (`.cache/bench/input-r20221159-g5000-s0` by default: run `python -m
-benchmarks` once to make it), the job's file-reading pass (`udfs.scan.make_file_scan_fn`, the work
-units the job would make for two cores) runs over every unit in turn, once to warm numba's cache,
+benchmarks` once to make it), the job's file-reading pass (`udfs.scan.make_file_scan_fn`, the tasks
+the job would make for two cores, `udfs.scan.pass_tasks`) runs over every task in turn, once to warm numba's cache,
 then `--repeat` times. Prints the CPU seconds of each run (`time.process_time`: every thread of the
 process, pyarrow's reader included), the best, its wall time and the rows the pass output. Compare
 two versions of the code by running it from each (a git worktree), alternating.
@@ -20,11 +20,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
-from udfs.scan import make_file_scan_fn, parquet_units, read_footer, unit_rows_for
+from udfs.scan import make_file_scan_fn, pass_tasks, read_footer
 
 DEFAULT_INPUT = Path(__file__).resolve().parents[1] / ".cache" / "bench" / "input-r20221159-g5000-s0"
 CORES = 2
-"""The units are cut as the job cuts them for a `local[2]` session (`jobs.offsets_path.scan_log`)."""
+"""The tasks are planned as the job plans them for a `local[2]` session (`udfs.scan.pass_tasks`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     footers = [read_footer(str(f)) for f in files]
     chunk = DEFAULT_SCAN_CHUNK_ROWS
     total = sum(sum(f.row_groups) for f in footers)
-    units = parquet_units(footers, unit_rows=unit_rows_for(total, CORES, chunk))
+    tasks = pass_tasks(footers, total_rows=total, cores=CORES, chunk_rows=chunk)
     fn = make_file_scan_fn(chunk_rows=chunk)
-    batches = [pa.RecordBatch.from_pylist([{"path": path, "row_groups": groups}]) for path, groups in units]
+    batches = [pa.RecordBatch.from_pylist([{"path": path, "row_groups": groups} for path, groups in task])
+               for task in tasks]  # a task's units in one call, as a worker reads them
 
     def run() -> int:
         return sum(out.num_rows for b in batches for out in fn(iter([b])))
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = run()
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
         best = min(best, (cpu, wall))
-        print(f"run {i}: {total:,} records, {len(units)} units, {rows:,} rows out; cpu_s {cpu:.3f}; wall_s {wall:.3f}",
+        print(f"run {i}: {total:,} records, {len(tasks)} tasks, {rows:,} rows out; cpu_s {cpu:.3f}; wall_s {wall:.3f}",
               flush=True)
     print(f"best: cpu_s {best[0]:.3f}; wall_s {best[1]:.3f}")
     return 0

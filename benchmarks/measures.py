@@ -95,21 +95,21 @@ def measure_read_floors(spark: SparkSession, path: str) -> dict[str, Any]:
     """Two floors under the offset path's marginal cost, on a Parquet input, each timed alone:
 
     * `python_read`: the single pass's own input read and nothing else: the files' row groups, in
-      the job's work units (`udfs.scan.parquet_units`, sized as `jobs.offsets_path.scan_log` sizes
+      the job's work units and tasks (`udfs.scan.pass_tasks`, as `jobs.offsets_path.scan_log` plans
       them), read with pyarrow in the Python workers, the rows counted. Any pass in Python pays it.
     * `jvm_commit_summary`: the plainest summary of the offset commits Spark can compute without
       Python: the records whose key is an OffsetCommitKey (type 0 or 1), grouped by the key's
       bytes, count and min/max log offset, written to `noop`; no value decoded, no window, no log
       order, no regression. A pass kept in the JVM pays at least this."""
-    from udfs.scan import FILE_UNIT_SCHEMA, parquet_units, unit_rows_for
+    from udfs.scan import pass_tasks
 
     footers, why = offsets_path.local_parquet_files(spark.read.parquet(path))
     if why is not None:
         raise ValueError(f"read floors: the input cannot be read directly ({why})")
     total = sum(sum(f.row_groups) for f in footers)
     chunk = DEFAULT_SCAN_CHUNK_ROWS
-    units = parquet_units(footers, unit_rows=unit_rows_for(total, spark.sparkContext.defaultParallelism, chunk))
-    unit_df = spark.createDataFrame(spark.sparkContext.parallelize(units, max(1, len(units))), FILE_UNIT_SCHEMA)
+    tasks = pass_tasks(footers, total_rows=total, cores=spark.sparkContext.defaultParallelism, chunk_rows=chunk)
+    unit_df = offsets_path.task_frame(spark, tasks)
     t0 = time.perf_counter()
     read = unit_df.mapInArrow(_python_read_counts, "rows long, value_buffer_bytes long").agg(
         F.sum("rows").alias("rows")).first()
@@ -122,7 +122,8 @@ def measure_read_floors(spark: SparkSession, path: str) -> dict[str, Any]:
           .observe(summary, F.count(F.lit(1)).alias("keys"), F.sum("n").alias("commits")))
     t2 = time.perf_counter()
     assert read is not None
-    return {"python_read": {"seconds": t1 - t0, "records": int(read["rows"] or 0), "units": len(units)},
+    return {"python_read": {"seconds": t1 - t0, "records": int(read["rows"] or 0), "units": sum(map(len, tasks)),
+                            "tasks": len(tasks)},
             "jvm_commit_summary": {"seconds": t2 - t1, "keys": int(summary.get["keys"]),
                                    "commits": int(summary.get["commits"] or 0)}}
 

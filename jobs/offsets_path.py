@@ -70,16 +70,14 @@ from udfs.scan import (
     make_scan_fn,
     outside_window,
     parquet_input_problem,
-    parquet_tasks,
-    parquet_units,
+    pass_tasks,
     read_footer,
-    unit_rows_for,
 )
 from udfs.schemas import epoch_ms
 from udfs.table_files import DirectWrite, staged_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from udfs.scan import ParquetFooter
 
@@ -92,6 +90,7 @@ __all__ = [
     "offset_path",
     "scan_frame",
     "scan_log",
+    "task_frame",
 ]
 
 
@@ -311,6 +310,13 @@ def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]
     return footers, None
 
 
+def task_frame(spark: SparkSession, tasks: Sequence[Sequence[tuple[str, list[int]]]]) -> DataFrame:
+    """The file reader's work units (`FILE_UNIT_SCHEMA` rows), one Spark partition per task of
+    `tasks` (`udfs.scan.pass_tasks`): a task's units reach one worker, in order."""
+    units = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(lambda task: task)  # a task per slice
+    return spark.createDataFrame(units, FILE_UNIT_SCHEMA)
+
+
 SKIP_OUTSIDE_WINDOW = True
 """Whether the pass leaves out the row groups of local Parquet files whose statistics put every
 record outside the run's window (`_outside_row_groups`); off, it reads and filters them (tests)."""
@@ -374,16 +380,14 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
                 f"({skipped_rows:,} records) not read: their statistics put every record outside the window")
         # a task reads one unit of several chunks (`unit_rows_for`); the chunk bounds the worker's memory
         total = sum(sum(f.row_groups) for f in files) - skipped_rows
-        unit_rows = unit_rows_for(total, spark.sparkContext.defaultParallelism, chunk_rows)
-        tasks = parquet_tasks(parquet_units(files, unit_rows=unit_rows, skip=skipped), files, task_rows=unit_rows)
+        tasks = pass_tasks(files, total_rows=total, cores=spark.sparkContext.defaultParallelism,
+                           chunk_rows=chunk_rows, skip=skipped)
         if handoff_root is not None:
             handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
                               buckets_for(total, shards or spark.sparkContext.defaultParallelism))
         fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=epoch_ms(since),
                                until_ms=epoch_ms(until), start_after=dict(start_after or {}), handoff=handoff)
-        units = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(lambda task: task)  # a task per slice
-        unit_df = spark.createDataFrame(units, FILE_UNIT_SCHEMA)
-        scanned = unit_df.mapInArrow(fn, SCAN_SCHEMA)
+        scanned = task_frame(spark, tasks).mapInArrow(fn, SCAN_SCHEMA)
     else:
         # Every task costs a Python round trip, and through Spark's Kafka source a consumer too: the
         # source makes one task per topic-partition (50 for __consumer_offsets). Merging adjacent

@@ -124,6 +124,7 @@ __all__ = [
     "parquet_input_problem",
     "parquet_tasks",
     "parquet_units",
+    "pass_tasks",
     "read_footer",
     "row_group_bounds",
     "scan_chunk",
@@ -895,6 +896,16 @@ def parquet_tasks(units: Sequence[tuple[str, list[int]]], footers: Sequence[Parq
     if task:
         tasks.append(task)
     return tasks
+
+
+def pass_tasks(footers: Sequence[ParquetFooter], *, total_rows: int, cores: int, chunk_rows: int,
+               skip: Collection[tuple[str, int]] = ()) -> list[list[tuple[str, list[int]]]]:
+    """The file reader's tasks over `footers` as the job plans them (`jobs.offsets_path.scan_log`;
+    the benchmarks' floors follow it): units sized for `total_rows` rows on `cores` cores
+    (`unit_rows_for`, `parquet_units`, without the row groups of `skip`), packed into tasks of about
+    one unit's rows (`parquet_tasks`)."""
+    unit_rows = unit_rows_for(total_rows, cores, chunk_rows)
+    return parquet_tasks(parquet_units(footers, unit_rows=unit_rows, skip=skip), footers, task_rows=unit_rows)
 
 
 def parquet_units(footers: Sequence[ParquetFooter], *, unit_rows: int,
