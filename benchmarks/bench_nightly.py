@@ -14,7 +14,10 @@ each window's run, that window's records are added to it as one Parquet file per
 (sorted by offset, as a Spark Kafka-source export job writes a day), and the run reads the whole
 directory; what may then grow is also what a run reads of the earlier nights' files (their
 footers, and their records where the statistics do not put them outside the window:
-`jobs.offsets_path._outside_row_groups`). `growth_s_per_window` is the slope of a window's seconds over its index (least squares,
+`jobs.offsets_path._outside_row_groups`). `--exports-format delta` makes the export a Delta table
+that each window appends a file per partition to; `--reader spark` has Spark read the input, as it
+does on a remote store (`jobs.offsets_path._spark_window` then gives it a condition the Delta log's
+statistics allow); `--read-all` turns both skips off (every record read and filtered), for an A/B. `growth_s_per_window` is the slope of a window's seconds over its index (least squares,
 the first window left out: it warms the session and starts the chain), and `per_year_s` that slope
 times 365: how much slower the 365th night would be than the first for this reason alone. After
 each run it also times the summary the command prints (`jobs.audit.table_highlights`, which reads
@@ -40,9 +43,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from deltalake import write_deltalake
 
 from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ROOT, ensure_input, scale_config
 from benchmarks.measures import StageTee
+from jobs import offsets_path
 from jobs.audit import run_audit, table_highlights
 from jobs.config import load_config
 from jobs.spark_session import build_session
@@ -60,16 +65,26 @@ def window_bounds(input_dir: Path, windows: int) -> list[tuple[datetime, datetim
             for a, b in itertools.pairwise(cuts)]
 
 
-def add_export(table: pa.Table, exports: Path, index: int, since: datetime, until: datetime) -> int:
+def add_export(table: pa.Table, exports: Path, index: int, since: datetime, until: datetime, *,
+               delta: bool = False) -> int:
     """Writes the records of `table` in [since, until) into `exports` as one Parquet file per Kafka
-    partition (`night-NNNN-partition-PP.parquet`, sorted by offset); returns how many records."""
+    partition (`night-NNNN-partition-PP.parquet`, sorted by offset), or with `delta` as a file per
+    Kafka partition appended to a Delta table there (a commit each: a streaming export's tasks
+    write a file per partition; delta-rs writes one commit's batches into shared files); returns
+    how many records."""
     ts = table["timestamp"]
     lo, hi = pa.scalar(since, type=ts.type), pa.scalar(until, type=ts.type)
     night = table.filter(pc.and_(pc.greater_equal(ts, lo), pc.less(ts, hi)))
     exports.mkdir(parents=True, exist_ok=True)
-    for partition in sorted(pc.unique(night["partition"]).to_pylist()):
-        rows = night.filter(pc.equal(night["partition"], partition)).sort_by("offset")
-        pq.write_table(rows, exports / f"night-{index:04d}-partition-{partition:02d}.parquet")
+    parts = [night.filter(pc.equal(night["partition"], partition)).sort_by("offset")
+             for partition in sorted(pc.unique(night["partition"]).to_pylist())]
+    if delta:
+        for rows in parts:
+            write_deltalake(str(exports), rows, mode="append")
+    else:
+        for rows in parts:
+            partition = rows["partition"][0].as_py()
+            pq.write_table(rows, exports / f"night-{index:04d}-partition-{partition:02d}.parquet")
     return int(night.num_rows)
 
 
@@ -82,10 +97,12 @@ def growth(seconds: list[float]) -> float:
 
 
 def audit_window(spark: Any, input_dir: Path, out: Path, since: datetime, until: datetime, *,
-                 run_id: str | None = None) -> tuple[Any, float, list[str]]:
+                 run_id: str | None = None, input_format: str = "parquet", reader: str = "auto"
+                 ) -> tuple[Any, float, list[str]]:
     """One window of a chain audited into `out`: (the run's summary, its seconds, its stage lines)."""
-    cfg = load_config(None, {"input.path": str(input_dir), "input.format": "parquet", "output.path": str(out),
-                             "window.since": since.isoformat(), "window.until": until.isoformat()})
+    cfg = load_config(None, {"input.path": str(input_dir), "input.format": input_format, "output.path": str(out),
+                             "window.since": since.isoformat(), "window.until": until.isoformat(),
+                             "job.scan_reader": reader})
     tee = StageTee(sys.stderr)
     t0 = time.perf_counter()
     with contextlib.redirect_stderr(tee):
@@ -114,7 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", type=Path, help="move the output here at the end (replacing it) instead of deleting it")
     p.add_argument("--exports", action="store_true",
                    help="read an export directory that grows by each window's files (module docstring)")
+    p.add_argument("--exports-format", choices=("parquet", "delta"), default="parquet",
+                   help="with --exports: Parquet files, or a Delta table appended to (default parquet)")
+    p.add_argument("--reader", choices=("auto", "spark"), default="auto",
+                   help="job.scan_reader: spark reads the input as it would on a remote store (default auto)")
+    p.add_argument("--read-all", action="store_true",
+                   help="read every record and filter it (no skipping by statistics): the A side of an A/B")
     args = p.parse_args(argv)
+    if args.read_all:
+        offsets_path.SKIP_OUTSIDE_WINDOW = False
     if args.windows < 3:
         p.error("--windows must be at least 3")
 
@@ -131,9 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i, (since, until) in enumerate(bounds):
             if records is not None:
-                add_export(records, source, i, since, until)
+                add_export(records, source, i, since, until, delta=args.exports_format == "delta")
             t0 = time.perf_counter()
-            summary, seconds, stages = audit_window(spark, source, out, since, until, run_id=f"bench-nightly-{i:04d}")
+            summary, seconds, stages = audit_window(
+                spark, source, out, since, until, run_id=f"bench-nightly-{i:04d}",
+                input_format=args.exports_format if args.exports else "parquet", reader=args.reader)
             table_highlights(spark, summary)  # what the command prints after a run (read back from Delta)
             summary_s = time.perf_counter() - t0 - seconds
             in_window = summary.counts.get("records_in", 0) - summary.counts.get("filtered_by_window", 0)
@@ -153,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     quarter = max(1, len(secs) // 4)
     slope = growth(secs)
     figures = {"windows": len(rows), "input_records": manifest["rows"], "exports": args.exports,
+               "exports_format": args.exports_format if args.exports else None, "reader": args.reader,
+               "read_all": args.read_all,
                "first_window_s": secs[0], "median_s": float(np.median(secs[1:])),
                "second_quarter_mean_s": float(np.mean(secs[quarter:2 * quarter])),
                "last_quarter_mean_s": float(np.mean(secs[-quarter:])),

@@ -389,6 +389,9 @@ def _scan_reader(cfg: AuditConfig, data: Any) -> str:
         if why is None:
             return cfg.scan_reader
         _log(f"single pass: Spark reads the Delta table ({why})")
+        if data.bounds_note is not None:
+            _log(f"single pass: the Delta log's statistics cannot tell which files hold the window: "
+                 f"{data.bounds_note}")
     return "spark"
 
 
@@ -404,7 +407,8 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
                         reader=_scan_reader(cfg, data), shards=cfg.shards,
                         log=_log, start_after=start_after, handoff_root=scratch,
-                        records_hint=data.records if isinstance(data, _KafkaInput) else None)
+                        records_hint=data.records if isinstance(data, _KafkaInput) else None,
+                        bounds=data.bounds, input_format=data.format)
         st.rows = scan.counts["records_in"]
     sc = scan.counts
     _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
@@ -447,6 +451,8 @@ class _KafkaInput:
     """At most how many records `raw` holds (the offset ranges read): sizes the replay's handed-off input."""
     rejects: DataFrame | None = None
     format: str = "kafka"
+    bounds: None = None
+    """(No file statistics: the source reads the offset ranges it is given.)"""
 
     def rejected(self) -> int:
         return 0

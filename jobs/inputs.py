@@ -30,6 +30,12 @@ exclusive) and duplicates of the same (partition, offset) are dropped (re-reads 
 filtered_by_window + records (the rows of `InputData.df`); rejected records are not in `raw` and
 are counted apart (`InputData.rejected()`).
 
+A Delta input is read at the version its log had when the run began, and with it what the log's
+per-file statistics say of the records (`InputData.bounds`, `delta_input_bounds`): a run whose
+window leaves out most of a table that keeps a year of nights then has Spark read only the files
+that may hold the window's records (`jobs.offsets_path.scan_log`), and a table whose statistics
+count no null position needs no Spark job to look for one.
+
 A missing path, an undecidable format or a wrong schema raises `InputError` at once, saying what
 to fix.
 """
@@ -40,13 +46,14 @@ import fnmatch
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+from deltalake import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -73,17 +80,19 @@ from udfs.json_lines import (
     make_json_read_fn,
     open_file,
 )
-from udfs.scan import read_footer
+from udfs.scan import POSITION_COLUMNS, RowGroupBounds, read_footer
 from udfs.schemas import TABLE_SCHEMAS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
+    "InputBounds",
     "InputCounts",
     "InputData",
     "InputError",
     "choose_text_encoding",
+    "delta_input_bounds",
     "detect_format",
     "filter_groups",
     "normalize_schema",
@@ -112,6 +121,15 @@ class InputCounts:
     records: int
 
 
+class InputBounds(NamedTuple):
+    """What the input's statistics say of its records without reading them: each data file's
+    bounds (`udfs.scan.RowGroupBounds`), and how many records the files hold. Given only when the
+    statistics also count no null partition, offset or timestamp."""
+
+    units: tuple[RowGroupBounds, ...]
+    records: int
+
+
 @dataclass(frozen=True, slots=True)
 class InputData:
     """The input, read and cleaned (`df`), how it was read, and its counts."""
@@ -129,6 +147,10 @@ class InputData:
     rejects: DataFrame | None = None
     """Lines and records that cannot be read (module docstring), as rows of the quarantine table;
     None when the input cannot have any."""
+    bounds: InputBounds | None = None
+    """A Delta input's per-file statistics (`delta_input_bounds`), None when not known."""
+    bounds_note: str | None = None
+    """Why a Delta input has no `bounds` (None: it has them, or the input is not Delta)."""
 
     def rejected(self) -> int:
         """How many lines and records were rejected (a Spark job; 0 without one when none can be)."""
@@ -389,6 +411,8 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
     windowed on timestamps (since <= ts < until) and deduplicated on (partition, offset)."""
     encoding: str | None = None
     rejects: DataFrame | None = None
+    bounds: InputBounds | None = None
+    bounds_note: str | None = None
     if is_table:
         try:
             df = spark.table(source)
@@ -405,7 +429,7 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
             if fmt == "json":
                 df, rejects, encoding = _read_json(spark, source, text_encoding)
             elif fmt == "delta":
-                df = _read_delta(spark, source)
+                df, bounds, bounds_note = _read_delta(spark, source)
                 df = normalize_schema(df, source=source)
             elif fmt == "parquet":
                 _check_parquet_files(source)
@@ -419,14 +443,14 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
         except AnalysisException as exc:
             raise InputError(f"input {source}: cannot be read as {fmt} ({str(exc).splitlines()[0]})") from None
 
-    if fmt != "json":
+    if fmt != "json" and bounds is None:  # (bounds: the log's statistics count no null position)
         df, rejects = _position_rejects(df, source=source)
     bounded = window_condition(since, until)
     cond = bounded if bounded is not None else F.lit(True)
     windowed = df.where(cond) if bounded is not None else df
     clean = windowed.dropDuplicates(["partition", "offset"]) if deduplicate else windowed
     return InputData(df=clean, raw=df, windowed=windowed, format=fmt, source=source, text_encoding=encoding,
-                     window=F.coalesce(cond, F.lit(False)), rejects=rejects)
+                     window=F.coalesce(cond, F.lit(False)), rejects=rejects, bounds=bounds, bounds_note=bounds_note)
 
 
 def window_condition(since: datetime | None, until: datetime | None,
@@ -452,9 +476,72 @@ def window_condition(since: datetime | None, until: datetime | None,
     return cond
 
 
-def _read_delta(spark: SparkSession, path: str) -> DataFrame:
-    """A Delta table through Delta Spark when present, else the files of its current version."""
-    return read_table(spark, path)
+def _read_delta(spark: SparkSession, path: str) -> tuple[DataFrame, InputBounds | None, str | None]:
+    """A Delta table through Delta Spark when present, else the files of its current version; with
+    `delta_input_bounds` of that version (the read pinned to it: a table appended to while the run
+    reads it keeps one version), or None and why not."""
+    try:
+        dt = DeltaTable(path)
+    except Exception as exc:  # e.g. a store delta-rs has no credentials for: Spark may still read it
+        return read_table(spark, path), None, f"its log cannot be read here ({str(exc).splitlines()[0]})"
+    bounds, why = delta_input_bounds(dt)
+    return read_table(spark, path, version=dt.version()), bounds, why
+
+
+def _bound(values: Any, column: str, partition_values: Any) -> Any:
+    """A file's statistic of `column` (`values`: its add action's `min` or `max`), or the column's
+    value in the file's partition values when the table is partitioned by it."""
+    if partition_values is not None and column in partition_values:
+        return partition_values[column]
+    return (values or {}).get(column)
+
+
+def _ms(t: Any) -> int | None:
+    """A timestamp statistic as epoch ms (floored); a naive one is UTC, as the session reads it; an
+    integer one is epoch ms already (`normalize_schema`); anything else is unknown."""
+    if isinstance(t, datetime):
+        return ((t if t.tzinfo is not None else t.replace(tzinfo=UTC)) - _EPOCH) // _ONE_MS
+    return t if isinstance(t, int) else None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def delta_input_bounds(dt: DeltaTable) -> tuple[InputBounds | None, str | None]:
+    """(`InputBounds` of the current version's data files from their add actions' statistics,
+    None) or (None, why not): the rows may differ from the files' record counts (deletion vectors),
+    a file has no record count, or a partition, offset or timestamp may be null (a file's
+    statistics count some, or none). A bound a file's statistics lack is None (unknown)."""
+    if "deletionVectors" in (dt.protocol().reader_features or []):
+        return None, "deletion vectors enabled (the log's record counts may include deleted rows)"
+    partitioned = set(dt.metadata().partition_columns)
+    units = []
+    records = 0
+    for a in pa.table(dt.get_add_actions(flatten=False)).to_pylist():
+        rows = a.get("num_records")
+        if rows is None:
+            return None, f"{a['path']}: no record count in the log"
+        pvals = a.get("partition") if partitioned else None
+        for c in POSITION_COLUMNS:
+            if c in partitioned:
+                null = (pvals or {}).get(c) is None
+            else:
+                count = (a.get("null_count") or {}).get(c)
+                null = count is None or count > 0
+            if null:
+                return None, f"{a['path']}: {c} may be null"
+        records += rows
+        if rows == 0:
+            continue
+        low, high = (_bound(a.get(k), "partition", pvals) for k in ("min", "max"))
+        t_min, t_max = (_ms(_bound(a.get(k), "timestamp", pvals)) for k in ("min", "max"))
+        o_max = _bound(a.get("max"), "offset", pvals)
+        # widened by a millisecond each way, as Parquet footers' bounds are (`udfs.scan.RowGroupBounds`)
+        units.append(RowGroupBounds(None if low is None else int(low), None if high is None else int(high),
+                                    None if o_max is None else int(o_max), None if t_min is None else t_min - 1,
+                                    None if t_max is None else t_max + 1))
+    return InputBounds(tuple(units), records), None
 
 
 def filter_groups(df: DataFrame, patterns: Sequence[str], *, column: str = "group_id") -> DataFrame:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, NamedTuple
@@ -108,6 +108,7 @@ __all__ = [
     "KIND_RANGE",
     "KIND_REGRESSION",
     "KIND_SIDE",
+    "NOTHING_INSIDE_MS",
     "POSITION_COLUMNS",
     "SCAN_FIELDS",
     "SCAN_SCHEMA",
@@ -129,6 +130,7 @@ __all__ = [
     "row_group_bounds",
     "scan_chunk",
     "unit_rows_for",
+    "window_floor",
 ]
 
 KIND_SIDE = "side"
@@ -818,6 +820,30 @@ def outside_window(b: RowGroupBounds, *, since_ms: int | None, until_ms: int | N
     if len(after) == b.partition_max - b.partition_min + 1:  # every partition it holds has an offset bound
         return True
     return since_ms is not None and b.time_max_ms is not None and b.time_max_ms < since_ms
+
+
+NOTHING_INSIDE_MS = 2**62
+"""`window_floor` when every unit is outside the window: a time no record reaches."""
+
+
+def window_floor(bounds: Iterable[RowGroupBounds], *, since_ms: int | None, until_ms: int | None,
+                 start_after: Mapping[int, int]) -> int | None:
+    """A time (epoch ms) that every record of the run's window with a time is at or after, from the
+    input's units' bounds (row groups, or a Delta table's data files): the earliest `time_min_ms`
+    of the units `outside_window` does not rule out (`NOTHING_INSIDE_MS` when it rules out all). A
+    reader that leaves out the records before it (and those at or after `until_ms`) leaves out no
+    record of the window, so Spark may skip whole files and row groups by their statistics even when
+    the window's lower bound is an offset per partition. None when a unit it keeps has no time
+    bound. Records without a time are not its concern: a window bounded in time holds none, and an
+    input that may hold them is not read this way (`jobs.offsets_path._spark_window`)."""
+    floor = NOTHING_INSIDE_MS
+    for b in bounds:
+        if outside_window(b, since_ms=since_ms, until_ms=until_ms, start_after=start_after):
+            continue
+        if b.time_min_ms is None:
+            return None
+        floor = min(floor, b.time_min_ms)
+    return floor
 
 
 _KEPT_FOOTERS: ContextVar[dict[str, ParquetFooter] | None] = ContextVar("kept_footers", default=None)

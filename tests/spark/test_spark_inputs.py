@@ -15,6 +15,7 @@ from chispa import assert_df_equality
 from deltalake import write_deltalake
 
 from jobs.inputs import InputCounts, InputError, detect_format, read_input
+from udfs.scan import RowGroupBounds
 
 pytestmark = pytest.mark.spark
 
@@ -70,6 +71,36 @@ def test_delta_input(spark, tmp_path: Path) -> None:
     assert detect_format(str(tmp_path / "t")) == "delta"
     data = read_input(spark, str(tmp_path / "t"))
     assert_df_equality(data.df, _expected(spark, EXPECTED), ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_delta_input_comes_with_its_files_bounds_from_the_log(spark, tmp_path: Path) -> None:
+    """`InputData.bounds`: per data file, the partitions, the highest offset and the times (in epoch
+    ms, widened by one each way) the log's statistics give, from the partition values when the table
+    is partitioned by a position column; the version read is the one they describe; none when a
+    position may be null."""
+    table = _table()
+    write_deltalake(str(tmp_path / "t"), table.slice(0, 2))
+    write_deltalake(str(tmp_path / "t"), table.slice(2), mode="append")
+    data = read_input(spark, str(tmp_path / "t"))
+    assert data.bounds is not None and data.bounds.records == 4
+    assert sorted(data.bounds.units) == [RowGroupBounds(0, 0, 1, MS - 1, MS + 1001),
+                                         RowGroupBounds(0, 0, 3, MS + 999, MS + 10_001)]
+    assert data.bounds_note is None and data.rejects is None
+    write_deltalake(str(tmp_path / "t"), table.slice(3), mode="append")  # after the read: not in its version
+    assert data.raw.count() == 4
+    parted = table.append_column("p", pa.array([0, 0, 1, 1], pa.int32()))
+    write_deltalake(str(tmp_path / "by-partition"), parted.drop_columns(["partition"]).rename_columns(
+        [*parted.drop_columns(["partition", "p"]).column_names, "partition"]), partition_by=["partition"])
+    by_partition = read_input(spark, str(tmp_path / "by-partition")).bounds
+    assert by_partition is not None
+    units = sorted(by_partition.units)
+    assert [(u.partition_min, u.partition_max, u.offset_max) for u in units] == [(0, 0, 1), (1, 1, 3)]
+    nulls = table.set_column(5, "timestamp", pa.array([None, *table.column("timestamp").to_pylist()[1:]],
+                                                       table.column("timestamp").type))
+    write_deltalake(str(tmp_path / "nulls"), nulls)
+    with_nulls = read_input(spark, str(tmp_path / "nulls"))
+    assert with_nulls.bounds is None and "timestamp may be null" in (with_nulls.bounds_note or "")
+    assert with_nulls.rejected() == 1
 
 
 @pytest.mark.parametrize("encoding", ["hex", "base64"])

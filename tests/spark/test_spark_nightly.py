@@ -167,12 +167,22 @@ def _export(night: pa.Table, exports: Path, index: int) -> None:
         pq.write_table(rows, exports / f"night-{index}-partition-{partition}.parquet", row_group_size=200)
 
 
-def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, inputs: str) -> tuple[Path, list[RunSummary]]:
+def _export_delta(night: pa.Table, table: Path) -> None:
+    """A night's records appended to a Delta table as a streaming Kafka-source export writes them: a
+    data file per `__consumer_offsets` partition, in offset order (a commit each here)."""
+    for partition in sorted(set(night.column("partition").to_pylist())):
+        write_deltalake(str(table), night.filter(pc.equal(night.column("partition"), partition)).sort_by("offset"),
+                        mode="append")
+
+
+def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, inputs: str,
+           **overrides) -> tuple[Path, list[RunSummary]]:
     """Runs the windows in order into one output. `inputs`: "whole" (every run reads the whole log),
     "window" (each run reads its window's records only), "compacted" (every run reads the log with
     the records before its window compacted), "compacted-window" (each run reads its window's records
     from a log compacted up to the window's end: the window itself has holes), "exports" (every run
-    reads one directory, to which each window's records are added before its run: `_export`)."""
+    reads one directory, to which each window's records are added before its run: `_export`),
+    "delta-exports" (likewise, one Delta table: `_export_delta`). `overrides`: the runs' settings."""
     out = tmp_path / "windows"
     log = _read_log(log_path)
     summaries = []
@@ -182,6 +192,10 @@ def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, input
         elif inputs == "exports":
             inp = tmp_path / "exports"
             _export(_filtered(log, since, until), inp, i)
+        elif inputs == "delta-exports":
+            inp = tmp_path / "exports"
+            _export_delta(_filtered(log, since, until), inp)
+            overrides["input.format"] = "delta"
         elif inputs == "window":
             inp = _write(_filtered(log, since, until), tmp_path / f"in{i}" / "log.parquet")
         elif inputs == "compacted":
@@ -189,7 +203,7 @@ def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, input
         else:
             inp = _write(_filtered(_compacted(log, until) if until else log, since, until),
                          tmp_path / f"in{i}" / "log.parquet")
-        summaries.append(_run(spark, inp, out, since, until))
+        summaries.append(_run(spark, inp, out, since, until, **overrides))
     return out, summaries
 
 
@@ -241,6 +255,41 @@ def test_a_growing_export_directory_is_read_a_night_at_a_time(spark, tmp_path, l
     assert left_out == [0, nights[0], nights[0] + nights[1]]
     monkeypatch.setattr(offsets_path, "SKIP_OUTSIDE_WINDOW", False)
     _, reading = _chain(spark, tmp_path / "reading", logs["scale_7"], cuts, inputs="exports")
+    assert [s.counts for s in summaries] == [s.counts for s in reading]
+    assert [s.counts["filtered_by_window"] for s in summaries] == [0, nights[0], nights[0] + nights[1]]
+
+
+def test_a_growing_delta_export_read_by_spark_is_read_a_night_at_a_time(spark, tmp_path, logs, single_runs,
+                                                                        monkeypatch) -> None:
+    """The nightly recipe's input as a Delta table that grows by a night's files, read by Spark (as
+    on a remote store: `job.scan_reader = spark`). Each run gives Spark a condition on the time from
+    the Delta log's statistics (`offsets_path._spark_window`), so it reads the night's records and
+    not the nights before; its tables and counts are those of reading and filtering everything."""
+    single = single_runs("scale_7")
+    read: list[tuple[int, int | None]] = []  # (records Spark reads, records of the input), per pass
+    window = offsets_path._spark_window
+
+    def noted(*args, **kwargs):  # the real function, what it leaves Spark to read noted
+        df, records, what = window(*args, **kwargs)
+        read.append((df.count(), records))
+        return df, records, what
+
+    monkeypatch.setattr(offsets_path, "_spark_window", noted)
+    log = _read_log(logs["scale_7"])
+    cuts = _cuts(log, 2, random.Random("delta-exports"))
+    out, summaries = _chain(spark, tmp_path / "skipping", logs["scale_7"], cuts, inputs="delta-exports",
+                            **{"job.scan_reader": "spark"})
+    for table in COMPARED:
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        assert a == b, f"{table}: {_diff(a, b)}"
+    nights = [_filtered(log, since, until).num_rows for since, until in _windows(cuts)]
+    # the first run has no lower bound (its window is open below): it reads all there is
+    assert read == [(nights[0], nights[0]), (nights[1], sum(nights[:2])), (nights[2], sum(nights))]
+    monkeypatch.setattr(offsets_path, "SKIP_OUTSIDE_WINDOW", False)
+    read.clear()
+    _, reading = _chain(spark, tmp_path / "reading", logs["scale_7"], cuts, inputs="delta-exports",
+                        **{"job.scan_reader": "spark"})
+    assert [r[1] for r in read] == [None] * 3
     assert [s.counts for s in summaries] == [s.counts for s in reading]
     assert [s.counts["filtered_by_window"] for s in summaries] == [0, nights[0], nights[0] + nights[1]]
 

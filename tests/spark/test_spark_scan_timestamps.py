@@ -14,7 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from udfs.scan import RowGroupBounds, _input_batch, outside_window, row_group_bounds
+from udfs.scan import (
+    NOTHING_INSIDE_MS,
+    RowGroupBounds,
+    _input_batch,
+    outside_window,
+    row_group_bounds,
+    window_floor,
+)
 
 
 @pytest.mark.parametrize("unit,per_ms", [("ns", 1_000_000), ("us", 1000), ("ms", 1)])
@@ -142,3 +149,44 @@ def test_the_kernels_big_endian_reads_are_python_s(data: bytes, draw: st.DataObj
     assert be_int64(buf, at) == int.from_bytes(data[at:at + 8], "big", signed=True)
     for size in (2, 4):
         assert be_signed(buf, at, size) == int.from_bytes(data[at:at + size], "big", signed=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(unit=st.sampled_from(sorted(_UNITS)),
+       rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.one_of(st.none(), st.integers(-5000, 5000))),
+                     min_size=1, max_size=40),
+       row_group_size=st.integers(1, 12),
+       since=st.one_of(st.none(), st.integers(-3000, 3000)), until=st.one_of(st.none(), st.integers(-3000, 3000)),
+       start_after=st.dictionaries(st.integers(0, 4), st.integers(-1, 40), max_size=4))
+def test_every_record_of_the_window_is_at_or_after_the_window_floor(
+        unit: str, rows: list[tuple[int, int, int | None]], row_group_size: int, since: int | None,
+        until: int | None, start_after: dict[int, int]) -> None:
+    """`window_floor` of a real Parquet footer's row groups: no record with a time that the kernel
+    keeps in the window (`_input_batch`) is earlier, whatever the unit; a row group it needs without
+    a time bound gives no floor."""
+    raw = [(p, o, None if t is None else (t * 1000 if unit == "s" else t)) for p, o, t in rows]
+    pf = _parquet(raw, unit, row_group_size=row_group_size)
+    bounds = row_group_bounds(pf.metadata)
+    floor = window_floor(bounds, since_ms=since, until_ms=until, start_after=start_after)
+    batch = pf.read().combine_chunks().to_batches()[0]
+    out = _input_batch(batch, since, until, start_after)
+    inside = [ms for ms, w in zip(out.column("timestamp_ms").to_pylist(), out.column("in_window").to_pylist(),
+                                  strict=True) if w]
+    if floor is None:  # a row group it cannot rule out has no time bound (all its times null)
+        assert any(b.time_min_ms is None and not outside_window(b, since_ms=since, until_ms=until,
+                                                                start_after=start_after) for b in bounds)
+    elif floor == NOTHING_INSIDE_MS:
+        assert not inside
+    else:
+        assert all(ms >= floor for ms in inside if ms is not None)
+
+
+def test_the_window_floor_is_the_earliest_time_of_the_row_groups_that_may_hold_the_window() -> None:
+    rows = [(0, o, 1000 + o) for o in range(10)] + [(1, o, 2000 + o) for o in range(10)]
+    bounds = row_group_bounds(_parquet(rows, "ms", row_group_size=10).metadata)
+    assert window_floor(bounds, since_ms=None, until_ms=None, start_after={0: 9}) == 1999
+    assert window_floor(bounds, since_ms=None, until_ms=None, start_after={0: 8}) == 999
+    assert window_floor(bounds, since_ms=None, until_ms=None, start_after={0: 9, 1: 9}) == NOTHING_INSIDE_MS
+    assert window_floor(bounds, since_ms=1500, until_ms=None, start_after={}) == 1999
+    unknown = row_group_bounds(_parquet(rows, "ms", row_group_size=10, use_deprecated_int96_timestamps=True).metadata)
+    assert window_floor(unknown, since_ms=None, until_ms=None, start_after={0: 9}) is None
