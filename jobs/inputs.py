@@ -123,11 +123,12 @@ class InputCounts:
 
 class InputBounds(NamedTuple):
     """What the input's statistics say of its records without reading them: each data file's
-    bounds (`udfs.scan.RowGroupBounds`), and how many records the files hold. Given only when the
+    bounds (`udfs.scan.RowGroupBounds`), and how many records the files hold (None: not known from
+    the statistics; deletion vectors may hide some of a file's rows). Given only when the
     statistics also count no null partition, offset or timestamp."""
 
     units: tuple[RowGroupBounds, ...]
-    records: int
+    records: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,11 +511,12 @@ _ONE_MS = timedelta(milliseconds=1)
 
 def delta_input_bounds(dt: DeltaTable) -> tuple[InputBounds | None, str | None]:
     """(`InputBounds` of the current version's data files from their add actions' statistics,
-    None) or (None, why not): the rows may differ from the files' record counts (deletion vectors),
-    a file has no record count, or a partition, offset or timestamp may be null (a file's
-    statistics count some, or none). A bound a file's statistics lack is None (unknown)."""
-    if "deletionVectors" in (dt.protocol().reader_features or []):
-        return None, "deletion vectors enabled (the log's record counts may include deleted rows)"
+    None) or (None, why not): a file has no record count, or a partition, offset or timestamp may
+    be null (a file's statistics count some, or none). A bound a file's statistics lack is None
+    (unknown). With deletion vectors enabled the bounds still hold (a file's live rows are some of
+    those its statistics describe) but the record count is not given: delta-rs does not tell how
+    many rows each vector deletes."""
+    deletions = "deletionVectors" in (dt.protocol().reader_features or [])
     partitioned = set(dt.metadata().partition_columns)
     units = []
     records = 0
@@ -541,7 +543,7 @@ def delta_input_bounds(dt: DeltaTable) -> tuple[InputBounds | None, str | None]:
         units.append(RowGroupBounds(None if low is None else int(low), None if high is None else int(high),
                                     None if o_max is None else int(o_max), None if t_min is None else t_min - 1,
                                     None if t_max is None else t_max + 1))
-    return InputBounds(tuple(units), records), None
+    return InputBounds(tuple(units), None if deletions else records), None
 
 
 def filter_groups(df: DataFrame, patterns: Sequence[str], *, column: str = "group_id") -> DataFrame:
