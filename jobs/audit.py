@@ -389,9 +389,9 @@ def _scan_reader(cfg: AuditConfig, data: Any) -> str:
         if why is None:
             return cfg.scan_reader
         _log(f"single pass: Spark reads the Delta table ({why})")
-        if data.bounds_note is not None:
-            _log(f"single pass: the Delta log's statistics cannot tell which files hold the window: "
-                 f"{data.bounds_note}")
+    if data.format in ("delta", "table") and data.bounds_note is not None:
+        _log(f"single pass: the Delta log's statistics cannot tell which files hold the window: "
+             f"{data.bounds_note}")
     return "spark"
 
 

@@ -421,6 +421,7 @@ def read_input(spark: SparkSession, source: str, *, format: Format = "auto", is_
             raise InputError(f"input table {source}: cannot be read ({str(exc).splitlines()[0]}); check the "
                              f"name, or pass a path instead") from None
         fmt = "table"
+        df, bounds, bounds_note = _catalog_delta(spark, source, df)
         df = normalize_schema(df, source=source)
     else:
         fmt = detect_format(source) if format == "auto" else format
@@ -487,6 +488,25 @@ def _read_delta(spark: SparkSession, path: str) -> tuple[DataFrame, InputBounds 
         return read_table(spark, path), None, f"its log cannot be read here ({str(exc).splitlines()[0]})"
     bounds, why = delta_input_bounds(dt)
     return read_table(spark, path, version=dt.version()), bounds, why
+
+
+def _catalog_delta(spark: SparkSession, name: str, df: DataFrame
+                   ) -> tuple[DataFrame, InputBounds | None, str | None]:
+    """A catalog table that is a Delta table (`DESCRIBE DETAIL`, Delta Spark): read at its log's
+    current version, with `delta_input_bounds` when delta-rs can read the log at its location (else
+    None and why); any other table: (`df`, None, None)."""
+    try:
+        detail = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0].asDict()
+    except Exception:  # no Delta Spark, or not a table it describes: read as it is
+        return df, None, None
+    if str(detail.get("format") or "").lower() != "delta" or not detail.get("location"):
+        return df, None, None
+    try:
+        dt = DeltaTable(str(detail["location"]))
+    except Exception as exc:  # e.g. a store whose credentials only the catalog holds
+        return df, None, f"its log at {detail['location']} cannot be read here ({str(exc).splitlines()[0]})"
+    bounds, why = delta_input_bounds(dt)
+    return spark.read.option("versionAsOf", dt.version()).table(name), bounds, why
 
 
 def _bound(values: Any, column: str, partition_values: Any) -> Any:

@@ -399,7 +399,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     records `df` holds (the Kafka source's offset ranges: what sizes the buckets), and otherwise
     keep the rows in the checkpoint.
 
-    `input_format` "parquet" or "delta": `df` reads files. When Spark reads them (the "spark"
+    `input_format` "parquet" or "delta", or `bounds` given (a catalog table that is a Delta
+    table): `df` reads files. When Spark reads them (the "spark"
     reader, or the sorted pass) it is given a condition on the timestamp that every record of the
     window meets (`_spark_window`), from the files' statistics (`bounds`, a Delta input's log; the
     footers of local Parquet files, or of a Delta table's when they are its rows, as the "arrow"
@@ -415,7 +416,7 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     def spark_input() -> tuple[DataFrame, int | None, str | None]:
         """`df` as Spark reads it for the pass (`_spark_window` when `file_input`), decided once."""
         if not spark_read:
-            if input_format not in ("parquet", "delta"):
+            if input_format not in ("parquet", "delta") and bounds is None:  # (a catalog table may have them)
                 spark_read.append((df, None, None))
             else:
                 # a Delta table's files are its rows only when the arrow reader may read them (`files`)

@@ -114,15 +114,18 @@ def _delta_export(path: Path, cut: str) -> list[int]:
     return files
 
 
-@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["plain", "deletion-vectors"])
+@pytest.mark.parametrize(("deletion_vectors", "catalog"), [(False, False), (True, False), (False, True)],
+                         ids=["plain", "deletion-vectors", "catalog-table"])
 def test_a_delta_export_read_by_delta_spark_skips_the_nights_before_the_window(spark, tmp_path: Path, monkeypatch,
-                                                                                deletion_vectors: bool) -> None:
+                                                                                deletion_vectors: bool,
+                                                                                catalog: bool) -> None:
     """A nightly run over a Delta export read through Delta Spark (`job.scan_reader = spark`, as on
     a remote store): the second night's run reads only the second night's files, Delta's data
     skipping ruling out the first night's by the condition the log's statistics give
     (`jobs.offsets_path._spark_window`), and two windows give one run's tables and counts. With
     deletion vectors enabled (and rows deleted from the first night's files) the statistics still
-    bound the files' live rows, and Delta Spark counts them."""
+    bound the files' live rows, and Delta Spark counts them. A catalog table over the export
+    (`input.table`) is read the same way, its location's log read by delta-rs."""
     cut = "2026-11-21T23:43:40+00:00"
     export = tmp_path / "export"
     first_night, second_night = _delta_export(export, cut)
@@ -143,9 +146,13 @@ def test_a_delta_export_read_by_delta_spark_skips_the_nights_before_the_window(s
     monkeypatch.setattr(offsets_path, "_spark_window", noted)
     out = tmp_path / "out"
     results = []
+    source = {"input.path": str(export), "input.format": "delta"}
+    if catalog:
+        spark.sql("DROP TABLE IF EXISTS nightly_export")
+        spark.sql(f"CREATE TABLE nightly_export USING delta LOCATION '{export}'")
+        source = {"input.table": "nightly_export"}
     for i, bound in enumerate(({"window.until": cut}, {"window.since": cut})):
-        cfg = load_config(None, {"input.path": str(export), "input.format": "delta", "output.path": str(out),
-                                 "job.scan_reader": "spark", **bound})
+        cfg = load_config(None, {**source, "output.path": str(out), "job.scan_reader": "spark", **bound})
         results.append(run_audit(spark, cfg, run_id=f"night-{i}"))
     files = len(DeltaTable(str(export)).file_uris())
     assert files == first_night + second_night and first_night and second_night
