@@ -47,7 +47,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -280,7 +280,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                  stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
                  derive: bool = False, direct: DirectWrite | None = None, resumes: bool = True,
-                 state_table: Callable[[], pa.Table] | None = None,
+                 state_table: Callable[[], Iterator[pa.Table]] | None = None,
                  ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame], dict[str, delta_io.StagedFiles],
                             dict[str, delta_io.StagedFiles]]:
     """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted,
@@ -303,28 +303,38 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     `state_table` then reads the same rows as `state` in the driver (a path-based output), and the
     driver hands them off itself, without a Spark job."""
     with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
-        saved: DataFrame | pa.Table | None = None
-        if state is not None and resumes:
-            if state_table is not None and scan.hands_off:
-                t0 = time.perf_counter()
-                try:
-                    saved = saved_states_table(state_table(), groups)
-                    _log(f"saved states: those of {saved.num_rows:,} groups read by the driver in "
-                         f"{time.perf_counter() - t0:.2f} s and handed to the replay (no Spark job)")
-                except (DeltaError, pa.ArrowException, OSError) as e:  # e.g. a table feature delta-rs cannot read
-                    _log(f"saved states: the driver cannot read group_state ({type(e).__name__}: {e}); Spark reads them")
-            if saved is None:
-                saved = saved_states(state, groups)
         mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
-        # a local checkpoint, not a cache: building Spark's columnar cache of the 33-column wide
-        # output cost about 3 s of a 20M-record warm audit (17.6-19.6 s against 20.7-24.9 s,
-        # alternating runs in one session); its blocks are freed with `release` after the writes
-        # (an executor lost before then fails the run, which re-running the window heals, as with
-        # the derived tables)
-        # (the checkpoint also makes the tasks that write files themselves, `direct`, run once: a
-        # later job reads their output rows, never re-runs them)
-        wide = scan.replay(shards=shards, groups=groups, states=saved, missing=missing, mode=mode, gaps=gaps,
-                           derive=derive, direct=direct).localCheckpoint(eager=False)
+
+        def replay(saved: DataFrame | Iterator[pa.Table] | None) -> DataFrame:
+            # a local checkpoint, not a cache: building Spark's columnar cache of the 33-column wide
+            # output cost about 3 s of a 20M-record warm audit (17.6-19.6 s against 20.7-24.9 s,
+            # alternating runs in one session); its blocks are freed with `release` after the writes
+            # (an executor lost before then fails the run, which re-running the window heals, as with
+            # the derived tables)
+            # (the checkpoint also makes the tasks that write files themselves, `direct`, run once: a
+            # later job reads their output rows, never re-runs them)
+            return scan.replay(shards=shards, groups=groups, states=saved, missing=missing, mode=mode, gaps=gaps,
+                               derive=derive, direct=direct).localCheckpoint(eager=False)
+
+        wide: DataFrame | None = None
+        if state is not None and resumes and state_table is not None and scan.hands_off:
+            t0 = time.perf_counter()
+            read = [0]
+
+            def kept(pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
+                for piece in pieces:
+                    states = saved_states_table(piece, groups)
+                    read[0] += states.num_rows
+                    yield states
+
+            try:  # the driver reads the saved states piece by piece as the replay's handoff writes them
+                wide = replay(kept(state_table()))
+                _log(f"saved states: those of {read[0]:,} groups read by the driver in "
+                     f"{time.perf_counter() - t0:.2f} s and handed to the replay (no Spark job)")
+            except (DeltaError, pa.ArrowException, OSError) as e:  # e.g. a table feature delta-rs cannot read
+                _log(f"saved states: the driver cannot read group_state ({type(e).__name__}: {e}); Spark reads them")
+        if wide is None:
+            wide = replay(saved_states(state, groups) if state is not None and resumes else None)
         st.count(wide)
 
     counts_row = split_counts(wide).agg(*[F.sum(c).alias(c) for c in
@@ -399,7 +409,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
                 until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
                 base_missing: Mapping[int, int], resume: str, gap_time: datetime | None,
                 derive: bool = False, direct: DirectWrite | None = None, scratch: str | None = None,
-                state_table: Callable[[], pa.Table] | None = None) -> AuditPass:
+                state_table: Callable[[], Iterator[pa.Table]] | None = None) -> AuditPass:
     """Scan and replay one window (module docstring, steps 2-3); `derive`, `direct`, `state_table`: see `build_tables`;
     `scratch`: a local directory for the replay's handed-off input (`jobs.offsets_path.scan_log`'s
     `handoff_root`), None: it goes through Spark."""
@@ -539,7 +549,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
                           text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
     state = None
-    state_table: Callable[[], pa.Table] | None = None
+    state_table: Callable[[], Iterator[pa.Table]] | None = None
     start_after = plan.start_after
     base_missing = dict(plan.base.missing_offsets) if plan.base is not None else {}
     resume: str = plan.resume
@@ -548,7 +558,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         state = nightly.read_state(spark, loc("group_state"), plan.base, is_table=is_table).persist(
             StorageLevel.MEMORY_AND_DISK)
         if not is_table:  # the driver reads it itself when the replay's input is handed off
-            state_table = functools.partial(nightly.read_state_table, loc("group_state"), plan.base)
+            state_table = functools.partial(nightly.read_state_batches, loc("group_state"), plan.base)
     elif cfg.since is not None:
         # warm-up: the input's records before the window rebuild the state they leave behind
         _log(f"warm-up: replaying the input's records before {cfg.since.isoformat()} to rebuild the groups' state "

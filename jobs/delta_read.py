@@ -1,10 +1,12 @@
-"""Reading the audit's Delta tables without Spark (`jobs.query`, `jobs.report`, notebooks).
+"""Reading the audit's Delta tables without Spark (`jobs.query`, `jobs.report`, `jobs.nightly`, notebooks).
 
 `read_arrow(path, equals=(column, value))` is the current version of a Delta table as one Arrow
 table in the table's own schema, only the rows whose `column` equals `value` when asked. The data
 files the Delta log lists are read with pyarrow's own filesystem for the table's URI; files whose
 log statistics (min/max) exclude the value are skipped, and so are the row groups whose Parquet
 statistics do; the remaining rows are cast to the table's schema and only then compared.
+`iter_arrow` gives the same rows piece by piece (a file's row groups, or batches of a given size),
+for a reader that must not hold the table (the nightly run's saved states, `jobs.nightly`).
 
 Why not `deltalake.DeltaTable.to_pyarrow_table(filters=...)`, measured with deltalake 1.6.6 and
 pyarrow 26 on a table the nightly run had merged into:
@@ -25,7 +27,7 @@ those are read whole by deltalake and filtered afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -35,7 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-__all__ = ["may_hold", "may_reach", "not_file_readable", "plain_schema", "plain_type", "read_arrow"]
+__all__ = ["iter_arrow", "may_hold", "may_reach", "not_file_readable", "plain_schema", "plain_type", "read_arrow"]
 
 
 def plain_type(t: pa.DataType) -> pa.DataType:
@@ -153,6 +155,29 @@ def read_arrow(path: str, *, equals: tuple[str, Any] | None = None, dt: DeltaTab
     `equals[1]` when given (see the module docstring for how files and row groups are skipped);
     only `columns` (in that order) when given."""
     dt = dt if dt is not None else DeltaTable(path)
+    pieces = list(iter_arrow(path, equals=equals, dt=dt, columns=columns))
+    if pieces:
+        return pa.concat_tables(pieces)
+    empty = _schema(path, dt, equals, columns).empty_table()
+    return empty.select(list(columns) if columns is not None else empty.column_names)
+
+
+def iter_arrow(path: str, *, equals: tuple[str, Any] | None = None, dt: DeltaTable | None = None,
+               columns: Sequence[str] | None = None, batch_rows: int | None = None) -> Iterator[pa.Table]:
+    """`read_arrow`'s rows piece by piece (no empty piece): a file's kept row groups at a time, or
+    with `batch_rows` at most that many rows at a time, so that a reader that hands each piece on
+    holds one piece, not the table (a table delta-rs must read whole, below, is one piece)."""
+    dt = dt if dt is not None else DeltaTable(path)
+    schema = _schema(path, dt, equals, columns)
+    names = list(columns) if columns is not None else schema.names
+    for piece in _read(dt, schema, equals, batch_rows):
+        if piece.num_rows:
+            yield piece.select(names)
+
+
+def _schema(path: str, dt: DeltaTable, equals: tuple[str, Any] | None, columns: Sequence[str] | None) -> pa.Schema:
+    """The schema `read_arrow` reads in: the table's without view types, or `columns` of it and the
+    filter column; KeyError naming what is missing."""
     schema = plain_schema(dt)
     if equals is not None and equals[0] not in schema.names:
         raise KeyError(f"{path}: no column {equals[0]!r} to filter on (columns: {', '.join(schema.names)})")
@@ -162,24 +187,25 @@ def read_arrow(path: str, *, equals: tuple[str, Any] | None = None, dt: DeltaTab
             raise KeyError(f"{path}: no column(s) {unknown} (columns: {', '.join(schema.names)})")
         needed = {*columns, *((equals[0],) if equals is not None else ())}
         schema = pa.schema([f for f in schema if f.name in needed])  # (the filter column is read, then dropped)
-    return _read(dt, schema, equals).select(list(columns) if columns is not None else schema.names)
+    return schema
 
 
-def _read(dt: DeltaTable, schema: pa.Schema, equals: tuple[str, Any] | None) -> pa.Table:
-    """`read_arrow`'s rows in `schema` (the table's, or some of its columns)."""
+def _read(dt: DeltaTable, schema: pa.Schema, equals: tuple[str, Any] | None,
+          batch_rows: int | None) -> Iterator[pa.Table]:
+    """`iter_arrow`'s rows in `schema` (the table's, or some of its columns), piece by piece."""
     try:  # local paths, s3://, gs://, hdfs://, abfs://: pyarrow's own filesystems
         fs, root = pafs.FileSystem.from_uri(dt.table_uri)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
         fs = None
     if fs is None or not_file_readable(dt) is not None:  # deltalake reads it whole
         whole = dt.to_pyarrow_table(columns=schema.names)
-        return _where(whole.cast(schema), equals)
+        yield _where(whole.cast(schema), equals)
+        return
     partition_cols = list(dt.metadata().partition_columns)
     actions = pa.table(dt.get_add_actions(flatten=True))
     wanted = ["path", *(f"partition.{c}" for c in partition_cols)]
     if equals is not None:
         wanted += [name for name in (f"min.{equals[0]}", f"max.{equals[0]}") if name in actions.column_names]
-    parts = []
     for a in actions.select(wanted).to_pylist():
         partition = {c: a[f"partition.{c}"] for c in partition_cols}
         if equals is not None:
@@ -192,12 +218,13 @@ def _read(dt: DeltaTable, schema: pa.Schema, equals: tuple[str, Any] | None) -> 
         with fs.open_input_file(f"{root.rstrip('/')}/{unquote(a['path'])}") as handle:
             pf = pq.ParquetFile(handle)
             names = [n for n in pf.schema_arrow.names if n in schema.names and n not in partition]
-            if equals is None or equals[0] in partition:
-                rows = pf.read(columns=names, use_threads=False)
-            else:
-                keep = _row_groups(pf, equals[0], equals[1])
-                if not keep:
-                    continue
-                rows = pf.read_row_groups(keep, columns=names, use_threads=False)
-        parts.append(_where(_conform(rows, schema, partition), equals))
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+            keep = (list(range(pf.num_row_groups)) if equals is None or equals[0] in partition
+                    else _row_groups(pf, equals[0], equals[1]))
+            if not keep:
+                continue
+            if batch_rows is None:
+                yield _where(_conform(pf.read_row_groups(keep, columns=names, use_threads=False), schema, partition),
+                             equals)
+                continue
+            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=keep, columns=names, use_threads=False):
+                yield _where(_conform(pa.Table.from_batches([batch]), schema, partition), equals)

@@ -36,13 +36,14 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+from pyspark.sql import DataFrame as SparkDataFrame
 from pyspark.sql import functions as F
 
 from coordinator_core.errors import ConfigError
@@ -208,19 +209,20 @@ class Scan:
         """Whether the replay reads this pass's rows from handed-off local files (`replay`)."""
         return self.handoff is not None and self.parts is not None
 
-    def replay(self, *, shards: int, groups: Sequence[str] = (), states: DataFrame | pa.Table | None = None,
+    def replay(self, *, shards: int, groups: Sequence[str] = (),
+               states: DataFrame | pa.Table | Iterable[pa.Table] | None = None,
                missing: Mapping[tuple[int, int], int] | None = None, **replay_options: Any) -> DataFrame:
         """The replay's wide output (`udfs.replay.replay_frame`) over this pass's rows, the groups
         `groups` keeps, and `states` (group_id, state, state_windows; the groups to resume) when given; `missing`:
         `missing_counts()[0]`. From the handed-off files when there are some (`udfs.replay.
         replay_handed_off`; `states` handed off too: by a Spark job, or by the driver when they are an
-        Arrow table it read, `udfs.replay.saved_states_table`), else through Spark (`replay_input`;
-        `states` then must be a DataFrame)."""
+        Arrow table it read or its pieces, `udfs.replay.saved_states_table`, each written before the
+        next is read), else through Spark (`replay_input`; `states` then must be a DataFrame)."""
         if self.handoff is not None and self.parts is not None:
             state_parts = None
             if states is not None:
                 state_dir = tempfile.mkdtemp(prefix="states-", dir=self.handoff.directory)
-                if isinstance(states, pa.Table):
+                if not isinstance(states, SparkDataFrame):  # read by the driver: a table, or its pieces
                     state_parts = hand_off_states(states, Handoff(state_dir, self.handoff.buckets))
                 else:
                     fn = make_handoff_fn(Handoff(state_dir, self.handoff.buckets))
@@ -228,8 +230,8 @@ class Scan:
                         tuple(r) for r in states.mapInArrow(fn, HANDOFF_REPORT_SCHEMA).collect())
             return replay_handed_off(self.df.sparkSession, self.parts, buckets=self.handoff.buckets, shards=shards,
                                      state_parts=state_parts, consts=missing, groups=groups, **replay_options)
-        if isinstance(states, pa.Table):
-            raise ValueError("Scan.replay: saved states given as an Arrow table need the handed-off replay input "
+        if states is not None and not isinstance(states, SparkDataFrame):
+            raise ValueError("Scan.replay: saved states given as Arrow need the handed-off replay input "
                              "(this pass's rows go through Spark): give them as a DataFrame")
         records = filter_groups(self.side(missing), groups).withColumn(
             "missing", F.col("missing_before") if missing is not None else F.lit(None).cast("long"))

@@ -110,16 +110,18 @@ def bucket_of(groups: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:
 
 class HandoffWriter:
     """One task's handoff file: rows given to `add` (optionally only those whose `_kind` is in
-    `kinds`, and only `columns` of them), buffered, cut by bucket and written a record batch per
-    bucket; `close` returns the reports (`REPORT_FIELDS` values) of every batch written."""
+    `kinds`, and only `columns` of them), buffered (`flush_rows` at most, default `FLUSH_ROWS`), cut
+    by bucket and written a record batch per bucket; `close` returns the reports (`REPORT_FIELDS`
+    values) of every batch written."""
 
-    __slots__ = ("_buffered", "_columns", "_kinds", "_path", "_reports", "_row_groups", "_size", "_writer", "spec",
-                 "task")
+    __slots__ = ("_buffered", "_columns", "_flush_rows", "_kinds", "_path", "_reports", "_row_groups", "_size",
+                 "_writer", "spec", "task")
 
     def __init__(self, spec: Handoff, task: int, *, columns: Sequence[str],
-                 kinds: Iterable[str] | None = None) -> None:
+                 kinds: Iterable[str] | None = None, flush_rows: int | None = None) -> None:
         self.spec = spec
         self.task = task
+        self._flush_rows = flush_rows if flush_rows is not None else FLUSH_ROWS
         self._columns = list(columns)
         self._kinds = pa.array(sorted(kinds), pa.string()) if kinds is not None else None
         self._buffered: list[pa.RecordBatch] = []
@@ -145,7 +147,7 @@ class HandoffWriter:
         if handed.num_rows:
             self._buffered.append(handed.select(self._columns))
             self._size += handed.num_rows
-            if self._size >= FLUSH_ROWS:
+            if self._size >= self._flush_rows:
                 self._flush()
         return rest
 

@@ -1978,7 +1978,7 @@ def make_handoff_fn(handoff: Handoff, columns: Sequence[str] = _STATE_COLUMNS
 
 def saved_states_table(rows: pa.Table, groups: Sequence[str] = ()) -> pa.Table:
     """The replay's saved states (`group_id`, `state`, `value`, `STATE_WINDOWS_COLUMN`) from `group_state`
-    rows the driver read itself (`jobs.nightly.read_state_table`): the Arrow twin of
+    rows the driver read itself (`jobs.nightly.read_state_batches`): the Arrow twin of
     `jobs.audit.saved_states`. Every group `groups` keeps (fnmatch globs; none: all) that has an
     auditor state or open offset windows (a group an earlier run saw only through offset commits has
     no auditor state: it resumes afresh with its windows), its state as UTF-8 bytes (empty for none)."""
@@ -1996,10 +1996,15 @@ def saved_states_table(rows: pa.Table, groups: Sequence[str] = ()) -> pa.Table:
                                  kept.column("offset_windows").cast(STATE_WINDOWS_TYPE)], schema=_STATE_SCHEMA)
 
 
-def hand_off_states(states: pa.Table, handoff: Handoff) -> Parts:
+def hand_off_states(states: pa.Table | Iterable[pa.Table], handoff: Handoff) -> Parts:
     """Hands `saved_states_table`'s rows off from the driver, cut into `handoff`'s buckets as a
-    pass task cuts its rows (one file): the `state_parts` of `replay_handed_off`, without a Spark job."""
-    return parts_by_bucket(HandoffWriter(handoff, 0, columns=_STATE_COLUMNS).write_all(states.to_batches()))
+    pass task cuts its rows (one file): the `state_parts` of `replay_handed_off`, without a Spark job.
+    Given piece by piece (`jobs.nightly.read_state_batches`), each piece is written before the next
+    is taken: the driver holds one piece."""
+    pieces = [states] if isinstance(states, pa.Table) else states
+    batches = (batch for piece in pieces for batch in piece.to_batches())
+    writer = HandoffWriter(handoff, 0, columns=_STATE_COLUMNS, flush_rows=1)  # (each piece: its own flush)
+    return parts_by_bucket(writer.write_all(batches))
 
 
 def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards: int, state_parts: Parts | None = None,

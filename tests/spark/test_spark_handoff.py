@@ -16,14 +16,14 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaProtocolError
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
@@ -33,7 +33,7 @@ from jobs.audit import run_audit, saved_states
 from jobs.config import load_config
 from tests.spark.test_spark_nightly import _scale_log
 from udfs import handoff as H
-from udfs.replay import STATE_WINDOWS_TYPE, handed_input, saved_states_table
+from udfs.replay import STATE_WINDOWS_TYPE, hand_off_states, handed_input, saved_states_table
 from udfs.scan import KIND_PARTIAL, KIND_RANGE, KIND_SIDE, SCAN_FIELDS
 from udfs.schemas import GROUP_STATE_SCHEMA
 
@@ -194,7 +194,7 @@ def test_saved_states_the_driver_cannot_read_are_read_by_spark(spark, tmp_path, 
         if unreadable:
             def refuse(location: str, base: object) -> None:
                 raise DeltaProtocolError("the table has reader features this reader lacks: deletionVectors")
-            monkeypatch.setattr(nightly, "read_state_table", refuse)
+            monkeypatch.setattr(nightly, "read_state_batches", refuse)
         out = tmp_path / f"unreadable-{unreadable}"
         for window in ({"window.until": "2026-11-21T23:43:40Z"}, {"window.since": "2026-11-21T23:43:40Z"}):
             capfd.readouterr()
@@ -240,6 +240,38 @@ def test_saved_states_the_driver_reads_are_those_spark_selects(spark) -> None:
     assert saved_states_table(table).sort_by("group_id").column("state").to_pylist()[1] == b""
     # the saved GroupMetadata record's value (kept apart from a state of format 2) rides along
     assert saved_states_table(table).sort_by("group_id").column("value").to_pylist() == [b"\x00\x03v1", None, b"", None]
+
+
+@pytest.mark.spark
+def test_saved_states_are_read_and_handed_off_piece_by_piece(spark, tmp_path) -> None:
+    """`nightly.read_state_batches` gives the base run's `group_state` rows (not another run's, not
+    another window's) at most `batch_rows` at a time, and `hand_off_states` over those pieces puts
+    the same rows in each bucket as over the whole table: the driver never holds them all."""
+    windows_type = GROUP_STATE_SCHEMA["offset_windows"].dataType
+    window = {f.name: None for f in windows_type.elementType.fields} | {"topic": "t", "partition": 0, "commits": 1}
+    rows = [(f"g-{i}", '{"format":2}' if i % 3 else None, bytes([i % 256]), [window] * (i % 4), run, label)
+            for run, label in (("r1", "w1"), ("r2", "w2"), ("r3", "w2")) for i in range(300)]
+    df = spark.createDataFrame(rows, StructType([
+        StructField("group_id", StringType()), StructField("auditor_state", StringType()),
+        StructField("window_value", BinaryType()), StructField("offset_windows", windows_type),
+        StructField("run_id", StringType()), StructField("run_window", StringType())]))
+    location = str(tmp_path / "group_state")
+    for run in ("r1", "r2", "r3"):
+        write_deltalake(location, df.where(f"run_id = '{run}'").toArrow(), mode="append", partition_by=["run_window"])
+    base = nightly.ChainRun("r2", "w2", None, None, None, {}, datetime.now(UTC))
+    pieces = list(nightly.read_state_batches(location, base, batch_rows=32))
+    assert len(pieces) >= 300 // 32 and all(p.num_rows <= 32 for p in pieces)
+    whole = pa.concat_tables(pieces)
+    assert sorted(whole.column("group_id").to_pylist()) == sorted(f"g-{i}" for i in range(300))
+    assert set(whole.column("run_id").to_pylist()) == {"r2"}
+    one = hand_off_states(saved_states_table(whole), H.Handoff(str(tmp_path / "one"), 4))
+    many = hand_off_states((saved_states_table(p) for p in pieces), H.Handoff(str(tmp_path / "many"), 4))
+    assert set(one) == set(many)
+    for bucket in one:
+        a, b = H.read_bucket(one[bucket]), H.read_bucket(many[bucket])
+        assert a is not None and b is not None
+        assert a.sort_by("group_id").to_pylist() == b.sort_by("group_id").to_pylist()
+    assert sum(len(batches) for parts in many.values() for _, batches in parts) > len(many)  # written as it came
 
 
 def _middle(log: Path) -> str:
