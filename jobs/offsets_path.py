@@ -505,7 +505,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         counts["records_in"] += unread
         counts["filtered_by_window"] += unread
         if log is not None:
-            log(f"single pass: {unread:,} of {spark_read[0][1]:,} records not read (outside the window)")
+            log(f"single pass: {unread:,} of {spark_read[0][1]:,} records left out by Spark's readers, which skipped "
+                f"or filtered them by the condition (outside the window)")
     chunks = tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
                     int(r["chunk"])) for r in ranges)
     return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark", chunks,
