@@ -75,6 +75,16 @@ def test_the_window_is_the_time_bounds_or_the_offsets_after_the_last_run(
     assert out.column("in_window").to_pylist() == want_in
 
 
+_FOOTER_CASES = {
+    "unit": st.sampled_from(sorted(_UNITS)),
+    "rows": st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.one_of(st.none(), st.integers(-5000, 5000))),
+                     min_size=1, max_size=40),
+    "row_group_size": st.integers(1, 12),
+    "since": st.one_of(st.none(), st.integers(-3000, 3000)), "until": st.one_of(st.none(), st.integers(-3000, 3000)),
+    "start_after": st.dictionaries(st.integers(0, 4), st.integers(-1, 40), max_size=4)}
+"""Records (partition, offset, time) written as a Parquet file in row groups, and a run's window."""
+
+
 def _parquet(rows: list[tuple[int, int, int | None]], unit: str, *, row_group_size: int,
              **write_options: object) -> pq.ParquetFile:
     """`rows` (partition, offset, time in `unit`) as a Parquet file with the Kafka-source columns."""
@@ -89,12 +99,7 @@ def _parquet(rows: list[tuple[int, int, int | None]], unit: str, *, row_group_si
 
 
 @settings(max_examples=300, deadline=None)
-@given(unit=st.sampled_from(sorted(_UNITS)),
-       rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.one_of(st.none(), st.integers(-5000, 5000))),
-                     min_size=1, max_size=40),
-       row_group_size=st.integers(1, 12),
-       since=st.one_of(st.none(), st.integers(-3000, 3000)), until=st.one_of(st.none(), st.integers(-3000, 3000)),
-       start_after=st.dictionaries(st.integers(0, 4), st.integers(-1, 40), max_size=4))
+@given(**_FOOTER_CASES)
 def test_a_row_group_left_unread_holds_no_record_of_the_window(
         unit: str, rows: list[tuple[int, int, int | None]], row_group_size: int, since: int | None,
         until: int | None, start_after: dict[int, int]) -> None:
@@ -152,12 +157,7 @@ def test_the_kernels_big_endian_reads_are_python_s(data: bytes, draw: st.DataObj
 
 
 @settings(max_examples=300, deadline=None)
-@given(unit=st.sampled_from(sorted(_UNITS)),
-       rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.one_of(st.none(), st.integers(-5000, 5000))),
-                     min_size=1, max_size=40),
-       row_group_size=st.integers(1, 12),
-       since=st.one_of(st.none(), st.integers(-3000, 3000)), until=st.one_of(st.none(), st.integers(-3000, 3000)),
-       start_after=st.dictionaries(st.integers(0, 4), st.integers(-1, 40), max_size=4))
+@given(**_FOOTER_CASES)
 def test_every_record_of_the_window_is_at_or_after_the_window_floor(
         unit: str, rows: list[tuple[int, int, int | None]], row_group_size: int, since: int | None,
         until: int | None, start_after: dict[int, int]) -> None:
