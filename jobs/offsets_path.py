@@ -416,7 +416,7 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     spark_read: list[tuple[DataFrame, int | None, str | None]] = []
 
     def spark_input() -> tuple[DataFrame, int | None, str | None]:
-        """`df` as Spark reads it for the pass (`_spark_window` when `file_input`), decided once."""
+        """`df` as Spark reads it for the pass (`_spark_window` when it reads files), decided once."""
         if not spark_read:
             if input_format not in ("parquet", "delta") and bounds is None:  # (a catalog table may have them)
                 spark_read.append((df, None, None))
