@@ -152,13 +152,15 @@ def test_a_delta_export_read_by_delta_spark_skips_the_nights_before_the_window(s
         spark.sql(f"CREATE TABLE nightly_export USING delta LOCATION '{export}'")
         source = {"input.table": "nightly_export"}
     for i, bound in enumerate(({"window.until": cut}, {"window.since": cut})):
-        cfg = load_config(None, {**source, "output.path": str(out), "job.scan_reader": "spark", **bound})
+        cfg = load_config(None, {**source, "output.path": str(out), "output.writer": "embedded",  # (reading is tested)
+                                 "job.scan_reader": "spark", "job.derived_tables": False, **bound})
         results.append(run_audit(spark, cfg, run_id=f"night-{i}"))
     files = len(DeltaTable(str(export)).file_uris())
     assert files == first_night + second_night and first_night and second_night
     assert read == [first_night, second_night]
     single = run_audit(spark, load_config(None, {"input.path": str(export), "input.format": "delta",
-                                                 "output.path": str(tmp_path / "single")}), run_id="single")
+                                                 "output.path": str(tmp_path / "single"), "output.writer": "embedded",
+                                                 "job.derived_tables": False}), run_id="single")
     chained, one = tables_at(spark, results[1].locations), tables_at(spark, single.locations)
     for name in ("generations", "assignments", "rebalance_causes", "violations", "offset_commits"):
         assert sorted(map(repr, chained[name])) == sorted(map(repr, one[name])), name
