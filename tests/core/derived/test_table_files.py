@@ -142,3 +142,21 @@ def test_a_column_may_come_as_an_array_of_its_type() -> None:
     assert (row["group_id"], row["window_start_offset"], row["offset_windows"], row["run_id"]) == ("g", 17, [], "r")
     with pytest.raises(ValueError, match=r"column 'offset_windows': an array of list<item: int64>, not list"):
         stored_batch("group_state", [*columns[:-1], pa.array([[1]])], "r")
+
+
+def test_a_tasks_rows_in_group_order_are_written_in_row_groups_a_one_group_read_can_pick(tmp_path: Path,
+                                                                                          monkeypatch) -> None:
+    """Row groups of `QUERY_ROW_GROUP_ROWS` rows: the groups a task wrote in order have narrow
+    `group_id` statistics, so `jobs.delta_read` reads one row group of the file for one group."""
+    from jobs.delta_read import _row_groups
+
+    monkeypatch.setattr(table_files, "QUERY_ROW_GROUP_ROWS", 100)
+    files = TableFiles(DirectWrite({"assignments": str(tmp_path)}, "r", compression="zstd"), partition_id=0)
+    rows = [dataclasses.replace(_assignment(i, None), group_id=f"g{i // 50:03d}") for i in range(1000)]
+    files.add("assignments", _columns(rows))
+    ((_, path, written),) = files.close()
+    pf = pq.ParquetFile(path)
+    assert written == 1000 and pf.metadata.num_row_groups == 10
+    assert _row_groups(pf, "group_id", "g007") == [3]  # its rows are 350-399
+    assert _row_groups(pf, "group_id", "g010") == [5]
+    assert _row_groups(pf, "group_id", "g999") == []
