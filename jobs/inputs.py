@@ -482,12 +482,8 @@ def _read_delta(spark: SparkSession, path: str) -> tuple[DataFrame, InputBounds 
     """A Delta table through Delta Spark when present, else the files of its current version; with
     `delta_input_bounds` of that version (the read pinned to it: a table appended to while the run
     reads it keeps one version), or None and why not."""
-    try:
-        dt = DeltaTable(path)
-    except Exception as exc:  # e.g. a store delta-rs has no credentials for: Spark may still read it
-        return read_table(spark, path), None, f"its log cannot be read here ({str(exc).splitlines()[0]})"
-    bounds, why = delta_input_bounds(dt)
-    return read_table(spark, path, version=dt.version()), bounds, why
+    version, bounds, why = _delta_log(path)
+    return read_table(spark, path, version=version), bounds, why
 
 
 def _catalog_delta(spark: SparkSession, name: str, df: DataFrame
@@ -501,12 +497,20 @@ def _catalog_delta(spark: SparkSession, name: str, df: DataFrame
         return df, None, None
     if str(detail.get("format") or "").lower() != "delta" or not detail.get("location"):
         return df, None, None
+    version, bounds, why = _delta_log(str(detail["location"]))
+    return (df if version is None else spark.read.option("versionAsOf", version).table(name)), bounds, why
+
+
+def _delta_log(location: str) -> tuple[int | None, InputBounds | None, str | None]:
+    """(the current version, `delta_input_bounds`, why there are none) of the Delta table at
+    `location` as delta-rs reads its log; (None, None, why) when it cannot (e.g. a store whose
+    credentials only Spark or the catalog holds: Spark still reads the table, whole)."""
     try:
-        dt = DeltaTable(str(detail["location"]))
-    except Exception as exc:  # e.g. a store whose credentials only the catalog holds
-        return df, None, f"its log at {detail['location']} cannot be read here ({str(exc).splitlines()[0]})"
+        dt = DeltaTable(location)
+    except Exception as exc:
+        return None, None, f"its log at {location} cannot be read here ({str(exc).splitlines()[0]})"
     bounds, why = delta_input_bounds(dt)
-    return spark.read.option("versionAsOf", dt.version()).table(name), bounds, why
+    return dt.version(), bounds, why
 
 
 def _bound(values: Any, column: str, partition_values: Any) -> Any:

@@ -351,14 +351,19 @@ def _spark_window(df: DataFrame, units: Sequence[RowGroupBounds] | None, records
     `udfs.scan.window_floor` of the input's `units`, or `since` when the window has no offset
     bound; before `until`), so that its readers skip the files and row groups whose statistics rule
     them out (Delta's data skipping, Parquet's row-group filter); (that, how many records `df`
-    holds, what it reads) or (`df`, None, None) when there is no window or no such condition.
-    `records` None: `df` is counted (a Spark job: Parquet and Delta count from metadata). `units`
+    holds, what it reads) or (`df`, None, None) when there is no window or no such condition, or the
+    condition would be `until` alone on an input of unknown size. `records` None: `df` is counted
+    (a Spark job: Parquet and Delta count from metadata). `units`
     must come from an input without null times (a window without a time bound may hold them)."""
     if not SKIP_OUTSIDE_WINDOW or (since is None and until is None and not start_after):
         return df, None, None
     since_ms = epoch_ms(since)
     floor = (window_floor(units, since_ms=since_ms, until_ms=epoch_ms(until), start_after=start_after)
              if units is not None else None if start_after else since_ms)
+    if floor is None and records is None:
+        # `until` alone: a nightly input's files before the window all pass it, so it would skip next to
+        # nothing, and counting an input without statistics is a scan of its positions: neither is done
+        return df, None, None
     if floor == NOTHING_INSIDE_MS:
         cond, what = F.lit(False), "no record: the statistics put every file outside the window"
     else:
