@@ -47,7 +47,17 @@ from udfs.scan import (
     scan_chunk,
     unit_rows_for,
 )
-from udfs.scan_kernel import S_PART, S_STRETCH, STRETCH_FIELDS, classify_keys, open_partitions
+from udfs.scan_kernel import (
+    S_PART,
+    S_STRETCH,
+    STRETCH_FIELDS,
+    KeyTable,
+    classify_keys,
+    insert,
+    lookup,
+    open_partitions,
+    same_bytes,
+)
 from udfs.schemas import TABLE_SCHEMAS
 
 _ARROW_INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
@@ -278,6 +288,91 @@ def test_an_equal_dictionary_is_classified_once(monkeypatch: pytest.MonkeyPatch)
         assert calls == [1] * classified  # `same`: equal to the dictionary before it, compared only
         assert got == plain(values)
     assert per_key(first)[:8] == [(1, i, -1, True) for i in range(6)] + [(2, -1, 0, False), (0, -1, -1, False)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_keys_interned_in_tables_that_grow_get_the_ids_of_first_appearance(seed: int) -> None:
+    """`classify_keys` over tables that start tiny and grow many times (their slots rehashed, an
+    insert undone when the group table is the one full): each offset-commit key's topic-partition
+    (its group, topic and partition bytes: a type 1 key and trailing bytes are the same one) gets
+    the id of its first appearance and its entry the id of its group; each GroupMetadata key its
+    group's; names of every length from 0 to 70 bytes, so that the word-at-a-time hash and
+    comparison meet every tail; called again, the same ids."""
+    rng = np.random.default_rng(seed)
+    alphabet = np.frombuffer(b"abcdefghij", dtype=np.uint8)
+
+    def name(n: int) -> bytes:
+        return bytes(rng.choice(alphabet[: 2 + seed], size=n).tolist())  # few letters: names alike
+
+    groups = [name(int(n)) for n in rng.integers(0, 71, 40)]
+    topics = [name(int(n)) for n in rng.integers(0, 71, 30)]
+    keys: list[bytes | None] = []
+    for _ in range(3000):
+        g = groups[int(rng.integers(len(groups)))]
+        roll = rng.random()
+        if roll < 0.1:
+            keys.append(b"\x00\x02" + len(g).to_bytes(2, "big") + g)
+            continue
+        if roll < 0.12:
+            keys.append(None if roll < 0.11 else b"\x00\x05junk")
+            continue
+        t = topics[int(rng.integers(len(topics)))]
+        version = b"\x00\x01" if roll < 0.2 else b"\x00\x00"
+        tail = b"\xff" if roll > 0.97 else b""
+        keys.append(version + len(g).to_bytes(2, "big") + g + len(t).to_bytes(2, "big") + t
+                    + int(rng.integers(3)).to_bytes(4, "big") + tail)
+    want_tp: dict[bytes, int] = {}
+    want_group: dict[bytes, int] = {}
+    want: list[tuple[int, int]] = []
+    entry_group: dict[int, int] = {}
+    for k in keys:
+        if k is None or k[1] > 2 or k[:1] != b"\x00":
+            want.append((0, -1))
+            continue
+        glen = int.from_bytes(k[2:4], "big")
+        g = k[4:4 + glen]
+        if k[1] == 2:
+            want.append((2, want_group.setdefault(g, len(want_group))))
+            continue
+        tlen = int.from_bytes(k[4 + glen:6 + glen], "big")
+        tp = k[2:10 + glen + tlen]
+        if tp not in want_tp:
+            want_tp[tp] = len(want_tp)
+            entry_group[want_tp[tp]] = want_group.setdefault(g, len(want_group))
+        want.append((1, want_tp[tp]))
+    arr = pa.array(keys, type=pa.binary())
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32).astype(np.int64)
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)
+    null = arr.is_null().to_numpy(zero_copy_only=False)
+    table, group_table = KeyTable(4, 8), KeyTable(4, 8)
+    for _ in range(2):
+        kind, ids = classify_keys(offsets, data, null, table, group_table)
+        assert list(zip(kind.tolist(), ids.tolist(), strict=True)) == want
+        assert len(table) == len(want_tp) and len(group_table) == len(want_group)
+        assert table.aux[: len(table)].tolist() == [entry_group[e] for e in range(len(table))]
+        assert [bytes(table.arena[a:a + n]) for a, n in zip(table.e_start[: len(table)], table.e_len[: len(table)],
+                                                            strict=True)] == list(want_tp)
+
+
+def test_a_lookup_compares_the_bytes_of_entries_whose_hashes_are_equal() -> None:
+    """Two byte strings given the same hash are two entries: `lookup` compares the bytes (every
+    position of a word and of the tail) and the length, not the hash alone."""
+    for n in range(0, 21):
+        a = np.arange(1, n + 2, dtype=np.uint8)  # n bytes, then one more
+        for i in range(n):
+            b = a.copy()
+            b[i] ^= 0x40
+            assert not same_bytes(a, 0, b, 0, n) and same_bytes(a, 0, a.copy(), 0, n)
+        table = KeyTable(8, 64)
+        slots, arena = table.slots, table.arena
+        hv = 12345
+        assert insert(a, 0, n, hv, -1 - lookup(a, 0, n, hv, slots, arena), *table.arrays()) == 0
+        for i in range(n):
+            b = a.copy()
+            b[i] ^= 0x40
+            assert lookup(b, 0, n, hv, slots, arena) < 0
+        assert lookup(a, 0, n + 1, hv, slots, arena) < 0  # a longer string that begins alike
+        assert lookup(a.copy(), 0, n, hv, slots, arena) == 0
 
 
 def test_open_partitions_of_the_open_stretches() -> None:
