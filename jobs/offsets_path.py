@@ -48,7 +48,7 @@ from pyspark.sql import functions as F
 
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
-from jobs.inputs import InputBounds, filter_groups, window_condition
+from jobs.inputs import InputBounds, filter_groups
 from jobs.spark_session import input_files, release
 from udfs.handoff import Handoff, Parts, buckets_for, parts_by_bucket, read_files
 from udfs.replay import (
@@ -85,7 +85,7 @@ from udfs.schemas import epoch_ms
 from udfs.table_files import DirectWrite, staged_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from udfs.scan import ParquetFooter
 
@@ -243,16 +243,18 @@ _COUNT_NAMES = ("records_in", "filtered_by_window", "duplicates", "filtered_by_g
                 "side_records")
 
 
-def scan_frame(df: DataFrame, *, window: Column | None = None, groups: Sequence[str] = (),
+def scan_frame(df: DataFrame, *, since: datetime | None = None, until: datetime | None = None,
+               start_after: Mapping[int, int] | None = None, groups: Sequence[str] = (),
                chunk_rows: int = DEFAULT_SCAN_CHUNK_ROWS, handoff: Handoff | None = None) -> DataFrame:
-    """The kernel over Kafka-source rows (lazy): `udfs.scan.make_scan_fn` in `mapInArrow`.
-    `window` is the run's time-window condition (default: every record is inside); with `handoff`
-    the replay's rows go into the tasks' files (`udfs.handoff`) instead of the output."""
-    inside = F.coalesce(window, F.lit(False)) if window is not None else F.lit(True)
+    """The kernel over Kafka-source rows (lazy): `udfs.scan.make_scan_fn` in `mapInArrow`. The
+    run's window (`since`, `until`, `start_after`: `jobs.inputs.window_condition`'s rule) is
+    evaluated in the workers, on the record times in epoch ms, as the file reader evaluates it; with
+    `handoff` the replay's rows go into the tasks' files (`udfs.handoff`) instead of the output."""
     rows = df.select("key", "value", F.col("partition").cast("int").alias("partition"),
-                     F.col("offset").cast("long").alias("offset"),
-                     F.unix_millis("timestamp").alias("timestamp_ms"), inside.alias("in_window"))
-    return rows.mapInArrow(make_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), handoff=handoff), SCAN_SCHEMA)
+                     F.col("offset").cast("long").alias("offset"), F.unix_millis("timestamp").alias("timestamp_ms"))
+    fn = make_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), handoff=handoff, since_ms=epoch_ms(since),
+                      until_ms=epoch_ms(until), start_after=dict(start_after or {}))
+    return rows.mapInArrow(fn, SCAN_SCHEMA)
 
 
 def _chunk_ranges(scanned: DataFrame) -> tuple[list[Any], dict[str, int], Parts]:
@@ -415,7 +417,6 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
     leaves unread are counted as filtered by the window, as reading them would count them."""
 
     spark = df.sparkSession
-    window = window_condition(since, until, start_after)
     files: list[ParquetFooter] = []
     handoff: Handoff | None = None
     spark_read: list[tuple[DataFrame, int | None, str | None]] = []
@@ -476,7 +477,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         if handoff_root is not None and records_hint is not None:
             handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
                               buckets_for(records_hint, shards or spark.sparkContext.defaultParallelism))
-        scanned = scan_frame(fewer, window=window, groups=groups, chunk_rows=chunk_rows, handoff=handoff)
+        scanned = scan_frame(fewer, since=since, until=until, start_after=start_after, groups=groups,
+                             chunk_rows=chunk_rows, handoff=handoff)
     # kept as a local checkpoint rather than Spark's columnar cache: 0.5-0.8 s less of a 20M-record
     # warm audit (alternating A/B in one session), the replay's wide output likewise (jobs.audit)
     scanned = scanned.localCheckpoint(eager=False)
@@ -493,7 +495,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         n = shards or spark.sparkContext.defaultParallelism
         ordered = spark_input()[0].repartitionByRange(n, "partition", "offset").sortWithinPartitions(
             "partition", "offset")
-        scanned = scan_frame(ordered, window=window, groups=groups, chunk_rows=chunk_rows)
+        scanned = scan_frame(ordered, since=since, until=until, start_after=start_after, groups=groups,
+                             chunk_rows=chunk_rows)
         scanned = scanned.localCheckpoint(eager=False)
         ranges, counts, _ = _chunk_ranges(scanned)
         again = _overlap(ranges)

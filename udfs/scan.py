@@ -146,6 +146,12 @@ file and a `handoff` row per record batch written comes out instead."""
 INPUT_COLUMNS: tuple[str, ...] = ("key", "value", "partition", "offset", "timestamp_ms", "in_window")
 """What the kernel reads: raw key/value bytes, log position, record time in epoch ms, and whether
 the record is inside the run's time window (null or false: outside)."""
+SPARK_INPUT_COLUMNS: tuple[str, ...] = INPUT_COLUMNS[:-1]
+"""What Spark hands the pass (`make_scan_fn`): the window is evaluated in the worker, as the file
+reader evaluates it (`_input_batch`), not sent as a column. Each column costs Spark's row-to-Arrow
+conversion about 0.1 us per record: at 20M records through Spark's Parquet reader, handing a
+constant column took 6.9 s of the JVM's CPU, the five columns 18.6 s, the five and the window
+21.0 s (`jobs.offsets_path.scan_frame`)."""
 
 _L, _I, _H, _S, _B = pa.int64(), pa.int32(), pa.int16(), pa.string(), pa.binary()
 SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
@@ -687,16 +693,21 @@ def _task_id() -> int:
 
 
 def make_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), handoff: Handoff | None = None,
+                 since_ms: int | None = None, until_ms: int | None = None,
+                 start_after: dict[int, int] | None = None,
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function for `df.select(*INPUT_COLUMNS).mapInArrow(fn, SCAN_SCHEMA)`: gathers up to
-    `chunk_rows` rows per chunk (bounding the worker's memory), then runs `scan_chunk` on each.
-    With `handoff`, the rows the replay reads go into a file of the task's own, as in
-    `make_file_scan_fn`."""
+    """The function for `df.select(*SPARK_INPUT_COLUMNS).mapInArrow(fn, SCAN_SCHEMA)`: each batch's
+    window evaluated in the worker (`_input_batch`: the run's window `since_ms`, `until_ms`,
+    `start_after`, as the file reader has it), then up to `chunk_rows` rows per chunk (bounding the
+    worker's memory), `scan_chunk` on each. With `handoff`, the rows the replay reads go into a
+    file of the task's own, as in `make_file_scan_fn`."""
     patterns = tuple(groups)
+    window = dict(start_after or {})
 
     def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_survivors()
-        yield from _scan_task(iter(batches), chunk_rows=chunk_rows, patterns=patterns, handoff=handoff)
+        inputs = (_input_batch(b, since_ms, until_ms, window) for b in batches)
+        yield from _scan_task(inputs, chunk_rows=chunk_rows, patterns=patterns, handoff=handoff)
 
     return scan_partition
 
@@ -985,25 +996,35 @@ def _nulls(arr: pa.Array) -> np.ndarray:
 
 def _input_batch(b: pa.RecordBatch, since_ms: int | None, until_ms: int | None,
                  start_after: dict[int, int] | None = None) -> pa.RecordBatch:
-    """A Parquet batch as the kernel's input: timestamps as epoch ms (floored, as Spark's
-    unix_millis), the time window evaluated (a null timestamp is outside a bounded window); on the
-    partitions of `start_after` the lower bound is `offset > start_after[partition]` instead of the
-    time (`jobs.inputs.window_condition`). One compiled loop (`scan_kernel.window_ms`)."""
-    ts_col = b.column("timestamp")
+    """A batch of Kafka-source columns as the kernel's input (`INPUT_COLUMNS`): timestamps as epoch
+    ms (floored, as Spark's unix_millis), the time window evaluated (a null timestamp is outside a
+    bounded window); on the partitions of `start_after` the lower bound is `offset > start_after[partition]`
+    instead of the time (`jobs.inputs.window_condition`). The time is a Parquet batch's `timestamp`
+    (any unit) or, from Spark, `timestamp_ms` (epoch ms). One compiled loop (`scan_kernel.window_ms`)."""
+    if "timestamp_ms" in b.schema.names:
+        ts_col, unit = b.column("timestamp_ms"), TS_MILLIS
+        if ts_col.type != _L:
+            ts_col = ts_col.cast(_L)
+    else:
+        ts_col = b.column("timestamp")
+        unit = _TS_UNITS[ts_col.type.unit]
     null = _nulls(ts_col)
     n = b.num_rows
     ms, inside = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
     sa_part = sa_last = part = offs = np.zeros(0, dtype=np.int64)
+    off_null = _NONE
     if start_after:
         part = _int64s(b.column("partition"), null=-1)
         offs = _int64s(b.column("offset"))
+        off_null = _nulls(b.column("offset"))
         sa_part = np.array(sorted(start_after), dtype=np.int64)
         sa_last = np.array([start_after[int(k)] for k in sa_part], dtype=np.int64)
-    window_ms(_values(ts_col, np.int64), _TS_UNITS[ts_col.type.unit], null, part, offs, since_ms or 0, since_ms is not None,
+    window_ms(_values(ts_col, np.int64), unit, null, part, offs, off_null, since_ms or 0, since_ms is not None,
               until_ms or 0, until_ms is not None, sa_part, sa_last, ms, inside)
+    p, o = b.column("partition"), b.column("offset")
     return pa.RecordBatch.from_arrays(
-        [b.column("key"), b.column("value"), b.column("partition").cast(pa.int32()),
-         b.column("offset").cast(pa.int64()), pa.array(ms, mask=null if len(null) else None), pa.array(inside)],
+        [b.column("key"), b.column("value"), p if p.type == _I else p.cast(_I), o if o.type == _L else o.cast(_L),
+         pa.array(ms, mask=null if len(null) else None), pa.array(inside)],
         names=list(INPUT_COLUMNS))
 
 

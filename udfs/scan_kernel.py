@@ -439,13 +439,14 @@ TS_SECONDS, TS_MILLIS, TS_MICROS, TS_NANOS = 0, 1, 2, 3
 """Units of `window_ms`'s raw timestamps (Arrow's s, ms, us, ns)."""
 
 
-def _window_ms(raw: Any, unit: int, ts_null: Any, part: Any, offs: Any, since: int, has_since: bool, until: int,
-               has_until: bool, sa_part: Any, sa_last: Any, ms: Any, inside: Any) -> None:
+def _window_ms(raw: Any, unit: int, ts_null: Any, part: Any, offs: Any, off_null: Any, since: int, has_since: bool,
+               until: int, has_until: bool, sa_part: Any, sa_last: Any, ms: Any, inside: Any) -> None:
     """Each record's time in epoch ms (`ms`, floored, as Spark's unix_millis; 0 where `ts_null`)
     and whether it is inside the run's window (`inside`): at or after `since` (a null time is not),
     or, on a Kafka partition of `sa_part` (ascending), after the offset `sa_last` gives it; and
-    before `until` (a null time is not). `ts_null`, `part` and `offs` may be empty: no nulls, no
-    `sa_part`."""
+    before `until` (a null time is not; nor is a null offset on a partition of `sa_part`, as Spark
+    evaluates `jobs.inputs.window_condition`). `ts_null`, `part`, `offs` and `off_null` may be empty:
+    no nulls, no `sa_part`."""
     lp = 0
     known = False
     last = 0
@@ -476,7 +477,7 @@ def _window_ms(raw: Any, unit: int, ts_null: Any, part: Any, offs: Any, since: i
                 lp = p
                 have = True
             if known:
-                ins = offs[i] > last
+                ins = (len(off_null) == 0 or not off_null[i]) and offs[i] > last
         if has_until:
             ins = ins and valid and m < until
         inside[i] = ins

@@ -233,6 +233,50 @@ def test_arrow_and_spark_readers_agree_on_the_samples(spark) -> None:
 
 
 @pytest.mark.spark
+def test_the_window_the_workers_evaluate_is_the_one_spark_evaluates(spark) -> None:
+    """Records that Spark reads reach the pass without a window column: each worker evaluates the
+    run's window on the record times in epoch ms (`udfs.scan._input_batch`). On Kafka record times
+    (whole milliseconds), nulls in every position column and windows with and without each bound
+    and the previous run's offsets, it is `jobs.inputs.window_condition` as Spark evaluates it
+    (null: outside), record by record."""
+    from datetime import UTC, datetime, timedelta
+
+    from pyspark.sql import functions as F
+
+    from jobs.inputs import window_condition
+
+    rng = np.random.default_rng(3)
+    base = datetime(2026, 11, 21, 23, 43, 40, tzinfo=UTC)
+    n = 400
+    rows = [(i, None if rng.random() < 0.05 else int(rng.integers(0, 4)),
+             None if rng.random() < 0.05 else int(rng.integers(0, 50)),
+             None if rng.random() < 0.05 else base + timedelta(milliseconds=int(rng.integers(-30, 30))))
+            for i in range(n)]
+    df = spark.createDataFrame(rows, "id long, partition int, offset long, timestamp timestamp").withColumns(
+        {"key": F.lit(b"k"), "value": F.lit(b"v")})
+    ms = timedelta(milliseconds=1)
+    windows = [(None, None, {}), (base, None, {}), (None, base, {}), (base - 7 * ms, base + 9 * ms, {}),
+               (base, base + 20 * ms, {0: 20, 2: -1}), (None, base + 3 * ms, {1: 25}), (None, None, {3: 10})]
+    for since, until, start_after in windows:
+        condition = window_condition(since, until, start_after)
+        spark_says = F.coalesce(condition, F.lit(False)) if condition is not None else F.lit(True)
+        want = {r["id"]: r["inside"] for r in df.select("id", spark_says.alias("inside")).collect()}
+        since_ms, until_ms = (None if t is None else int(t.timestamp() * 1000) for t in (since, until))
+
+        def evaluate(batches, since_ms=since_ms, until_ms=until_ms, start_after=start_after):
+            for b in batches:
+                out = _input_batch(b, since_ms, until_ms, start_after)
+                yield pa.record_batch({"id": b.column("id"), "inside": out.column("in_window")})
+
+        sent = df.select("id", "key", "value", F.col("partition").cast("int").alias("partition"),
+                         F.col("offset").cast("long").alias("offset"),
+                         F.unix_millis("timestamp").alias("timestamp_ms"))  # as `scan_frame` sends them
+        got = {r["id"]: r["inside"] for r in sent.mapInArrow(evaluate, "id long, inside boolean").collect()}
+        assert got == want, (since, until, start_after)
+        assert 0 < sum(want.values()) < n or condition is None
+
+
+@pytest.mark.spark
 def test_the_spark_reader_merges_many_splits_and_finds_the_same(spark) -> None:
     # Spark's Kafka source gives one split per topic-partition, each in log order; the pass merges
     # them into at most four tasks per core and must summarise exactly what one split per file gives

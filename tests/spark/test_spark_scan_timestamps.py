@@ -40,17 +40,17 @@ _UNITS = {"s": 1 / 1000, "ms": 1, "us": 1000, "ns": 1_000_000}
 
 @settings(max_examples=300, deadline=None)
 @given(unit=st.sampled_from(sorted(_UNITS)),
-       rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.one_of(st.none(), st.integers(-5000, 5000))),
-                     max_size=40),
+       rows=st.lists(st.tuples(st.integers(0, 3), st.one_of(st.none(), st.integers(0, 40)),
+                               st.one_of(st.none(), st.integers(-5000, 5000))), max_size=40),
        since=st.one_of(st.none(), st.integers(-3, 3)), until=st.one_of(st.none(), st.integers(-3, 3)),
        start_after=st.dictionaries(st.integers(0, 4), st.integers(-1, 40), max_size=3),
        offset=st.integers(0, 3))
 def test_the_window_is_the_time_bounds_or_the_offsets_after_the_last_run(
-        unit: str, rows: list[tuple[int, int, int | None]], since: int | None, until: int | None,
+        unit: str, rows: list[tuple[int, int | None, int | None]], since: int | None, until: int | None,
         start_after: dict[int, int], offset: int) -> None:
     """`_input_batch`'s window, written out per record: at or after `since` (or, on a partition of
-    `start_after`, after its offset) and before `until`; a null time is in no bounded window. Rows
-    in any order, a batch sliced from a bigger one (`offset`)."""
+    `start_after`, after its offset: a null offset is not) and before `until`; a null time is in no
+    bounded window. Rows in any order, a batch sliced from a bigger one (`offset`)."""
     scale = _UNITS[unit]
     raw = [None if t is None else (t * 1000 if unit == "s" else t) for _, _, t in rows]  # in the unit
     pad = [(0, 0, 0)] * offset
@@ -66,7 +66,7 @@ def test_the_window_is_the_time_bounds_or_the_offsets_after_the_last_run(
         ms = None if r is None else (r * 1000 if unit == "s" else math.floor(r / scale) if scale > 1 else r)
         inside = since is None or (ms is not None and ms >= since)
         if p in start_after:
-            inside = o > start_after[p]
+            inside = o is not None and o > start_after[p]
         if until is not None:
             inside = inside and ms is not None and ms < until
         want_ms.append(ms)
