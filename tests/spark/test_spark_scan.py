@@ -58,7 +58,7 @@ from udfs.scan_kernel import (
     open_partitions,
     same_bytes,
 )
-from udfs.schemas import TABLE_SCHEMAS
+from udfs.schemas import TABLE_SCHEMAS, epoch_ms
 
 _ARROW_INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
                           ("offset", pa.int64()), ("timestamp_ms", pa.int64()), ("in_window", pa.bool_())])
@@ -261,7 +261,7 @@ def test_the_window_the_workers_evaluate_is_the_one_spark_evaluates(spark) -> No
         condition = window_condition(since, until, start_after)
         spark_says = F.coalesce(condition, F.lit(False)) if condition is not None else F.lit(True)
         want = {r["id"]: r["inside"] for r in df.select("id", spark_says.alias("inside")).collect()}
-        since_ms, until_ms = (None if t is None else int(t.timestamp() * 1000) for t in (since, until))
+        since_ms, until_ms = epoch_ms(since), epoch_ms(until)  # as `scan_frame` gives them
 
         def evaluate(batches, since_ms=since_ms, until_ms=until_ms, start_after=start_after):
             for b in batches:
