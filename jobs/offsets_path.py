@@ -355,8 +355,8 @@ def _spark_window(df: DataFrame, units: Sequence[RowGroupBounds] | None, records
     them out (Delta's data skipping, Parquet's row-group filter); (that, how many records `df`
     holds, what it reads) or (`df`, None, None) when there is no window or no such condition, or the
     condition would be `until` alone on an input of unknown size. `records` None: `df` is counted
-    (a Spark job: Parquet and Delta count from metadata). `units`
-    must come from an input without null times (a window without a time bound may hold them)."""
+    (a Spark job: Parquet and Delta count from metadata). `units` must come from an input without
+    null times (a window without a time bound may hold them)."""
     if not SKIP_OUTSIDE_WINDOW or (since is None and until is None and not start_after):
         return df, None, None
     since_ms = epoch_ms(since)

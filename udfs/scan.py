@@ -702,11 +702,11 @@ def make_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), handoff: Handof
     worker's memory), `scan_chunk` on each. With `handoff`, the rows the replay reads go into a
     file of the task's own, as in `make_file_scan_fn`."""
     patterns = tuple(groups)
-    window = dict(start_after or {})
+    after = dict(start_after or {})
 
     def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_survivors()
-        inputs = (_input_batch(b, since_ms, until_ms, window) for b in batches)
+        inputs = (_input_batch(b, since_ms, until_ms, after) for b in batches)
         yield from _scan_task(inputs, chunk_rows=chunk_rows, patterns=patterns, handoff=handoff)
 
     return scan_partition

@@ -298,17 +298,17 @@ def _intern_keys(offsets: Any, data: Any, null: Any, first: int, kind: Any, ids:
             # benchmark input into a task's fresh tables cost 105 ns an entry against 168 ns (FNV-1a,
             # entries found through their ids, calls); the pass over the 40M input (`benchmarks.
             # bench_pass`, alternating twice) 6.27-6.35 s of CPU against 6.84-7.05 s, the same rows
-            before = k_counts[0]
-            e = insert(data, s + 2, blen, hv, -1 - e, k_slots, k_hash, k_start, k_len, k_arena, k_counts)
+            free = -1 - e
+            e = insert(data, s + 2, blen, hv, free, k_slots, k_hash, k_start, k_len, k_arena, k_counts)
             if e < 0:
                 return r
             g = intern(data, s + 4, glen, g_slots, g_hash, g_start, g_len, g_arena, g_counts)
-            if g < 0:
-                k_counts[0] = before  # undo: it is added again after the tables grow
+            if g < 0:  # undo (the entry is the last added, at the slot the lookup found free): it is
+                # added again after the tables grow
+                k_counts[0] = e
                 k_counts[1] -= blen
-                pos = slot_of(k_slots, k_hash, e)
-                k_slots[pos, 0] = -1
-                k_slots[pos, 1] = -1
+                k_slots[free, 0] = -1
+                k_slots[free, 1] = -1
                 return r
             k_group[e] = g
         kind[r] = 1
@@ -317,17 +317,6 @@ def _intern_keys(offsets: Any, data: Any, null: Any, first: int, kind: Any, ids:
 
 
 intern_keys = _jit(_intern_keys)
-
-
-def _slot_of(slots: Any, e_hash: Any, e: int) -> Any:
-    mask = len(slots) - 1
-    pos = e_hash[e] & mask
-    while slots[pos, 0] < 0 or slots[pos, 0] & 0xFFFFFFFF != e:
-        pos = (pos + 1) & mask
-    return pos
-
-
-slot_of = _jit(_slot_of)
 
 
 def _entry_fields(arena: Any, e_start: Any, first: int, last: int, glen: Any, tlen: Any, part: Any,
