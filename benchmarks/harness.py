@@ -653,6 +653,21 @@ def _best(runs: list[dict[str, Any] | None]) -> dict[str, Any]:
     return out
 
 
+STAGE_KINDS = ("offset_path_", "audit_")
+"""Prefixes of a point's stage measurements (`_stage_points`): `offset_path_pass`, `audit_replay`, ..."""
+
+
+def _stage_points(kind: str, runs: list[dict[str, Any] | None]) -> dict[str, dict[str, Any]]:
+    """A point's stages of `kind` (`offset_path` or `audit`), each the best of its runs' times for it
+    (`stage_seconds`: `measures.measure_offset_path`, `measures.stage_seconds`), as measurements of
+    their own (`<kind>_<stage>`): the stages of the runs that logged them all, none when a run did not."""
+    split: list[dict[str, float]] = [(r or {}).get("stage_seconds") or {} for r in runs]
+    if not split or not all(split):
+        return {}
+    names = [name for name in split[0] if all(name in s for s in split)]
+    return {f"{kind}_{name}": _best([{"seconds": s[name]} for s in split]) for name in names}
+
+
 def _fits(points: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """A least-squares fit per measurement, over its points; {} when a point has no best time."""
     out: dict[str, dict[str, Any]] = {}
@@ -688,10 +703,14 @@ def _series(get: Callable[[str], dict[str, Any] | None], points: Sequence[Point]
             if kind == "bare_scan":  # the read floors, measured in the same runs (`measure_read_floors`)
                 for floor in READ_FLOORS:
                     point[floor] = _best([(r or {}).get(floor) for r in rs])
+            if kind in ("offset_path", "audit"):
+                point.update(_stage_points(kind, rs))
         out_points.append(point)
+    stages = tuple(k for k in dict.fromkeys(k for p in out_points for k in p) if k.startswith(STAGE_KINDS))
     fit_kinds = (kinds + tuple(floor for floor in ("output_write", "output_write_arrow")
                                if out_points and all(floor in p for p in out_points))
-                 + (READ_FLOORS if "bare_scan" in kinds else ()))
+                 + (READ_FLOORS if "bare_scan" in kinds else ())
+                 + tuple(k for k in stages if all(k in p for p in out_points)))
     return {"points": out_points, "runs_per_point": RUNS_PER_POINT, "fits": _fits(out_points, fit_kinds)}
 
 

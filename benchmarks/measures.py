@@ -31,8 +31,8 @@ from jobs.delta_io import local_table_path, read_table
 from jobs.delta_read import read_arrow
 from udfs.gc_batches import freeze_survivors
 
-__all__ = ["REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
-           "measure_read_floors", "replay_python_seconds", "replay_rates", "replay_stage_seconds"]
+__all__ = ["AUDIT_STAGES", "REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
+           "measure_read_floors", "replay_python_seconds", "replay_rates", "replay_stage_seconds", "stage_seconds"]
 
 InputFormat = Literal["parquet", "delta", "kafka"]
 
@@ -40,6 +40,11 @@ REPLAY_STAGE = re.compile(r"^stage (replay\b.*): .* in ([0-9.]+) s")
 """The job's log line of its replay stage (`jobs.spark_session.stage`): its name starts with
 "replay", and its time covers the per-group `mapInArrow` of `udfs.replay` over the single pass's
 materialised side rows and stretches (their shuffle by group included) up to its persisted output."""
+STAGE_LINE = re.compile(r"^stage (.+?): .* in ([0-9.]+) s")
+"""A stage's log line (`jobs.spark_session.stage`): its name, then what it did and its wall time."""
+AUDIT_STAGES: dict[str, str] = {"pass": "read input and scan it once", "replay": "replay", "write": "write Delta tables"}
+"""The audit's stages whose times `stage_seconds` splits out, by the start of their name
+(`jobs.audit`): the single pass, the per-group replay (`REPLAY_STAGE`) and the commit of the tables."""
 REPLAY_TIMES = re.compile(r"^\[coordinator-audit\] replay: ([0-9,.]+) s feeding .*, ([0-9,.]+) s merging")
 """The job's log line of the replay's own Python time (`udfs.replay.TIMING_FIELDS`, summed over the
 workers): feeding records through the groups' audits, and merging the offset-commit stretches."""
@@ -132,7 +137,8 @@ def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
     """The job's offset-commit path alone: what produces `offset_commits` and `offset_regression`
     (`jobs.offsets_path.offset_path`: the single pass, then the per-group replay that merges its
     stretches into the generation windows and outputs those two tables' rows only), both outputs
-    forced with a write to `noop`."""
+    forced with a write to `noop`. `stage_seconds`: `pass`, the call (it runs the single pass: its
+    chunks' ranges are collected), and `replay`, the two writes (the replay runs in the first)."""
     t0 = time.perf_counter()
     rows, violations, scan = offsets_path.offset_path(spark.read.parquet(path))
     t_scan = time.perf_counter()
@@ -145,6 +151,7 @@ def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
     scan.unpersist()
     got = rows_obs.get
     return {"seconds": t2 - t0, "scan_seconds": t_scan - t0, "offset_commits_seconds": t1 - t_scan,
+            "stage_seconds": {"pass": t_scan - t0, "replay": t2 - t_scan},
             "offset_regression_seconds": t2 - t1, "reordered": scan.reordered, "scan_counts": scan.counts,
             "offset_commits_rows": int(got["rows"]), "commits": int(got["commits"] or 0),
             "tombstones": int(got["tombstones"] or 0), "regressions": int(got["regressions"] or 0),
@@ -246,6 +253,7 @@ def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str,
     out: dict[str, Any] = {"seconds": elapsed, "shards": cfg.shards, "counts": summary.counts,
                            "table_rows": summary.table_rows, "writer": summary.writer, "stages": tee.lines,
                            "format": fmt, "replay_stage_seconds": replay_stage_seconds(tee.lines),
+                           "stage_seconds": stage_seconds(tee.lines),
                            "cores": spark.sparkContext.defaultParallelism, **replay_python_seconds(tee.lines)}
     if memory is not None:
         memory["driver_python_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -270,6 +278,17 @@ def replay_stage_seconds(stage_lines: list[str]) -> float | None:
     job logged no such stage (it is then not measured, never guessed)."""
     found = [float(m.group(2)) for m in map(REPLAY_STAGE.match, stage_lines) if m]
     return sum(found) if found else None
+
+
+def stage_seconds(stage_lines: list[str]) -> dict[str, float]:
+    """Wall seconds per stage of `AUDIT_STAGES` in an audit's stage lines (a stage logged twice, e.g.
+    once per pass of a two-window run, summed; a stage the job did not log is left out, never
+    guessed), and `other`: the run's stage lines not among them (`STAGE_LINE`)."""
+    out: dict[str, float] = {}
+    for m in filter(None, map(STAGE_LINE.match, stage_lines)):
+        name = next((k for k, start in AUDIT_STAGES.items() if m.group(1).startswith(start)), "other")
+        out[name] = out.get(name, 0.0) + float(m.group(2))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

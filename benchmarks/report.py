@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TARGETS", "figures", "print_report", "ratios", "targets", "write_report"]
+__all__ = ["STAGES", "TARGETS", "figures", "print_report", "ratios", "targets", "write_report"]
 
 TARGETS: dict[str, str] = {
     "audit_marginal_over_bare_scan_marginal": "<= 2.0 (slope 5M-40M records, best of two per point; issue 18)",
@@ -27,6 +27,11 @@ TARGETS: dict[str, str] = {
     "scaling_linear": "audit's marginal cost per record, last segment <= 1.25 x first",
     "derived_tables_cost": "audit with derived tables <= 1.25 x without (issue 17)",
 }
+STAGES: dict[str, tuple[str, ...]] = {"offset_path": ("pass", "replay"), "audit": ("pass", "replay", "write")}
+"""The stages whose slopes the figures give (`<kind>_<stage>_marginal_s_per_million` and over the
+bare scan's): the offset path's single pass and its replay; the audit's single pass, its replay
+stage (the groups' replay, the derived tables, the files its tasks write) and its tables' commit
+(`benchmarks.measures.stage_seconds`). They show which part of a marginal ratio is whose."""
 LINEARITY_TOLERANCE = 1.25
 WORKER_MEMORY_GROWTH = 1.25
 """How much more the Python workers' peak may be at the largest scaling input than at the smallest
@@ -76,6 +81,8 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
              for p in (m.get("scaling") or {}).get("points", [])]
     peaks = [(n, v) for n, v in peaks if v]
     share = (m.get("replay_share") or {}).get("share")
+    stages = {f"{kind}_{stage}": _fit(m, "scaling", f"{kind}_{stage}").get(slope) for kind, names in STAGES.items()
+              for stage in names}
     return {
         "bare_scan_marginal_s_per_million": bare.get(slope),
         "offset_path_marginal_s_per_million": offsets.get(slope),
@@ -92,6 +99,8 @@ def figures(report: dict[str, Any]) -> dict[str, Any]:
         "python_read_marginal_over_bare_scan_marginal": _ratio(py_read.get(slope), bare.get(slope)),
         "jvm_commit_summary_marginal_s_per_million": jvm_summary.get(slope),
         "jvm_commit_summary_marginal_over_bare_scan_marginal": _ratio(jvm_summary.get(slope), bare.get(slope)),
+        **{f"{name}_marginal_s_per_million": v for name, v in stages.items()},
+        **{f"{name}_marginal_over_bare_scan_marginal": _ratio(v, bare.get(slope)) for name, v in stages.items()},
         "peer_over_audit": report["ratios"]["peer_over_audit"],
         "python_worker_peak_rss_mib": max((v for _, v in peaks), default=None),
         "python_worker_peak_rss_growth": _ratio(peaks[-1][1], peaks[0][1]) if len(peaks) >= 2 else None,
@@ -150,8 +159,11 @@ def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     per_record_notes = {name: "" if v is None else (
         f"per record with the output held fixed (--groups groups at every point, `fixed_groups`): {v:.1f}x")
         for name, v in per_record}
-    floor_note = "; ".join(x for x in (floor_note, per_record_notes["audit"]) if x)
-    offset_note = "; ".join(x for x in (offset_note, per_record_notes["offset_path"]) if x)
+    stage_notes = {kind: ", ".join(f"{stage} {v:.1f}x" for stage in names if (
+        v := f.get(f"{kind}_{stage}_marginal_over_bare_scan_marginal")) is not None) for kind, names in STAGES.items()}
+    stage_notes = {kind: f"by stage, over the bare scan's marginal: {x}" if x else "" for kind, x in stage_notes.items()}
+    floor_note = "; ".join(x for x in (floor_note, per_record_notes["audit"], stage_notes["audit"]) if x)
+    offset_note = "; ".join(x for x in (offset_note, per_record_notes["offset_path"], stage_notes["offset_path"]) if x)
     peak_note = (f"peak {f['python_worker_peak_rss_mib']:,.0f} MiB" if f["python_worker_peak_rss_mib"] else "")
     kafka_note = ("" if f.get("kafka_input_bare_scan_marginal_over_parquet_bare_scan_marginal") is None else
                   f"floor: Spark's Kafka source alone reads at "
@@ -293,9 +305,11 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
               f"{sg['peak_rss_mib']:,.0f} MiB (before the commits {sg['baseline_rss_mib']:,.0f} MiB), "
               f"{sg['commits_per_s']:,.0f} commits/s", file=out)
     if m.get("scaling"):
+        stage_kinds = tuple(f"{kind}_{stage}" for kind, names in STAGES.items() for stage in names
+                            if f"{kind}_{stage}" in m["scaling"].get("fits", {}))
         _print_fits("scaling (Parquet input)", m["scaling"], ("bare_scan", "offset_path", "audit", "output_write",
                                                              "output_write_arrow",
-                                                             "python_read", "jvm_commit_summary"), out)
+                                                             "python_read", "jvm_commit_summary", *stage_kinds), out)
         print("  output_write: Spark writing the rows the audit wrote (in memory) as Parquet: the floor of an "
               "audit written by Spark (the native writer)", file=out)
         print("  output_write_arrow: pyarrow writing the same rows, one thread per core: the floor of the embedded "
@@ -304,6 +318,10 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
               "the floor of a pass in Python", file=out)
         print("  jvm_commit_summary: group the commit records by key, count, min/max offset, in Spark alone: "
               "the floor of a pass kept in the JVM", file=out)
+        if stage_kinds:
+            print("  offset_path_pass, offset_path_replay, audit_pass, audit_replay, audit_write: the stages of the "
+                  "two (the single pass; the per-group replay, with the audit's derived tables and the files its "
+                  "tasks write; the tables' commit), each the best of its point's runs", file=out)
         peaks = ", ".join(f"{p['records']:,}: {_fmt((p.get('audit') or {}).get('python_worker_peak_hwm_mib'), ',.0f')}"
                           for p in m["scaling"]["points"])
         print(f"  Python worker peak RSS (MiB) during the audit by input: {peaks}", file=out)

@@ -52,6 +52,10 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     assert m["audit"]["counts"]["quarantined"] == 0
     assert m["peer"]["commits"] == m["audit"]["counts"]["records_replayed"] - m["replay"]["non_commit_records"] > 0.9 * rows
     assert any(line.startswith("stage replay") for line in m["audit"]["stages"])
+    # its stages' times, read from the job's own stage lines: the pass, the replay and the commit
+    stages = m["audit"]["stage_seconds"]
+    assert {"pass", "replay", "write"} <= set(stages) and all(v > 0 for v in stages.values())
+    assert sum(stages.values()) <= m["audit"]["seconds"]
     # the floor: the rows the audit wrote, written again as plain Parquet
     floor = m["audit"]["output_write"]
     assert floor["rows"] == sum(m["audit"]["table_rows"].values()) > 0 and floor["seconds"] > 0
@@ -130,6 +134,15 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     arrow = {k: 0.1 + 0.03 * n / 1e6 for k, _, n in points}  # by pyarrow: 0.3x
     py_read = {k: 0.3 + 0.28 * n / 1e6 for k, _, n in points}  # the read floors: 2.8x and 1.7x
     jvm_summary = {k: 0.4 + 0.17 * n / 1e6 for k, _, n in points}
+    op_pass = {k: 0.8 + 0.09 * n / 1e6 for k, _, n in points}  # the offset path's pass 0.9x, its replay the rest
+    au_pass, au_write = ({k: c + m * n / 1e6 for k, _, n in points} for c, m in ((1.0, 0.12), (0.5, 0.02)))
+
+    def op_stages(k: int, extra: float) -> dict:
+        return {"stage_seconds": {"pass": op_pass[k] + extra, "replay": offsets[k] - op_pass[k]}}
+
+    def au_stages(k: int, extra: float) -> dict:  # replay 0.16 s per M records: 1.6x
+        return {"stage_seconds": {"pass": au_pass[k], "write": au_write[k] + extra, "other": 0.1,
+                                  "replay": audit[k] - au_pass[k] - au_write[k] - 0.1}}
 
     def bare_run(k: int, extra: float, **more: object) -> dict:
         return _ok(bare[k] + extra, python_read={"seconds": py_read[k] + extra},
@@ -139,13 +152,13 @@ def test_scaling_points_and_figures_from_step_results() -> None:
         if p == main:
             results["bare_scan.first"] = bare_run(k, 0.2, records=4_000_000)
             results["bare_scan.last"] = bare_run(k, 0.0, records=4_000_000)
-            results["offset_path"] = _ok(offsets[k])
-            results["scaling.4x.offset_path.2"] = _ok(offsets[k] + 1)
-            results["audit"] = _ok(audit[k] + 0.5, memory={"python_worker_peak_hwm_mib": hwm[k]},
+            results["offset_path"] = _ok(offsets[k], **op_stages(k, 0.0))
+            results["scaling.4x.offset_path.2"] = _ok(offsets[k] + 1, **op_stages(k, 1.0))
+            results["audit"] = _ok(audit[k] + 0.5, memory={"python_worker_peak_hwm_mib": hwm[k]}, **au_stages(k, 0.5),
                                    replay_stage_seconds=1.1, replay_feed_seconds=2.2, replay_merge_seconds=0.5,
                                    cores=2, output_write={"seconds": floor[k] + 0.1, "rows": 40,
                                                           "arrow_seconds": arrow[k] + 0.2})
-            results["audit.again"] = _ok(audit[k], replay_stage_seconds=1.0, replay_feed_seconds=2.0,
+            results["audit.again"] = _ok(audit[k], **au_stages(k, 0.0), replay_stage_seconds=1.0, replay_feed_seconds=2.0,
                                          replay_merge_seconds=0.4, cores=2,
                                          output_write={"seconds": floor[k], "rows": 40,
                                                        "arrow_seconds": arrow[k]})
@@ -153,8 +166,8 @@ def test_scaling_points_and_figures_from_step_results() -> None:
             continue
         for run in (1, 2):
             results[f"scaling.{k}x.bare_scan.{run}"] = bare_run(k, (run - 1) * 0.3)
-            results[f"scaling.{k}x.offset_path.{run}"] = _ok(offsets[k] + (2 - run))
-            results[f"scaling.{k}x.audit.{run}"] = _ok(audit[k] + run - 1,
+            results[f"scaling.{k}x.offset_path.{run}"] = _ok(offsets[k] + (2 - run), **op_stages(k, 2 - run))
+            results[f"scaling.{k}x.audit.{run}"] = _ok(audit[k] + run - 1, **au_stages(k, run - 1),
                                                        memory={"python_worker_peak_hwm_mib": hwm[k] - run},
                                                        output_write={"seconds": floor[k] + run - 1, "rows": 10 * k,
                                                                      "arrow_seconds": arrow[k] + 2 - run})
@@ -184,7 +197,19 @@ def test_scaling_points_and_figures_from_step_results() -> None:
     # the faster warm run's Python time feeding records, over its core-seconds
     assert f["replay_share"] == pytest.approx(2.0 / (audit[4] * 2))
     assert rep["measurements"]["replay_share"]["stage_share"] == pytest.approx(1.0 / audit[4])
+    # each stage is the best of its own runs, fitted like the rest: which part of a ratio is whose
+    assert [p["offset_path_pass"]["seconds"] for p in sc["points"]] == pytest.approx([op_pass[k] for k, _, _ in points])
+    assert f["offset_path_pass_marginal_over_bare_scan_marginal"] == pytest.approx(0.9)
+    assert f["offset_path_replay_marginal_over_bare_scan_marginal"] == pytest.approx(0.6)
+    assert f["audit_pass_marginal_over_bare_scan_marginal"] == pytest.approx(1.2)
+    assert f["audit_replay_marginal_s_per_million"] == pytest.approx(0.16)
+    assert f["audit_write_marginal_over_bare_scan_marginal"] == pytest.approx(0.2)
+    assert "audit_other" in sc["fits"] and "audit_other_marginal_s_per_million" not in f
     t = rep["targets"]
+    assert t["audit_marginal_over_bare_scan_marginal"]["note"].endswith(
+        "by stage, over the bare scan's marginal: pass 1.2x, replay 1.6x, write 0.2x")
+    assert "by stage, over the bare scan's marginal: pass 0.9x, replay 0.6x" in t[
+        "offset_path_marginal_over_bare_scan_marginal"]["note"]
     assert t["audit_marginal_over_bare_scan_marginal"]["met"] is False
     assert "floor of the native writer: Spark writing the audit's output rows alone costs 2.5x" in t["audit_marginal_over_bare_scan_marginal"]["note"]
     assert t["offset_path_marginal_over_bare_scan_marginal"]["met"] is True
