@@ -38,7 +38,14 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   audit's marginal ratios can go here; the targets' notes quote them.
 * `offset_path`: the job's offset-commit path alone on the raw input
   (`jobs.offsets_path.offset_path`: the single pass, then the replay asked for `offset_commits`
-  and `violations` only), both outputs forced with a write to Spark's `noop` sink.
+  and `violations` only), both outputs forced with a write to Spark's `noop` sink. Its two steps
+  are timed apart (`stage_seconds`: `pass`, `jobs.offsets_path.offset_scan`; `replay`,
+  `replay_offsets` and the two writes), as the audit's stages are from its log lines (`pass`,
+  `replay`, `write`: `measures.stage_seconds`). In the scaling series each stage is a measurement
+  of its own (`offset_path_pass`, `offset_path_replay`, `audit_pass`, `audit_replay`,
+  `audit_write`: the best of the point's runs, fitted), and the figures give their slopes and
+  their ratios to the bare scan's (`offset_path_replay_marginal_over_bare_scan_marginal`, ...):
+  which part of a marginal ratio is whose.
 * `audit_first` and `audit`: `jobs.audit.run_audit` end to end (read, the single pass, replay,
   offset path, every Delta table written): `audit_first` is the session's first job and pays its
   warm-up (JVM JIT, code generation, Python workers), as a nightly run in a fresh session does;

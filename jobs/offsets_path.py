@@ -96,6 +96,8 @@ __all__ = [
     "local_parquet_files",
     "local_session",
     "offset_path",
+    "offset_scan",
+    "replay_offsets",
     "scan_frame",
     "scan_log",
     "task_frame",
@@ -548,10 +550,24 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
     more for writing Parquet, the wall 7.4-8.1 s against 7.8-8.6 s). Read them before
     `scan.unpersist()`, which deletes them with the handed-off files. Otherwise the replay's output
     (in only the two tables' columns, `udfs.replay.replay_schema`) is kept as a lazy local checkpoint."""
-    spark = df.sparkSession
-    if "handoff_root" not in scan_options and local_session(spark):
+    scan = offset_scan(df, shards=shards, **scan_options)
+    oc, violations = replay_offsets(scan, shards=shards)
+    return oc, violations, scan
+
+
+def offset_scan(df: DataFrame, *, shards: int | None = None, **scan_options: Any) -> Scan:
+    """`offset_path`'s first step: the single pass (`scan_log`), its rows handed off as local files
+    when the session runs on this machine (unless `handoff_root` is given)."""
+    if "handoff_root" not in scan_options and local_session(df.sparkSession):
         scan_options["handoff_root"] = tempfile.gettempdir()
-    scan = scan_log(df, shards=shards, **scan_options)
+    return scan_log(df, shards=shards, **scan_options)
+
+
+def replay_offsets(scan: Scan, *, shards: int | None = None) -> tuple[DataFrame, DataFrame]:
+    """`offset_path`'s second step: the replay of `scan`'s side records and stretches asked for the
+    two tables only, (offset_commits rows, offset_regression violations); run at once when `scan`
+    handed its rows off (the rows are then in files), lazily otherwise."""
+    spark = scan.df.sparkSession
     n = shards or spark.sparkContext.defaultParallelism
     # only the two tables it returns, from the offset windows alone: no generation is observed, so
     # the only violations are the windows' offset_regression rows
@@ -564,6 +580,6 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
         wide = scan.replay(shards=n, tables=OFFSET_PATH_TABLES, observe=False, direct=direct)
         files = files_written(wide, OFFSET_PATH_TABLES)  # runs the replay, once
         oc, violations = (staged_rows(spark, t, [path for path, _ in files[t]]) for t in OFFSET_PATH_TABLES)
-        return oc, violations, scan
+        return oc, violations
     wide = scan.replay(shards=n, tables=OFFSET_PATH_TABLES, observe=False).localCheckpoint(eager=False)
-    return split_table(wide, "offset_commits"), split_table(wide, "violations"), scan
+    return split_table(wide, "offset_commits"), split_table(wide, "violations")
