@@ -653,10 +653,6 @@ def _best(runs: list[dict[str, Any] | None]) -> dict[str, Any]:
     return out
 
 
-STAGE_KINDS = ("offset_path_", "audit_")
-"""Prefixes of a point's stage measurements (`_stage_points`): `offset_path_pass`, `audit_replay`, ..."""
-
-
 def _stage_points(kind: str, runs: list[dict[str, Any] | None]) -> dict[str, dict[str, Any]]:
     """A point's stages of `kind` (`offset_path` or `audit`), each the best of its runs' times for it
     (`stage_seconds`: `measures.measure_offset_path`, `measures.stage_seconds`), as measurements of
@@ -683,6 +679,7 @@ def _series(get: Callable[[str], dict[str, Any] | None], points: Sequence[Point]
     and measurement the best of its runs, the read floors of its bare scans, the rows the audit
     wrote, the `output_write` floor and the Python workers' peak where measured; the fits."""
     out_points = []
+    stages: dict[str, None] = {}  # the stage measurements of any point, in order (`_stage_points`)
     for k, p, rows in points:
         point: dict[str, Any] = {"factor": k, "records": rows, "input": str(p), "reused_main": p == path}
         for kind in kinds:
@@ -704,9 +701,10 @@ def _series(get: Callable[[str], dict[str, Any] | None], points: Sequence[Point]
                 for floor in READ_FLOORS:
                     point[floor] = _best([(r or {}).get(floor) for r in rs])
             if kind in ("offset_path", "audit"):
-                point.update(_stage_points(kind, rs))
+                staged = _stage_points(kind, rs)
+                point.update(staged)
+                stages.update(dict.fromkeys(staged))
         out_points.append(point)
-    stages = tuple(k for k in dict.fromkeys(k for p in out_points for k in p) if k.startswith(STAGE_KINDS))
     fit_kinds = (kinds + tuple(floor for floor in ("output_write", "output_write_arrow")
                                if out_points and all(floor in p for p in out_points))
                  + (READ_FLOORS if "bare_scan" in kinds else ())

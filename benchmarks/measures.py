@@ -283,9 +283,9 @@ def replay_stage_seconds(stage_lines: list[str]) -> float | None:
 
 
 def stage_seconds(stage_lines: list[str]) -> dict[str, float]:
-    """Wall seconds per stage of `AUDIT_STAGES` in an audit's stage lines (a stage logged twice, e.g.
-    once per pass of a two-window run, summed; a stage the job did not log is left out, never
-    guessed), and `other`: the run's stage lines not among them (`STAGE_LINE`)."""
+    """Wall seconds per stage of `AUDIT_STAGES` in an audit's stage lines (`STAGE_LINE`; a stage
+    logged more than once, summed; one the job did not log is left out, never guessed), and
+    `other`: its other stages together."""
     out: dict[str, float] = {}
     for m in filter(None, map(STAGE_LINE.match, stage_lines)):
         name = next((k for k, start in AUDIT_STAGES.items() if m.group(1).startswith(start)), "other")
