@@ -22,7 +22,6 @@ idle group costs a run.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 import tempfile
@@ -37,9 +36,8 @@ import pyarrow.parquet as pq
 
 from benchmarks.bench_nightly import audit_window, chain_arguments, window_bounds
 from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ensure_input, scale_config
+from benchmarks.measures import stage_seconds
 from jobs.spark_session import build_session
-
-_REPLAY_STAGE = re.compile(r"^stage replay .*: .* in ([0-9.]+) s")
 
 
 def _key_groups(keys: pa.Array) -> pa.Array:
@@ -109,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = work / f"out-{share}-{repeat}"
                 audit_window(spark, path, out, first, cut)
                 summary, seconds, stages = audit_window(spark, path, out, cut, last)
-                replay = next((float(m.group(1)) for line in stages if (m := _REPLAY_STAGE.match(line))), None)
+                replay = stage_seconds(stages).get("replay")
                 records = summary.counts.get("records_in", 0) - summary.counts.get("filtered_by_window", 0)
                 runs[share].append({"seconds": round(seconds, 3), "replay_s": replay, "records": records,
                                     "idle_groups": groups - active})

@@ -31,20 +31,18 @@ from jobs.delta_io import local_table_path, read_table
 from jobs.delta_read import read_arrow
 from udfs.gc_batches import freeze_survivors
 
-__all__ = ["AUDIT_STAGES", "REPLAY_STAGE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
-           "measure_read_floors", "replay_python_seconds", "replay_rates", "replay_stage_seconds", "stage_seconds"]
+__all__ = ["AUDIT_STAGES", "STAGE_LINE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
+           "measure_read_floors", "replay_python_seconds", "replay_rates", "stage_seconds"]
 
 InputFormat = Literal["parquet", "delta", "kafka"]
 
-REPLAY_STAGE = re.compile(r"^stage (replay\b.*): .* in ([0-9.]+) s")
-"""The job's log line of its replay stage (`jobs.spark_session.stage`): its name starts with
-"replay", and its time covers the per-group `mapInArrow` of `udfs.replay` over the single pass's
-materialised side rows and stretches (their shuffle by group included) up to its persisted output."""
 STAGE_LINE = re.compile(r"^stage (.+?): .* in ([0-9.]+) s")
 """A stage's log line (`jobs.spark_session.stage`): its name, then what it did and its wall time."""
 AUDIT_STAGES: dict[str, str] = {"pass": "read input and scan it once", "replay": "replay", "write": "write Delta tables"}
-"""The audit's stages whose times `stage_seconds` splits out, by the start of their name
-(`jobs.audit`): the single pass, the per-group replay (`REPLAY_STAGE`) and the commit of the tables."""
+"""The audit's stages whose times `stage_seconds` splits out, by the first words of their name
+(`jobs.audit`): the single pass; the per-group replay, whose time covers the `mapInArrow` of
+`udfs.replay` over the single pass's materialised side rows and stretches (their shuffle by group
+included) up to its persisted output; and the commit of the tables."""
 REPLAY_TIMES = re.compile(r"^\[coordinator-audit\] replay: ([0-9,.]+) s feeding .*, ([0-9,.]+) s merging")
 """The job's log line of the replay's own Python time (`udfs.replay.TIMING_FIELDS`, summed over the
 workers): feeding records through the groups' audits, and merging the offset-commit stretches."""
@@ -252,10 +250,10 @@ def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str,
     finally:
         elapsed = time.perf_counter() - t0
         memory = sampler.stop() if sampler is not None else None
+    stages = stage_seconds(tee.lines)
     out: dict[str, Any] = {"seconds": elapsed, "shards": cfg.shards, "counts": summary.counts,
                            "table_rows": summary.table_rows, "writer": summary.writer, "stages": tee.lines,
-                           "format": fmt, "replay_stage_seconds": replay_stage_seconds(tee.lines),
-                           "stage_seconds": stage_seconds(tee.lines),
+                           "format": fmt, "replay_stage_seconds": stages.get("replay"), "stage_seconds": stages,
                            "cores": spark.sparkContext.defaultParallelism, **replay_python_seconds(tee.lines)}
     if memory is not None:
         memory["driver_python_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -275,20 +273,15 @@ def replay_python_seconds(lines: list[str]) -> dict[str, float | None]:
             "replay_merge_seconds": sum(g for _, g in found) if found else None}
 
 
-def replay_stage_seconds(stage_lines: list[str]) -> float | None:
-    """Seconds of the job's replay stage (`REPLAY_STAGE`) in an audit's stage lines; None when the
-    job logged no such stage (it is then not measured, never guessed)."""
-    found = [float(m.group(2)) for m in map(REPLAY_STAGE.match, stage_lines) if m]
-    return sum(found) if found else None
-
-
 def stage_seconds(stage_lines: list[str]) -> dict[str, float]:
     """Wall seconds per stage of `AUDIT_STAGES` in an audit's stage lines (`STAGE_LINE`; a stage
     logged more than once, summed; one the job did not log is left out, never guessed), and
     `other`: its other stages together."""
     out: dict[str, float] = {}
     for m in filter(None, map(STAGE_LINE.match, stage_lines)):
-        name = next((k for k, start in AUDIT_STAGES.items() if m.group(1).startswith(start)), "other")
+        stage = m.group(1)
+        name = next((k for k, words in AUDIT_STAGES.items() if stage == words or stage.startswith(words + " ")),
+                    "other")
         out[name] = out.get(name, 0.0) + float(m.group(2))
     return out
 
