@@ -56,6 +56,7 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     stages = m["audit"]["stage_seconds"]
     assert {"pass", "replay", "write"} <= set(stages) and all(v > 0 for v in stages.values())
     assert sum(stages.values()) <= m["audit"]["seconds"]
+    assert m["audit"]["replay_stage_seconds"] == stages["replay"] and 0 < m["replay_share"]["stage_share"] < 1
     # the floor: the rows the audit wrote, written again as plain Parquet
     floor = m["audit"]["output_write"]
     assert floor["rows"] == sum(m["audit"]["table_rows"].values()) > 0 and floor["seconds"] > 0
