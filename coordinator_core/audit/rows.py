@@ -34,11 +34,12 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class GenerationRow:
-    """One generation of a group, as the log persisted it (a W1, W2 or W5 GroupMetadata record).
+    """One generation of a group, as the log persisted it (an assignment, empty or creation record:
+    W1, W2 or W5 in docs/architecture.md).
 
     Emitted when the generation ends (`ended_at` set), or by `finish()` while it is still current
     (`ended_at` None; a later run supersedes that row, keyed by group/source_partition/source_offset).
-    Same-generation static replacements (W3) update `leader_id` and count in `static_replacements`;
+    Replacement records (W3, same-generation static replacements) update `leader_id` and count in `static_replacements`;
     the other columns describe the record that opened the generation.
     """
 
@@ -55,7 +56,7 @@ class GenerationRow:
     """currentStateTimestamp of the opening record (ms); None when absent (value v0/v1) or -1."""
     record_timestamp: int
     sync_latency_ms: int | None
-    """record_timestamp - state_timestamp: for W1, the time from join completion to the leader's sync."""
+    """record_timestamp - state_timestamp: for an assignment record (W1), the time from join completion to the leader's sync."""
     ended_at: int | None
     """Timestamp of the record (next generation or tombstone) that replaced this generation."""
     lifetime_ms: int | None
@@ -67,7 +68,7 @@ class GenerationRow:
     ended_by_offset: int | None
     """Log offset of the record that ended the generation (None while current)."""
     static_replacements: int
-    """How many same-generation static replacements (W3 records) happened in this generation."""
+    """How many replacement records (W3: same-generation static replacements) came in this generation."""
     rebalance_protocol: str | None
     """"COOPERATIVE" when some member reported owned partitions at join, "EAGER" for an eager-only
     assignor (range, roundrobin, sticky), else None (cannot tell from the record)."""
@@ -82,8 +83,8 @@ class GenerationRow:
 class AssignmentRow:
     """One partition assigned to one member in one generation, with its ownership interval.
 
-    `valid_from` is the timestamp of the record that persisted the assignment (W1, or the W3 that
-    handed it to a replacing static member); `valid_to` that of the record that replaced it (None while
+    `valid_from` is the timestamp of the record that persisted the assignment (the assignment
+    record, W1, or the replacement record, W3, that handed it to a replacing static member); `valid_to` that of the record that replaced it (None while
     current). This is ownership as the log proves it: an EAGER consumer actually stops a little
     earlier (it revokes before rejoining), a COOPERATIVE one holds a kept partition across
     generations (consecutive rows for the same member and partition then abut).

@@ -1,4 +1,5 @@
-"""The records the coordinator writes (GroupMetadata W1-W5, offset commits): follows GroupCoordinatorRecordHelpers."""
+"""The records the coordinator writes (GroupMetadata W1-W5, named in docs/architecture.md; offset commits):
+follows GroupCoordinatorRecordHelpers."""
 
 from __future__ import annotations
 
