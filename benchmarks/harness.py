@@ -269,9 +269,21 @@ def scaling_fit(points: list[tuple[int, float]]) -> dict[str, Any]:
 # main
 
 
+def _cpu_model() -> str:
+    """The processor's model name (`/proc/cpuinfo`), else `platform.processor()`."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def _environment() -> dict[str, Any]:
     return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+            "cpu_model": _cpu_model(), "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
 
 
 def _in_fresh_process(fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> dict[str, Any]:
