@@ -110,9 +110,8 @@ OutOfMemoryError) is recorded as failed and the remaining steps go on in a fresh
 same settings. The driver heap defaults to 6g here (`harness.DEFAULT_DRIVER_MEMORY`).
 
 The default full run (20M records, 5,000 groups; scaling at 5M/10M/20M/40M, Delta and Kafka at
-5M/10M/20M) takes about 16 minutes on this 2-core machine once the inputs exist (about 14 with Delta
-and Kafka at 5M/20M only, as on 2026-11-24; load average 1.5-4.4; the Kafka input's brokers, loads
-and runs about 5 of them). Generating the inputs adds
+5M/20M) takes about a quarter of an hour on a 2-core machine once the inputs exist (the Kafka
+input's brokers, loads and runs about a third of it). Generating the inputs adds
 about 2 minutes per 10M records the first time, the Delta copies about 3 s per 5M records, the
 Kafka source's jars (Maven Central, cached under `.cache/jars`) a minute or two the first time.
 """

@@ -14,9 +14,8 @@ and its stretches, sorted by group within each of 2 shards), written once under 
 
 Measured in this one process, CPU seconds, best of `--repeat`, per configuration of the replay,
 after moving the process's live objects out of the cyclic collector's reach as the job's Python
-workers do (`gc.freeze`, `udfs.gc_batches.freeze_survivors`; before 2026-11-28 the benchmark did
-not, and the replay's full collections walked its imports: the offset path's figure read 2.15 s
-where it reads 1.72 s now, same code):
+workers do (`gc.freeze`, `udfs.gc_batches.freeze_survivors`; otherwise the replay's full
+collections would walk this process's imports, which the workers' do not):
 
 * `offset_path`: what the offset path's replay runs (`tables=("offset_commits", "violations")`,
   `observe=False`);
@@ -36,7 +35,7 @@ where it reads 1.72 s now, same code):
   replay's input for it (`replay-input-nightly-f<STATE_FORMAT>-<input name>`, and the first
   window's output it reads the states from, `nightly-base-f<STATE_FORMAT>-<input name>`) is built
   once with Spark and kept under `--work-dir` (per state format: states of another format resume
-  otherwise; format 2, since 2026-11-28, changed the `_state` rows' JSON and so this hash);
+  otherwise; a new format changes the `_state` rows' JSON and so this hash);
 
 With `--instructions`, each configuration instead replays the first file of its input (`--files`
 is then 1; `--batches N`: its first N batches) once in a subprocess under Valgrind's callgrind,
@@ -174,7 +173,7 @@ def _file_rows(scratch: Path) -> list[str]:
 def _rows_hash(batches: list[pa.RecordBatch], extra: Sequence[str] = ()) -> str:
     """A hash of the wide rows (with `extra`), each over every column of the full wide schema, a
     column its batch lacks as null: a replay asked for some tables outputs only their columns
-    (`udfs.replay.replay_schema`, since 2026-11-28), and hashes the same rows as before."""
+    (`udfs.replay.replay_schema`), and hashes the same rows as one asked for every table."""
     rows: list[str] = list(extra)
     for batch in batches:
         full = REPLAY_SCHEMA if set(batch.schema.names) <= set(REPLAY_SCHEMA.fieldNames()) else REPLAY_DERIVED_SCHEMA

@@ -469,7 +469,7 @@ def _input_point_runs(k: int, prefix: str, base: dict[str, Any]) -> list[list[di
 
 def _spark_child(options: dict[str, Any], steps: list[dict[str, Any]], results_file: str, *,
                  stop_session: bool = True) -> None:
-    """Runs `steps` in one session; appends one JSON line per step (result or error) to results_file."""
+    """Runs `steps` in one SparkSession; appends one JSON line per step (result or error) to results_file."""
     spark = build_session(master=options["master"], app_name="coordinator-audit-benchmark", conf=options["conf"])
     spark.sparkContext.setLogLevel("ERROR")
     env = {"spark": spark.version, "master": spark.sparkContext.master,

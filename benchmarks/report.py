@@ -54,7 +54,7 @@ def _fit(m: dict[str, Any], section: str, name: str) -> dict[str, Any]:
 
 
 def ratios(report: dict[str, Any]) -> dict[str, float | None]:
-    """Single-input ratios of the main input's warm runs (issue 9's figures)."""
+    """Single-input ratios of the main input's warm runs."""
     m, bare = report["measurements"], report.get("bare_scan_seconds")
     secs = {k: (m.get(k) or {}).get("seconds") for k in ("audit", "audit_first", "offset_path", "peer")}
     return {
@@ -69,7 +69,7 @@ def ratios(report: dict[str, Any]) -> dict[str, float | None]:
 
 
 def figures(report: dict[str, Any]) -> dict[str, Any]:
-    """Issue 18's figures: marginal costs (least-squares slopes, seconds per million records) over
+    """The fitted figures: marginal costs (least-squares slopes, seconds per million records) over
     the bare scan's on the same inputs, the audit's fixed cost (intercept), the Python workers'
     peak over the scaling inputs, the replay's share of the warm audit, and the same for the
     Delta input and the Kafka input (over a bare scan of that input, and over the Parquet bare scan);

@@ -306,9 +306,9 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
         mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
 
         def replay(saved: DataFrame | Iterator[pa.Table] | None) -> DataFrame:
-            # a local checkpoint, not a cache: building Spark's columnar cache of the 33-column wide
-            # output cost about 3 s of a 20M-record warm audit (17.6-19.6 s against 20.7-24.9 s,
-            # alternating runs in one session); its blocks are freed with `release` after the writes
+            # a local checkpoint, not a cache: Spark's columnar cache compresses every column of the
+            # wide output as it builds, which a checkpoint does not; its blocks are freed with
+            # `release` after the writes
             # (an executor lost before then fails the run, which re-running the window heals, as with
             # the derived tables)
             # (the checkpoint also makes the tasks that write files themselves, `direct`, run once: a
@@ -613,8 +613,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             main.carried["generations"] = attach_broker_account(main.carried["generations"], account)
 
         # Read twice (the derived tables, the write), the base tables are projections of the replay's
-        # persisted output: building a cache of each costs more than filtering the cached frame again
-        # (measured: about 2 s of a 20M-record warm audit).
+        # persisted output: building a cache of each costs more than filtering the cached frame again.
         carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
         if derive_in_replay:
             if not set(DERIVED_TABLES) <= set(main.staged):  # (the replay's own files hold the window's rows only)

@@ -66,9 +66,8 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
     such rows: files of other windows whose statistics admit a row still current (`_ALIVE`; see
     `jobs.delta_read.may_reach`), as one relation per table, and the groups come as a local list
     (broadcast to the scan, no Spark job). Read as one relation per window, joined with the run's
-    groups computed in Spark, the history cost one Spark job per window and table: the derived
-    stage took 6 s in the second window of a chain and 12 s in the twenty-first (2.0-2.4 s
-    after the change; `benchmarks.bench_nightly` measures the chain)."""
+    groups computed in Spark, the history would cost one Spark job per window and table, and the
+    derived stage would grow with the chain (`benchmarks.bench_nightly` measures a chain)."""
     if not has_history(base_path):
         return None
     uris = _base_uris(base_path)

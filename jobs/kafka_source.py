@@ -26,9 +26,8 @@
   compacted away, so the source runs with `failOnDataLoss=false` unless the options say otherwise.
 * The read is bounded, so nothing can arrive that it would want: the consumers' `fetch.max.wait.ms`
   defaults to `BATCH_FETCH_MAX_WAIT_MS` (10 ms) instead of kafka-clients' 500 ms, unless the
-  options set it. With 500 ms, every partition's task waited about that long once the partition's
-  records were read: reading 5M records from 50 partitions took 16.5 s with 500 ms and 4.2 s with
-  10 ms (local[2], Kafka 4.1 broker on the same machine; `benchmarks`' `kafka_input` measures it).
+  options set it: with the client's default every partition's task waits about that long once the
+  partition's records are read (`benchmarks`' `kafka_input` measures the read).
 
 A bad bootstrap address, an unknown topic, or a starting offset past a partition's end raises
 `KafkaInputError` naming it.

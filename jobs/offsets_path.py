@@ -472,7 +472,7 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         # Every task costs a Python round trip, and through Spark's Kafka source a consumer too: the
         # source makes one task per topic-partition (50 for __consumer_offsets). Merging adjacent
         # splits (coalesce: no shuffle, each split's rows read one split after the other) to at most
-        # four per core scanned 5M records from a 50-partition broker in 7.2 s instead of 8.4 s.
+        # four per core saves most of those round trips and keeps every core busy.
         most = 4 * spark.sparkContext.defaultParallelism
         source = spark_input()[0]
         fewer = source.coalesce(most) if source.rdd.getNumPartitions() > most else source
@@ -481,8 +481,8 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
                               buckets_for(records_hint, shards or spark.sparkContext.defaultParallelism))
         scanned = scan_frame(fewer, since=since, until=until, start_after=start_after, groups=groups,
                              chunk_rows=chunk_rows, handoff=handoff)
-    # kept as a local checkpoint rather than Spark's columnar cache: 0.5-0.8 s less of a 20M-record
-    # warm audit (alternating A/B in one session), the replay's wide output likewise (jobs.audit)
+    # kept as a local checkpoint rather than Spark's columnar cache, which compresses every column as
+    # it builds; the replay's wide output likewise (jobs.audit)
     scanned = scanned.localCheckpoint(eager=False)
     ranges, counts, parts = _chunk_ranges(scanned)
     overlap = _overlap(ranges)
@@ -545,9 +545,8 @@ def offset_path(df: DataFrame, *, shards: int | None = None, **scan_options: Any
     When the pass handed its rows off as local files (a local session), the replay's tasks write
     the two tables' rows as Parquet files beside them (`udfs.table_files`, as the audit's embedded
     writer has them write its tables), and the results read those files: the rows never cross to
-    the JVM as Arrow batches nor sit in a checkpoint (`benchmarks.bench_worker_cpu`, 40M records,
-    alternating: the JVM's CPU per offset path 1.6-2.9 s against 2.2-3.6 s, the workers' 0.2-0.3 s
-    more for writing Parquet, the wall 7.4-8.1 s against 7.8-8.6 s). Read them before
+    the JVM as Arrow batches nor sit in a checkpoint, which saves the JVM more than writing Parquet
+    costs the workers (`benchmarks.bench_worker_cpu` measures both). Read them before
     `scan.unpersist()`, which deletes them with the handed-off files. Otherwise the replay's output
     (in only the two tables' columns, `udfs.replay.replay_schema`) is kept as a lazy local checkpoint."""
     scan = offset_scan(df, shards=shards, **scan_options)

@@ -43,23 +43,13 @@ LOCAL_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationT
 """HotSpot's thresholds for its optimizing compiler (C2) at ten times their JDK 17 defaults, for a
 local master's JVM, which the job starts for one run. In a local audit whose Python workers read
 the input themselves, the JVM mostly plans and schedules, and C2 spent most of the JVM's CPU
-compiling lukewarm Spark code (300-1,100 methods per run, still 300-400 in the third run of a
-session); a hot loop (Spark reading a table or a Kafka topic, Arrow transfers) still reaches the
-raised thresholds within moments and is compiled as before. Measured on the 20M-record benchmark
-input, one local[2] session per setting (`benchmarks.bench_worker_cpu.session_cpu` around
-`jobs.audit.run_audit`, 2026-11-28): the JVM's CPU in the first (cold) audit 8.6-9.0 s against
-11.4-12.3 s with the defaults, in warm audits 2.1-2.5 s against 2.7-3.8 s, the cold audit's wall
-13.4-13.7 s against 14.1-14.6 s; where the JVM reads the input (Spark's Parquet reader,
-`job.scan_reader = spark`) warm audits took 17.8-18.0 s against 18.0-19.4 s and a bare scan
-1.01-1.05 s against 1.16-1.34 s; through Spark's Kafka source (`python -m benchmarks --records
-8000000 --groups 2000 --no-scaling --skip bare_scan,offset_path,peer,replay,memory,fixed_groups,
-derived,delta_input --kafka-factors 1,4`, then the same with `--conf spark.driver.extraJavaOptions=
--Dcoordinator.audit.nojit=1`, best of two per point) the warm audit of 2M and 8M records took 5.51
-and 14.90 s against 5.46 and 14.46 s, the bare scan 2.81 and 7.25 s against 2.83 and 7.69 s: within
-the spread of one pair of runs. (Stopping at C1, `-XX:TieredStopAtLevel=1`, saved more where the
-workers read the input and cost 60% where Spark's Parquet reader does: 28.9 s against 18.0 s.) It
-applies where the job starts the JVM (`python -m jobs.audit`, the `coordinator-audit` command, a
-notebook's first session); `scripts/spark-submit.sh` passes it for a local master, and under another
+compiling lukewarm Spark code, method after method, run after run; a hot loop (Spark reading a
+table or a Kafka topic, Arrow transfers) still reaches the raised thresholds within moments and is
+compiled as before, so inputs the JVM reads itself are not slower
+(`benchmarks.bench_worker_cpu.session_cpu` measures the JVM's CPU). Stopping at C1 instead
+(`-XX:TieredStopAtLevel=1`) would slow exactly those inputs, whose hot loops need C2. It applies
+where the job starts the JVM (`python -m jobs.audit`, the `coordinator-audit` command, a notebook's
+first SparkSession); `scripts/spark-submit.sh` passes it for a local master, and under another
 `spark-submit` pass it as `--driver-java-options`."""
 
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -77,9 +67,8 @@ LOCAL_DEFAULTS: dict[str, str] = {
 `spark.local_conf` file overriding them. The settings of every master (`ALWAYS`) are not repeated here.
 
 The listing threshold: Spark lists more than 32 paths with a Spark job of its own, which on local
-disks costs far more than listing them in the driver. A nightly output's history is read as a list
-of data files (`jobs.delta_io.read_table`): reading five tables' files of 150 windows took 2.1-2.6 s
-with the job and 0.33-0.38 s without (one session, alternating)."""
+disks costs far more than listing them in the driver, and a nightly output's history is read as a
+list of data files (`jobs.delta_io.read_table`) that grows by a window every night."""
 
 ALWAYS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
@@ -191,8 +180,8 @@ class Stage:
 
 def input_files(df: DataFrame) -> list[str]:
     """`df.inputFiles()`, in one call to the JVM where the session is classic: PySpark's own walks the
-    Java array an element at a time, two Py4J calls per file (an export directory of 2,000 files:
-    0.62 s against 0.05 s, and a run asks twice)."""
+    Java array an element at a time, two Py4J calls per file, and an export directory holds
+    thousands of files."""
     jdf = getattr(df, "_jdf", None)
     if jdf is not None:
         try:

@@ -14,8 +14,8 @@ are still freed and memory stays bounded by what one batch's work allocates.
 
 Between tasks, pyspark's daemon runs a full collection in the reused worker (`pyspark/daemon.py`,
 after each task). With pyarrow, pandas, numba's compiled kernels and this project's modules loaded,
-a full collection walks some 75-170K objects that live as long as the worker and finds nothing:
-40-100 ms of a core per task (measured by `benchmarks.bench_worker_cpu`), and as much again for
+a full collection walks the many objects that live as long as the worker and finds nothing, in
+every task (`benchmarks.bench_worker_cpu` reports the collector's state), and as much again for
 each full collection `collected_in_bulk` makes.
 `freeze_survivors`, called by every task function of the job at its start, moves those objects out
 of the collector's reach (`gc.freeze`) once they are many, so that both walk only what the tasks

@@ -4,8 +4,8 @@ When the single pass reads local Parquet files itself (`udfs.scan.make_file_scan
 input's size is known ahead (the Kafka source's offset ranges, `udfs.scan.make_scan_fn`), and the
 session runs on one machine, the rows the replay needs (the pass's `side`, `partial` and
 `regression` rows; the saved states of a resumed run) need not travel to the JVM, through a
-shuffle and a sort, and back into Python as Arrow: on the 20M-record benchmark that trip alone
-took about 2 s of the replay stage (`benchmarks.bench_replay_floor`). Instead:
+shuffle and a sort, and back into Python as Arrow, a trip that is most of the replay stage's Spark
+side (`benchmarks.bench_replay_floor` measures it). Instead:
 
 * each task that produces such rows writes them into one Arrow IPC file of its own (the file
   format, buffers LZ4-compressed: `HANDOFF_COMPRESSION`), cut into `Handoff.buckets` buckets by the
@@ -16,9 +16,8 @@ took about 2 s of the replay stage (`benchmarks.bench_replay_floor`). Instead:
 * the driver collects the reports (`parts_by_bucket`) and starts one replay task per shard, each
   reading its buckets' batches (`read_bucket`), sorting them as the replay needs and replaying them.
 
-The files were Parquet until 2026-11-28: written once and read once on the same machine, their rows
-paid Parquet's encoding and decoding for nothing (the 20M-record benchmark's offset path: the Python
-workers' CPU 6.1-6.3 s, now 5.8-5.9 s; its files 50.7 MB, now 23.5 MB).
+The files are Arrow IPC, not Parquet: written once and read once on the same machine, their rows
+need no Parquet encoding and decoding.
 
 A bucket holds about `BUCKET_RECORDS` input records' worth of rows (`buckets_for`), so a replay
 task's memory is bounded the way a pass task's is by its chunk. Files of a task attempt that failed
@@ -62,9 +61,8 @@ FLUSH_ROWS = 65_536
 """Rows a writer buffers before it writes them out, one record batch per bucket."""
 
 HANDOFF_COMPRESSION = "lz4"
-"""How the handoff files' buffers are compressed (Arrow IPC's LZ4 frame codec). The 20M-record
-benchmark's pass hands off 23.5 MB in these files (the uncompressed Parquet files they replaced:
-50.7 MB); uncompressed IPC buffers, several times larger, saved only ~0.1 s of CPU more."""
+"""How the handoff files' buffers are compressed (Arrow IPC's LZ4 frame codec): uncompressed buffers
+are several times larger and save next to no CPU."""
 _WRITE_OPTIONS = pa.ipc.IpcWriteOptions(compression=HANDOFF_COMPRESSION)
 _READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)
 """One thread decompresses: Spark runs a task per core already (as `udfs.scan`'s Parquet reads)."""

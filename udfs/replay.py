@@ -41,9 +41,8 @@ wait for the next flush, where those of every such group are merged into their s
 once, on Arrow columns (`_merge_at_rest`, `OffsetSummary.merge`'s rule column by column; several
 stretches of one window in rounds): the changed windows come out as carried `offset_commits` rows,
 every window into its `_state` row, and its state JSON is the saved one with the positions read
-(the 20M-record benchmark's second half as a nightly window: the replay 5.4 s of CPU in one
-process, now 1.75 s; the output the same). A group it cannot merge so is resumed then and its
-stretches merged as before (`absorb`).
+(the output is the same as resuming the group, for a fraction of its Python work). A group it
+cannot merge so is resumed then and its stretches merged one by one (`absorb`).
 
 Derived tables (`replay_frame(derive=True)`). When a run's own rows are all the derivation needs
 (a fresh output: no earlier run's rows to add; no broker account to attach), each group's
@@ -295,9 +294,8 @@ def replay_schema(tables: Collection[str] | None = None, *, derive: bool = False
     the schema is `REPLAY_DERIVED_SCHEMA` when `derive`, else `REPLAY_SCHEMA`): with `tables`, only
     `_table`, `_carried` and the wide columns those tables' fields use (the `FILES_TABLE` ones too
     when the tasks write files, `direct`), in the full schema's order. Columns no row sets are then
-    not moved to the JVM nor kept by Spark: the offset path's output needs 22 of the 34 columns,
-    and the JVM converted and checkpointed its 493K rows with 0.7-1.0 s of CPU instead of 1.4-1.5 s
-    (20M-record benchmark, alternating)."""
+    not moved to the JVM nor kept by Spark: the offset path's output needs fewer than two thirds of
+    the columns, and the JVM converts and checkpoints only those."""
     full = REPLAY_DERIVED_SCHEMA if derive else REPLAY_SCHEMA
     keep = _kept_tables(tables, derive=derive)
     if keep is None:

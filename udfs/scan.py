@@ -148,10 +148,8 @@ INPUT_COLUMNS: tuple[str, ...] = ("key", "value", "partition", "offset", "timest
 the record is inside the run's time window (null or false: outside)."""
 SPARK_INPUT_COLUMNS: tuple[str, ...] = INPUT_COLUMNS[:-1]
 """What Spark hands the pass (`make_scan_fn`): the window is evaluated in the worker, as the file
-reader evaluates it (`_input_batch`), not sent as a column. Each column costs Spark's row-to-Arrow
-conversion about 0.1 us per record: at 20M records through Spark's Parquet reader, handing a
-constant column took 6.9 s of the JVM's CPU, the five columns 18.6 s, the five and the window
-21.0 s (`jobs.offsets_path.scan_frame`)."""
+reader evaluates it (`_input_batch`), not sent as a column: Spark's row-to-Arrow conversion costs
+per column and record (`jobs.offsets_path.scan_frame`)."""
 
 _L, _I, _H, _S, _B = pa.int64(), pa.int32(), pa.int16(), pa.string(), pa.binary()
 SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
@@ -402,8 +400,7 @@ class TaskKeys:
         if not pa.types.is_dictionary(keys.type):
             return KeyClasses(_NO_INDEX, _NONE, *self._entry_classes(*self.classify(keys)))
         # pyarrow hands every batch of a row group the row group's whole dictionary: an equal one is
-        # compared, not hashed again (the benchmark's 20M records: 90 dictionaries hashed instead of
-        # 283, the pass 0.6-0.7 s of CPU less)
+        # compared, not hashed again
         entries = keys.dictionary
         cached = self._dictionary
         if cached is not None and cached[0].equals(entries):
@@ -864,8 +861,7 @@ _KEPT_FOOTERS: ContextVar[dict[str, ParquetFooter] | None] = ContextVar("kept_fo
 def footers_kept() -> Iterator[None]:
     """Within it, `read_footer` reads each file's footer once and gives it again from memory: one
     run's input files (checked, their nulls looked up, then planned) do not change while it runs, and
-    an export directory that keeps a year holds thousands of them (0.26 ms of footer reads per small
-    file and run before, 0.11 ms now)."""
+    an export directory that keeps a year holds thousands of them."""
     outer = _KEPT_FOOTERS.get()
     token = _KEPT_FOOTERS.set(outer if outer is not None else {})
     try:
@@ -903,12 +899,9 @@ def unit_rows_for(total_rows: int, cores: int, chunk_rows: int) -> int:
     """Rows per work unit (`parquet_units`) of a pass over `total_rows` rows on `cores` cores: about
     `UNITS_PER_CORE` units per core, each at least one chunk and at most `UNIT_CHUNKS` chunks. Each
     unit is a task: a Python round trip, a key table learnt afresh, and a cut in every stretch open
-    across it, which the replay merges back (`udfs.replay._Group._fold`). Two units per core and up
-    to 16 chunks each, instead of four and up to 8 (`python -m benchmarks.bench_worker_cpu --what
-    offset_path,audit`, alternating twice): at 20M records the offset path 3.37-3.77 s against
-    3.88-4.20 s (the Python workers' CPU 4.72-4.77 s against 5.16-5.42 s), the warm audit 5.86-6.15 s
-    against 6.03-6.39 s; at 40M records 6.85-7.42 s against 7.40-7.86 s and 10.51-10.97 s against
-    11.40-12.03 s. One unit per core was no better (6.83-7.34 s and 10.98-11.44 s at 40M)."""
+    across it, which the replay merges back (`udfs.replay._Group._fold`). Two units per core keep
+    both cores busy while a task finishes; more units cost those round trips and cuts
+    (`python -m benchmarks.bench_worker_cpu --what offset_path,audit` measures them)."""
     return max(chunk_rows, min(UNIT_CHUNKS * chunk_rows, total_rows // (UNITS_PER_CORE * max(1, cores))))
 
 
@@ -1049,10 +1042,7 @@ def make_file_scan_fn(*, chunk_rows: int, groups: Sequence[str] = (), since_ms: 
                                         strict=True):
                 with pq.ParquetFile(path, read_dictionary=["key"]) as pf:
                     # one thread: Spark runs a task per core already, and pyarrow's decoding threads
-                    # can only compete with the other tasks for the cores (20M-record benchmark: the
-                    # pass alone in one process 2.80 s of CPU against 2.92-3.02 s; in the job, the
-                    # Python workers' CPU per warm offset path 5.2-6.0 s against 5.5-6.2 s, within
-                    # the spread of five alternations)
+                    # can only compete with the other tasks for the cores
                     for b in pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=columns,
                                              use_threads=False):
                         yield _input_batch(b, since_ms, until_ms, start_after)

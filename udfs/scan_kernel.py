@@ -83,7 +83,7 @@ be_signed = _jit(_be_signed)
 def _be_int64(data: Any, at: int) -> Any:
     """The big-endian int64 at `data[at:at + 8]`. Indexed with unsigned integers: a signed index
     makes numba check for a negative one (Python's wraparound) at every byte, which keeps LLVM from
-    reading the eight bytes as one word (commit_status: 12 against 6 ns per record)."""
+    reading the eight bytes as one word."""
     a = np.uint64(at)
     return np.int64((np.uint64(data[a]) << np.uint64(56)) | (np.uint64(data[a + np.uint64(1)]) << np.uint64(48))
                     | (np.uint64(data[a + np.uint64(2)]) << np.uint64(40))
@@ -151,7 +151,7 @@ le_word = _jit(_le_word)
 
 def _hash_bytes(data: Any, s: int, blen: int) -> Any:
     """A 63-bit hash of `data[s:s + blen]`, eight bytes at a time (a multiply-xorshift mix per word
-    and a final avalanche): 18 ns for a 42-byte key against 33 ns for FNV-1a's byte at a time."""
+    and a final avalanche): a word per step where FNV-1a takes a byte."""
     h = np.uint64(blen) * np.uint64(0x9E3779B97F4A7C15)
     i = s
     end = s + blen
@@ -294,10 +294,9 @@ def _intern_keys(offsets: Any, data: Any, null: Any, first: int, kind: Any, ids:
         hv = hash_bytes(data, s + 2, blen)
         e = lookup(data, s + 2, blen, hv, k_slots, k_arena)
         if e < 0:  # a new topic-partition. The common case, a key seen before, is the lookup alone.
-            # With `hash_bytes`, the slots' layout and the steps inlined, 19 dictionaries of the 20M
-            # benchmark input into a task's fresh tables cost 105 ns an entry against 168 ns (FNV-1a,
-            # entries found through their ids, calls); the pass over the 40M input (`benchmarks.
-            # bench_pass`, alternating twice) 6.27-6.35 s of CPU against 6.84-7.05 s, the same rows
+            # `hash_bytes`, the slots' layout (each slot holds its entry's hash tag, id and bytes'
+            # place) and the steps inlined keep a new entry's cost low: a task learns a dictionary of
+            # keys afresh (`benchmarks.bench_pass` measures the pass)
             free = -1 - e
             e = insert(data, s + 2, blen, hv, free, k_slots, k_hash, k_start, k_len, k_arena, k_counts)
             if e < 0:
@@ -637,7 +636,7 @@ def _summarise(keep: Any, status: Any, kind: Any, name: Any, gm_group: Any, name
     returned as (position j, name, previous commit's offset, commitTimestamp and log offset).
     Returns (closed stretches, regressions). The open row's fields are indexed in place
     (`open_[nm, F]`), never taken as a row view: numba builds a view, reference counts included, at
-    every record (the benchmark's chunks: 15 ns per record with a view, 6 without)."""
+    every record."""
     nc = 0
     nr = 0
     for j in range(len(keep)):

@@ -382,8 +382,8 @@ GROUP_STATE_SCHEMA = StructType([
 ])
 """`group_state`: one row per group per run, what the next run resumes from (`jobs.nightly`):
 `auditor_state` is `GroupAuditor.to_dict(summaries=False, record_value=False)` as JSON (the
-record's value is `window_value`; state format 1, before 2026-11-28, kept it inside too; earlier
-versions left it null
+record's value is `window_value`; state format 1 kept it inside too; earlier versions left it
+null
 for a group seen only through offset commits), the `window_*` columns the offset window open at the
 run's end (its generation, state and opening GroupMetadata record), `changed` whether the run read
 records of the group, and `offset_windows` the open window's offset summaries (what the replay

@@ -2,10 +2,9 @@
 
 When the embedded writer writes a run's tables to a local base path, the replay's workers already
 hold every new row of every table, grouped and typed. Handing them to the JVM only so that Spark can
-cache them, filter them back into ten tables and encode them as Parquet cost more than the replay's
-own Python (the 20M-record benchmark's 1.6M rows, which pyarrow encodes in 0.7 s of CPU: a write
-stage of 5.3 s, now 0.33 s; the warm audit 17.7-18.4 s, now 11.5 s, old and new alternating in one
-session; the tables identical). So the job gives the replay a
+cache them, filter them back into ten tables and encode them as Parquet costs more than the
+replay's own Python, where pyarrow encodes the same rows for a fraction of that (the tables are
+identical either way). So the job gives the replay a
 `DirectWrite`: per table, the directory this run's files of that table go to (`jobs.delta_io`'s
 staged directory, `<table>/run_window=<W>/<run_id>/`). Each replay task then writes, per table, one
 Parquet file of its new rows there (`TableFiles`), with the columns Spark's path stores (the content
@@ -19,9 +18,8 @@ of those tables go to files of their own, in a directory outside the table (`Dir
 carried_dirs`), reported as `carried:<table>` rows (`carried_key`): the driver reads them with
 pyarrow as the source of the table's MERGE and deletes them after the run. A nightly run of active
 groups carries most of its `offset_commits` rows (a window stays open across nights); through
-Spark's wide output they cost a quarter of such a run (the 20M-record benchmark's second half as a
-nightly window: 493K carried rows, 17.5 s, of which about 4-5 s the carried rows' way through the
-JVM, their count and their collection to the driver).
+Spark's wide output their way through the JVM, their count and their collection to the driver
+would be a large share of such a run.
 
 What stays on Spark's path: the carried rows of tables the tasks do not write, the `runs` row, the
 tables the job still changes after the replay (the derived tables when they have a stage of their
@@ -76,10 +74,9 @@ QUERY_ROW_GROUP_ROWS = 16_384
 """Rows per Parquet row group of a task's files. A task writes its groups' rows in group order, so
 each row group's `group_id` statistics span a few hundred groups, and a reader that wants one
 group (`jobs.query`, `jobs.delta_read`; Spark's Parquet filter) skips the other row groups of every
-night's files, where one row group per file spans them all. On the 20M-record benchmark's two
-nights of `partition_ownership`, 20 one-group reads (`read_arrow(equals=("group_id", ...))`) took
-61 ms each against 148 ms, the files 9% larger (8,192 rows: 47 ms, +21%; 32,768: 94 ms, the same
-size); a year of nights multiplies the difference."""
+night's files, where one row group per file spans them all. Smaller row groups make one-group
+reads faster and the files larger; this size trades a modest growth of the files for one-group
+reads that skip most of every night, and a year of nights multiplies the reads saved."""
 
 CARRIED_PREFIX = "carried:"
 """How a `FILES_TABLE` row names a file of carried rows: `carried:<table>` (`carried_key`)."""

@@ -73,7 +73,7 @@ from coordinator_core.records_fast import GroupRecordReader
 __all__ = ["NO_COUNTS", "STATE_FORMAT", "AtRest", "AuditCounts", "GroupAuditor", "HistoryGap", "audit_group"]
 
 STATE_FORMAT = 2
-"""Version of the `to_dict()` layout. 2 (since 2026-11-28): the saved GroupMetadata record's value
+"""Version of the `to_dict()` layout. 2: the saved GroupMetadata record's value
 may be kept apart (`to_dict(record_value=False)`; the Spark job stores it once, as
 `group_state.window_value`, instead of again in base64 inside the JSON). 1: the value always inside."""
 _READ_FORMATS = (1, 2)

@@ -461,7 +461,7 @@ def test_warm_up_rebuilds_the_state_from_records_before_the_window(spark, tmp_pa
 
 
 def test_states_saved_by_an_earlier_version_continue_the_chain(spark, tmp_path, logs, single_runs) -> None:
-    """An output written before 2026-11-28 holds `group_state` rows of format 1: the GroupMetadata
+    """An output written by an earlier version holds `group_state` rows of format 1: the GroupMetadata
     record's value inside the JSON (base64) as well as in `window_value`. A run of today's code
     continues from them as from its own (the chain equals one run), and saves its states in
     format 2, the value stored once, in `window_value`."""
