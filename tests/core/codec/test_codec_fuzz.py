@@ -7,6 +7,7 @@ three), and the re-encoded bytes decode to the same record."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import struct
@@ -59,6 +60,8 @@ from tests.core.codec.test_codec_golden import (
 )
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "samples" / "real_broker_3_9_0.parquet"
+KIP848_SAMPLE = Path(__file__).resolve().parent / "data" / "real_broker_4_4_0_kip848.parquet"
+KAFKA_VECTORS = Path(__file__).resolve().parent / "data" / "group_records_kafka_4_1_1.jsonl"
 
 
 def _sample_pairs() -> list[tuple[bytes, bytes]]:
@@ -68,8 +71,28 @@ def _sample_pairs() -> list[tuple[bytes, bytes]]:
     return groups[:4] + offsets[:4]
 
 
+def _group_pairs() -> list[tuple[bytes, bytes]]:
+    """One record of each consumer/share/streams group value Kafka 4.1.1's serde wrote (the fullest,
+    `tools.group_record_vectors`), one of each group record type a real 4.4 broker wrote, and share
+    groups' 4.0 layouts (types 11 and 15)."""
+    chosen: dict[int, tuple[bytes, bytes]] = {}
+    for line in KAFKA_VECTORS.read_text().splitlines():
+        v = json.loads(line)
+        if v["value_hex"] is not None and len(v["value_hex"]) > len(chosen.get(v["record_type"], (b"", b""))[1]) * 2:
+            chosen[v["record_type"]] = (bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]))
+    real: dict[bytes, tuple[bytes, bytes]] = {}
+    for r in pq.read_table(KIP848_SAMPLE, columns=["key", "value"]).to_pylist():
+        if r["key"][:2] not in (b"\x00\x00", b"\x00\x01") and r["value"] is not None:
+            real.setdefault(r["key"][:2], (r["key"], r["value"]))
+    legacy = [(bytes.fromhex("000b 0001 73"), bytes.fromhex("0000 00000003 00")),
+              (bytes.fromhex("000f 0001 73"), bytes.fromhex("0000 02 0f1e2d3c4b5a69788796a5b4c3d2e1f0 0274 020000000100"
+                                                            " 02 0f1e2d3c4b5a69788796a5b4c3d2e1f0 0274 00 00"))]
+    return [*chosen.values(), *real.values(), *legacy]
+
+
 RECORDS = [(E1_KEY, E2_VALUE), (E1_KEY, E3_VALUE), (E1_KEY, E4_VALUE), (E5_KEY, E7_VALUE), (E5_KEY, E8_VALUE),
-           (E5_KEY, E9_V0), (E12_KEY, E12_VALUE), (E12_MEMBER_KEY, E12_MEMBER_VALUE), *_sample_pairs()]
+           (E5_KEY, E9_V0), (E12_KEY, E12_VALUE), (E12_MEMBER_KEY, E12_MEMBER_VALUE), *_sample_pairs(),
+           *_group_pairs()]
 PAYLOADS = [E10_SUBSCRIPTION, E10_ASSIGNMENT, E11_STICKY_V1]
 
 
@@ -277,7 +300,7 @@ def test_random_bytes(key: bytes, value: bytes | None, is_control: bool) -> None
         check_payload(value)
 
 
-@given(st.sampled_from([b"\x00\x00", b"\x00\x01", b"\x00\x02", b"\x00\x03", b"\x00\x05"]), st.binary(max_size=40),
+@given(st.sampled_from([t.to_bytes(2, "big") for t in (*range(18), *range(19, 24))]), st.binary(max_size=40),
        st.none() | st.binary(max_size=64))
 @settings(max_examples=300)
 def test_random_bytes_of_known_record_types(key_type: bytes, key_rest: bytes, value: bytes | None) -> None:
