@@ -26,7 +26,8 @@ Negative value versions are a decode error (the Scala loader throws).
 
 Kafka's readers ignore bytes after the last field. They are kept here in
 `CoordinatorRecord.key_trailing`/`value_trailing` (normally empty) so that `encode` is the exact
-inverse of `decode` and an audit can flag them. `encode` writes canonical bytes: input that only a
+inverse of `decode` and an audit can flag them (share groups' v0 types 11 and 15 excepted: bytes
+left over there are what tells their layouts apart). `encode` writes canonical bytes: input that only a
 non-Kafka writer produces (a non-minimal varint, a nullable string with length -5, unsorted tags)
 decodes, but re-encodes to Kafka's canonical form.
 """

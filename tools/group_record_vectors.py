@@ -1,14 +1,18 @@
 """Writes golden vectors of the consumer, share and streams group records with Kafka's own serde.
 
-    .venv/bin/python -m tools.group_record_vectors [--kafka-libs DIR]   # rewrite the vector file
+    .venv/bin/python -m tools.group_record_vectors [--kafka-libs DIR]   # rewrite one vector file
 
-Every case below is a record in Kafka's JSON form (the field names of its message schemas). The
+Every case below is a record in Kafka's JSON form (and, as Kafka's GroupCoordinatorRecordSerdeTest
+does, every group record type with all its fields at their defaults) (the field names of its message schemas). The
 Java filter `tools/java/GroupRecordSerde.java`, compiled against a Kafka distribution's jars (by
 default the Kafka 4.1.1 jars `scripts/jars.sh` fetches), builds each record with Kafka's generated
 classes from that JSON, writes its key and value bytes with `GroupCoordinatorRecordSerde` and reads
 them back with Kafka's JSON converters. The result, `tests/core/codec/data/group_records_kafka_<v>.jsonl`,
 is what `tests/core/codec/test_codec_groups.py` checks the codec against: the same bytes both ways
-and the same fields. Needs a JDK (javac, java).
+and the same fields. Cases of fields a later release added (`LATER_CASES`) run only against a Kafka
+that has them. Needs a JDK (javac, java). Another release's jars, e.g. 4.4.0's: a pom depending on
+org.apache.kafka:kafka-group-coordinator:4.4.0 and `mvn dependency:copy-dependencies
+-DoutputDirectory=DIR`.
 """
 
 from __future__ import annotations
@@ -98,13 +102,43 @@ CASES: list[tuple[int, dict[str, Any], dict[str, Any] | None]] = [
 ]
 
 
-def run(libs: Path) -> list[dict[str, Any]]:
-    """The cases through Kafka's serde (`GroupRecordSerde.java` compiled against `libs`)."""
+# (the release that added the fields, record type, key, value): tagged fields of 4.2-4.4
+LATER_CASES: list[tuple[tuple[int, int], int, dict[str, Any], dict[str, Any]]] = [
+    ((4, 2), 17, G, {"epoch": 4, "metadataHash": 99, "validatedTopologyEpoch": 2,
+                     "lastAssignmentConfigs": [{"key": "num.standby.replicas", "value": "1"}]}),
+    ((4, 2), 17, G, {"epoch": 4, "metadataHash": 99, "validatedTopologyEpoch": -1, "lastAssignmentConfigs": None}),
+    ((4, 2), 22, GM, {"memberEpoch": 5, "previousMemberEpoch": 4, "state": 0,
+                      "activeTasks": [{"subtopologyId": "0", "partitions": [0, 2], "assignmentEpochs": [3, 5]}],
+                      "standbyTasks": [{"subtopologyId": "1", "partitions": [1], "assignmentEpochs": None}],
+                      "warmupTasks": [], "activeTasksPendingRevocation": [], "standbyTasksPendingRevocation": [],
+                      "warmupTasksPendingRevocation": []}),
+    ((4, 3), 6, G, {"assignmentEpoch": 12, "assignmentTimestamp": 1795911475212}),
+    ((4, 3), 8, GM, {"memberEpoch": 12, "previousMemberEpoch": 11, "state": 0,
+                     "assignedPartitions": [{"topicId": T1, "partitions": [0, 1], "assignmentEpochs": [11, 12]},
+                                            {"topicId": T2, "partitions": [3], "assignmentEpochs": None}],
+                     "partitionsPendingRevocation": []}),
+    ((4, 3), 12, G, {"assignmentEpoch": 3, "assignmentTimestamp": 1795911475999}),
+    ((4, 3), 20, G, {"assignmentEpoch": 4, "assignmentTimestamp": -5}),
+    ((4, 4), 17, G, {"epoch": 4, "metadataHash": 99, "validatedTopologyEpoch": 3, "lastAssignmentConfigs": [],
+                     "storedDescriptionTopologyEpoch": -2, "failedDescriptionTopologyEpoch": 3}),
+]
+
+
+def _release(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def run(libs: Path, version: str) -> list[dict[str, Any]]:
+    """The cases through Kafka's serde (`GroupRecordSerde.java` compiled against `libs`, Kafka `version`)."""
     classpath = f"{libs}/*"
     with tempfile.TemporaryDirectory() as classes:
         subprocess.run(["javac", "-d", classes, "-cp", classpath, str(JAVA)], check=True)
-        lines = "".join(json.dumps({"record_type": t, "key": k, "value_version": 0, "value": v}) + "\n"
-                        for t, k, v in CASES)
+        cases = [{"record_type": t, "key": k, "value_version": 0, "value": v} for t, k, v in CASES]
+        cases += [{"record_type": t, "key": k, "value_version": 0, "value": v}
+                  for since, t, k, v in LATER_CASES if _release(version) >= since]
+        cases += [{"record_type": t, "value_version": 0, "defaults": True} for t in sorted({t for t, _, _ in CASES})]
+        lines = "".join(json.dumps(case) + "\n" for case in cases)
         out = subprocess.run(["java", "-cp", f"{classes}:{classpath}", "GroupRecordSerde"], input=lines,
                              capture_output=True, text=True, check=True).stdout
     return [json.loads(line) for line in out.splitlines()]
@@ -120,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no kafka-group-coordinator jar in {args.kafka_libs}", file=sys.stderr)
         return 1
     version = jars[0].name.removeprefix("kafka-group-coordinator-").removesuffix(".jar")
-    vectors = run(args.kafka_libs)
+    vectors = run(args.kafka_libs, version)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / f"group_records_kafka_{version.replace('.', '_')}.jsonl"
     out.write_text("".join(json.dumps(v, sort_keys=True) + "\n" for v in vectors))

@@ -11,11 +11,14 @@ import org.apache.kafka.common.protocol.MessageUtil;
 import org.apache.kafka.coordinator.common.runtime.CoordinatorRecord;
 import org.apache.kafka.coordinator.group.GroupCoordinatorRecordSerde;
 import org.apache.kafka.coordinator.group.generated.CoordinatorRecordJsonConverters;
+import org.apache.kafka.coordinator.group.generated.CoordinatorRecordType;
 
 /**
  * Kafka's own group-record serde as a filter. Each input line is a JSON object
- * {"record_type", "key", "value_version", "value"} in Kafka's JSON form (value null: a tombstone);
- * each output line adds "key_hex" and "value_hex" (the bytes Kafka's generated classes write, via
+ * {"record_type", "key", "value_version", "value"} in Kafka's JSON form (value null: a tombstone),
+ * or {"record_type", "value_version", "defaults": true} for the type's key and value as Kafka's
+ * CoordinatorRecordType#newRecordKey/newRecordValue build them (every field at its default); each
+ * output line adds "key_hex" and "value_hex" (the bytes Kafka's generated classes write, via
  * GroupCoordinatorRecordSerde) and "kafka_key" / "kafka_value" (what the serde reads back from
  * those bytes, written by Kafka's JSON converters).
  */
@@ -30,12 +33,15 @@ public final class GroupRecordSerde {
             if (line.isBlank()) continue;
             ObjectNode node = (ObjectNode) mapper.readTree(line);
             short type = (short) node.get("record_type").asInt();
-            ApiMessage key = CoordinatorRecordJsonConverters.readRecordKeyFromJson(node.get("key"), type);
+            short version = (short) node.get("value_version").asInt();
+            boolean defaults = node.has("defaults");
+            ApiMessage key = defaults ? CoordinatorRecordType.fromId(type).newRecordKey()
+                : CoordinatorRecordJsonConverters.readRecordKeyFromJson(node.get("key"), type);
             byte[] keyBytes = MessageUtil.toCoordinatorTypePrefixedBytes(key);
             byte[] valueBytes = null;
-            if (!node.get("value").isNull()) {
-                short version = (short) node.get("value_version").asInt();
-                ApiMessage value = CoordinatorRecordJsonConverters.readRecordValueFromJson(node.get("value"), type, version);
+            if (defaults || !node.get("value").isNull()) {
+                ApiMessage value = defaults ? CoordinatorRecordType.fromId(type).newRecordValue()
+                    : CoordinatorRecordJsonConverters.readRecordValueFromJson(node.get("value"), type, version);
                 valueBytes = MessageUtil.toVersionPrefixedBytes(version, value);
             }
             CoordinatorRecord back = serde.deserialize(ByteBuffer.wrap(keyBytes),

@@ -1,12 +1,15 @@
 """Consumer-group (3–8, 16), share-group (9–15) and streams-group (17, 19–23) records.
 
-* Kafka's own serde: `data/group_records_kafka_4_1_1.jsonl` (written by `tools.group_record_vectors`
-  with Kafka 4.1.1's generated classes and GroupCoordinatorRecordSerde): the codec reads Kafka's
-  bytes as Kafka reads them and writes them back byte for byte.
+* Kafka's own serde: `data/group_records_kafka_4_{1_1,4_0}.jsonl` (written by `tools.group_record_vectors`
+  with Kafka 4.1.1's and 4.4.0's generated classes and GroupCoordinatorRecordSerde, 4.4.0's with the
+  tagged fields of 4.2-4.4 set; every type also at its
+  defaults, as GroupCoordinatorRecordSerdeTest#testDeserializeAllRecordTypes builds them): the codec
+  reads Kafka's bytes as Kafka reads them and writes them back byte for byte. The bytes that
+  GroupCoordinatorRecordSerdeTest expects to fail fail here too, naming the field.
 * A real Kafka 4.4.0 broker's log (data/real_broker_4_4_0_kip848.*: two KIP-848 groups, one with a
   regex subscription, kafka-clients 4.4.0 consumers): every record decodes
   and re-encodes byte for byte, and every group record reads as the broker's own serde read it.
-* Tagged fields of 4.2–4.4 that 4.1.1 cannot write, laid out by hand from the schemas.
+* Tagged fields of 4.2–4.4 laid out by hand from the schemas, null markers and defaults among them.
 * Share groups' 4.0 -> 4.1 layout changes: decoded by what the bytes prove, else an error naming
   the field.
 * A Hypothesis round trip per schema, its values drawn from the schema itself.
@@ -57,7 +60,7 @@ from tests.support.codec import INT8, INT16, INT32, INT64, round_trip
 from tests.support.kafka_json import to_kafka_json
 
 DATA = Path(__file__).resolve().parent / "data"
-KAFKA_VECTORS = DATA / "group_records_kafka_4_1_1.jsonl"
+KAFKA_VECTORS = [DATA / "group_records_kafka_4_1_1.jsonl", DATA / "group_records_kafka_4_4_0.jsonl"]
 SAMPLE = DATA / "real_broker_4_4_0_kip848.parquet"  # partition 3 of a 4.4.0 broker's __consumer_offsets
 SAMPLE_DECODED = DATA / "real_broker_4_4_0_kip848.records.jsonl"  # its group records, as the broker's serde read them
 GROUP_TYPES = [*range(3, 18), *range(19, 24)]
@@ -79,15 +82,18 @@ def _assert_reads_as_kafka(rec: CoordinatorRecord, kafka_key: dict[str, Any], ka
 # ---- Kafka's own serde ------------------------------------------------------------------------
 
 def _kafka_vectors() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in KAFKA_VECTORS.read_text().splitlines()]
+    return [{**json.loads(line), "kafka": path.stem.removeprefix("group_records_kafka_")}
+            for path in KAFKA_VECTORS for line in path.read_text().splitlines()]
 
 
-def test_kafka_vectors_cover_every_type_kafka_4_1_writes() -> None:
-    types = {v["record_type"] for v in _kafka_vectors()}
-    assert types == set(GROUP_TYPES) - {9}  # 4.1 dropped ShareGroupPartitionMetadata (9)
+def test_kafka_vectors_cover_every_type_kafka_4_1_to_4_4_writes() -> None:
+    for release in ("4_1_1", "4_4_0"):
+        types = {v["record_type"] for v in _kafka_vectors() if v["kafka"] == release}
+        assert types == set(GROUP_TYPES) - {9}, release  # 4.1 dropped ShareGroupPartitionMetadata (9)
 
 
-@pytest.mark.parametrize("vector", _kafka_vectors(), ids=lambda v: f"type{v['record_type']}")
+@pytest.mark.parametrize("vector", _kafka_vectors(), ids=lambda v: f"kafka{v['kafka']}-type{v['record_type']}"
+                                                                   f"{'-defaults' if v.get('defaults') else ''}")
 def test_kafka_serde_vectors(vector: dict[str, Any]) -> None:
     key = bytes.fromhex(vector["key_hex"])
     value = None if vector["value_hex"] is None else bytes.fromhex(vector["value_hex"])
@@ -98,6 +104,17 @@ def test_kafka_serde_vectors(vector: dict[str, Any]) -> None:
     assert rec.key_trailing == rec.value_trailing == b""
     _assert_reads_as_kafka(rec, vector["kafka_key"], vector["kafka_value"], vector["key_hex"])
     assert encode(rec) == (key, value)
+
+
+@pytest.mark.parametrize(("key", "value", "field"), [
+    ("0003", "0000", "group_id"),  # testDeserializeWithInvalidKeyBytes: a key of its type alone
+    ("00030003666f6f", "0000", "epoch"),  # testDeserializeWithInvalidValueBytes: a value of its version alone
+    ("00030003666f6f", "ffff", "<version>"),  # testDeserializeWithInvalidValueVersion: below the lowest
+])
+def test_what_kafkas_serde_test_refuses_is_refused(key: str, value: str, field: str) -> None:
+    with pytest.raises(RecordDecodeError) as err:
+        decode(bytes.fromhex(key), bytes.fromhex(value))
+    assert err.value.field == field and err.value.position is not None
 
 
 # ---- a real Kafka 4.4.0 broker --------------------------------------------------------------
