@@ -2,15 +2,17 @@
 
     .venv/bin/python -m tools.group_record_vectors [--kafka-libs DIR]   # rewrite one vector file
 
-Every case below is a record in Kafka's JSON form (and, as Kafka's GroupCoordinatorRecordSerdeTest
-does, every group record type with all its fields at their defaults) (the field names of its message schemas). The
-Java filter `tools/java/GroupRecordSerde.java`, compiled against a Kafka distribution's jars (by
-default the Kafka 4.1.1 jars `scripts/jars.sh` fetches), builds each record with Kafka's generated
-classes from that JSON, writes its key and value bytes with `GroupCoordinatorRecordSerde` and reads
-them back with Kafka's JSON converters. The result, `tests/core/codec/data/group_records_kafka_<v>.jsonl`,
-is what `tests/core/codec/test_codec_groups.py` checks the codec against: the same bytes both ways
-and the same fields. Cases of fields a later release added (`LATER_CASES`) run only against a Kafka
-that has them. Needs a JDK (javac, java). Another release's jars, e.g. 4.4.0's: a pom depending on
+Every case below is a record in Kafka's JSON form (the field names of its message schemas), and,
+as Kafka's GroupCoordinatorRecordSerdeTest does, every group record type with all its fields at
+their defaults. The Java filter `tools/java/GroupRecordSerde.java`, compiled against a Kafka
+release's jars (by default the Kafka 4.1.1 jars `scripts/jars.sh` fetches), builds each key and
+value with that release's generated classes from the JSON (their JSON converters), writes them as
+GroupCoordinatorRecordSerde does (the int16 record type or value version, then the generated
+writer's bytes), and reads the bytes back with the generated readers and JSON converters. The
+result, `tests/core/codec/data/group_records_kafka_<v>.jsonl`, is what
+`tests/core/codec/test_codec_groups.py` checks the codec against: the same bytes both ways and the
+same fields. Cases of fields a later release added (`LATER_CASES`) run only against a Kafka that
+has them; against 4.0, the share-group records take 4.0's layouts (`KAFKA_4_0_CASES`). Needs a JDK (javac, java). Another release's jars, e.g. 4.4.0's: a pom depending on
 org.apache.kafka:kafka-group-coordinator:4.4.0 and `mvn dependency:copy-dependencies
 -DoutputDirectory=DIR`.
 """
@@ -24,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from coordinator_core.records import RECORD_TYPE_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 JAVA = ROOT / "tools" / "java" / "GroupRecordSerde.java"
@@ -102,6 +106,18 @@ CASES: list[tuple[int, dict[str, Any], dict[str, Any] | None]] = [
 ]
 
 
+# Kafka 4.0's layouts of the share-group records 4.1 changed or dropped (types 9, 11 and 15)
+KAFKA_4_0_CASES: list[tuple[int, dict[str, Any], dict[str, Any] | None]] = [
+    (9, G, {"topics": [{"topicId": T1, "topicName": "orders", "numPartitions": 3, "partitionMetadata": [
+        {"partition": 2, "racks": ["r1"]}]}]}),
+    (9, G, None),
+    (11, G, {"epoch": 3}),
+    (11, G, {"epoch": 0}),
+    (15, G, {"initializedTopics": [{"topicId": T1, "topicName": "orders", "partitions": [0, 1, 2]}],
+             "deletingTopics": [{"topicId": T2, "topicName": "old"}]}),
+    (15, G, {"initializedTopics": [], "deletingTopics": []}),
+]
+
 # (the release that added the fields, record type, key, value): tagged fields of 4.2-4.4
 LATER_CASES: list[tuple[tuple[int, int], int, dict[str, Any], dict[str, Any]]] = [
     ((4, 2), 17, G, {"epoch": 4, "metadataHash": 99, "validatedTopologyEpoch": 2,
@@ -129,16 +145,25 @@ def _release(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def cases_for(version: str) -> list[dict[str, Any]]:
+    """The input lines of `GroupRecordSerde.java` for Kafka `version` ("4.0.0", "4.4.0", ...)."""
+    if _release(version) < (4, 1):  # no streams groups yet; share groups' 4.0 layouts
+        chosen = [c for c in CASES if c[0] < 17 and c[0] not in (11, 15)] + KAFKA_4_0_CASES
+    else:
+        chosen = CASES + [(t, k, v) for since, t, k, v in LATER_CASES if _release(version) >= since]
+    cases = [{"record_type": t, "key": k, "value_version": 0, "value": v} for t, k, v in chosen]
+    cases += [{"record_type": t, "value_version": 0, "defaults": True} for t in sorted({t for t, _, _ in chosen})]
+    for case in cases:
+        case["name"] = RECORD_TYPE_NAMES[case["record_type"]]
+    return cases
+
+
 def run(libs: Path, version: str) -> list[dict[str, Any]]:
-    """The cases through Kafka's serde (`GroupRecordSerde.java` compiled against `libs`, Kafka `version`)."""
+    """The cases through Kafka's classes (`GroupRecordSerde.java` compiled against `libs`, Kafka `version`)."""
     classpath = f"{libs}/*"
     with tempfile.TemporaryDirectory() as classes:
         subprocess.run(["javac", "-d", classes, "-cp", classpath, str(JAVA)], check=True)
-        cases = [{"record_type": t, "key": k, "value_version": 0, "value": v} for t, k, v in CASES]
-        cases += [{"record_type": t, "key": k, "value_version": 0, "value": v}
-                  for since, t, k, v in LATER_CASES if _release(version) >= since]
-        cases += [{"record_type": t, "value_version": 0, "defaults": True} for t in sorted({t for t, _, _ in CASES})]
-        lines = "".join(json.dumps(case) + "\n" for case in cases)
+        lines = "".join(json.dumps(case) + "\n" for case in cases_for(version))
         out = subprocess.run(["java", "-cp", f"{classes}:{classpath}", "GroupRecordSerde"], input=lines,
                              capture_output=True, text=True, check=True).stdout
     return [json.loads(line) for line in out.splitlines()]

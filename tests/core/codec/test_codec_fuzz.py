@@ -61,7 +61,7 @@ from tests.core.codec.test_codec_golden import (
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "samples" / "real_broker_3_9_0.parquet"
 KIP848_SAMPLE = Path(__file__).resolve().parent / "data" / "real_broker_4_4_0_kip848.parquet"
-KAFKA_VECTORS = Path(__file__).resolve().parent / "data" / "group_records_kafka_4_4_0.jsonl"
+KAFKA_VECTORS = Path(__file__).resolve().parent / "data" / "group_records_kafka_{}.jsonl"
 
 
 def _sample_pairs() -> list[tuple[bytes, bytes]]:
@@ -72,22 +72,22 @@ def _sample_pairs() -> list[tuple[bytes, bytes]]:
 
 
 def _group_pairs() -> list[tuple[bytes, bytes]]:
-    """One record of each consumer/share/streams group value Kafka 4.4.0's serde wrote (the fullest,
-    `tools.group_record_vectors`), one of each group record type a real 4.4 broker wrote, and share
-    groups' 4.0 layouts (types 11 and 15)."""
-    chosen: dict[int, tuple[bytes, bytes]] = {}
-    for line in KAFKA_VECTORS.read_text().splitlines():
-        v = json.loads(line)
-        if v["value_hex"] is not None and len(v["value_hex"]) > len(chosen.get(v["record_type"], (b"", b""))[1]) * 2:
-            chosen[v["record_type"]] = (bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]))
+    """The fullest record of each consumer/share/streams group value Kafka 4.4.0's classes wrote
+    (`tools.group_record_vectors`) and of share groups' 4.0 layouts (types 9, 11, 15) 4.0.0's wrote,
+    and one of each group record type a real 4.4 broker wrote."""
+    chosen: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+    for release, types in (("4_4_0", range(24)), ("4_0_0", (9, 11, 15))):
+        for line in Path(str(KAFKA_VECTORS).format(release)).read_text().splitlines():
+            v = json.loads(line)
+            at = (release, v["record_type"])
+            if v["record_type"] in types and v["value_hex"] is not None and \
+                    len(v["value_hex"]) > len(chosen.get(at, (b"", b""))[1]) * 2:
+                chosen[at] = (bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]))
     real: dict[bytes, tuple[bytes, bytes]] = {}
     for r in pq.read_table(KIP848_SAMPLE, columns=["key", "value"]).to_pylist():
         if r["key"][:2] not in (b"\x00\x00", b"\x00\x01") and r["value"] is not None:
             real.setdefault(r["key"][:2], (r["key"], r["value"]))
-    legacy = [(bytes.fromhex("000b 0001 73"), bytes.fromhex("0000 00000003 00")),
-              (bytes.fromhex("000f 0001 73"), bytes.fromhex("0000 02 0f1e2d3c4b5a69788796a5b4c3d2e1f0 0274 020000000100"
-                                                            " 02 0f1e2d3c4b5a69788796a5b4c3d2e1f0 0274 00 00"))]
-    return [*chosen.values(), *real.values(), *legacy]
+    return [*chosen.values(), *real.values()]
 
 
 RECORDS = [(E1_KEY, E2_VALUE), (E1_KEY, E3_VALUE), (E1_KEY, E4_VALUE), (E5_KEY, E7_VALUE), (E5_KEY, E8_VALUE),

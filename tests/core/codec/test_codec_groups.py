@@ -1,8 +1,8 @@
 """Consumer-group (3–8, 16), share-group (9–15) and streams-group (17, 19–23) records.
 
-* Kafka's own serde: `data/group_records_kafka_4_{1_1,4_0}.jsonl` (written by `tools.group_record_vectors`
-  with Kafka 4.1.1's and 4.4.0's generated classes and GroupCoordinatorRecordSerde, 4.4.0's with the
-  tagged fields of 4.2-4.4 set; every type also at its
+* Kafka's own classes: `data/group_records_kafka_4_{0_0,1_1,4_0}.jsonl` (written by
+  `tools.group_record_vectors` with Kafka 4.0.0's, 4.1.1's and 4.4.0's generated record classes;
+  4.0.0's with its share-group layouts, 4.4.0's with the tagged fields of 4.2-4.4 set; every type also at its
   defaults, as GroupCoordinatorRecordSerdeTest#testDeserializeAllRecordTypes builds them): the codec
   reads Kafka's bytes as Kafka reads them and writes them back byte for byte. The bytes that
   GroupCoordinatorRecordSerdeTest expects to fail fail here too, naming the field.
@@ -60,7 +60,7 @@ from tests.support.codec import INT8, INT16, INT32, INT64, round_trip
 from tests.support.kafka_json import to_kafka_json
 
 DATA = Path(__file__).resolve().parent / "data"
-KAFKA_VECTORS = [DATA / "group_records_kafka_4_1_1.jsonl", DATA / "group_records_kafka_4_4_0.jsonl"]
+KAFKA_VECTORS = [DATA / f"group_records_kafka_{v}.jsonl" for v in ("4_0_0", "4_1_1", "4_4_0")]
 SAMPLE = DATA / "real_broker_4_4_0_kip848.parquet"  # partition 3 of a 4.4.0 broker's __consumer_offsets
 SAMPLE_DECODED = DATA / "real_broker_4_4_0_kip848.records.jsonl"  # its group records, as the broker's serde read them
 GROUP_TYPES = [*range(3, 18), *range(19, 24)]
@@ -86,10 +86,13 @@ def _kafka_vectors() -> list[dict[str, Any]]:
             for path in KAFKA_VECTORS for line in path.read_text().splitlines()]
 
 
-def test_kafka_vectors_cover_every_type_kafka_4_1_to_4_4_writes() -> None:
-    for release in ("4_1_1", "4_4_0"):
-        types = {v["record_type"] for v in _kafka_vectors() if v["kafka"] == release}
-        assert types == set(GROUP_TYPES) - {9}, release  # 4.1 dropped ShareGroupPartitionMetadata (9)
+def test_kafka_vectors_cover_every_type_kafka_4_0_to_4_4_writes() -> None:
+    types = {v["kafka"]: set() for v in _kafka_vectors()}
+    for v in _kafka_vectors():
+        types[v["kafka"]].add(v["record_type"])
+    assert types == {"4_0_0": set(range(3, 17)),  # no streams groups yet
+                     "4_1_1": set(GROUP_TYPES) - {9},  # 4.1 dropped ShareGroupPartitionMetadata (9)
+                     "4_4_0": set(GROUP_TYPES) - {9}}
 
 
 @pytest.mark.parametrize("vector", _kafka_vectors(), ids=lambda v: f"kafka{v['kafka']}-type{v['record_type']}"
@@ -104,6 +107,9 @@ def test_kafka_serde_vectors(vector: dict[str, Any]) -> None:
     assert rec.key_trailing == rec.value_trailing == b""
     _assert_reads_as_kafka(rec, vector["kafka_key"], vector["kafka_value"], vector["key_hex"])
     assert encode(rec) == (key, value)
+    if vector["record_type"] in LEGACY_LAYOUTS and value is not None:  # the layout the bytes prove
+        legacy = LEGACY_LAYOUTS[vector["record_type"]][0].root.factory
+        assert (type(rec.value) is legacy) == (vector["kafka"] == "4_0_0")
 
 
 @pytest.mark.parametrize(("key", "value", "field"), [
