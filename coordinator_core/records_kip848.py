@@ -6,9 +6,10 @@ are flexible v0 (compact encodings, a tagged-field section closing every struct)
 Every change across those releases added a tagged field, so one layout reads them all:
 `ConsumerGroupMetadataValue.metadata_hash` (tag 0, 4.1, KIP-1101; 4.1+ brokers stop writing type 4),
 `ConsumerGroupTargetAssignmentMetadataValue.assignment_timestamp` (tag 0, 4.3, KIP-1263) and the
-per-topic `assignment_epochs` of a member's current assignment (tag 0, 4.3). A value of the 3.7
-preview layouts (PartitionMetadata with a leading Epoch, MemberMetadata with an `Assignors` array)
-fails to decode with a `RecordDecodeError` rather than being misread.
+per-topic `assignment_epochs` of a member's current assignment (tag 0, 4.3). The 3.8 and 3.9
+previews wrote 4.0's layouts (type 16 came with 4.0). A value of the 3.7 preview's layouts
+(PartitionMetadata with a leading Epoch, MemberMetadata with an `Assignors` array) fails to decode
+with a `RecordDecodeError` rather than being misread.
 
 `coordinator_key` and `coordinator_value` declare the key and value schemas of every group record
 type (share and streams groups too).
