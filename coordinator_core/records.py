@@ -1,15 +1,19 @@
 """`__consumer_offsets` records: key/value schemas as data, `decode`, `encode` and `partition_for`
-(OffsetCommitKey/Value.json, GroupMetadataKey/Value.json and the KIP-848 records of Kafka's
-group-coordinator module; GroupCoordinatorRecordSerde).
+(OffsetCommitKey/Value.json, GroupMetadataKey/Value.json and the consumer, share and streams group
+records of Kafka's group-coordinator module; GroupCoordinatorRecordSerde).
 
-A key starts with an int16 record type (0/1 offset commit, 2 group metadata, 3–17 KIP-848,
-share and streams groups); a value starts with an int16 schema version; a null value is a
-tombstone. Decoding dispatches on the record type through one table:
+A key starts with an int16 record type (0/1 offset commit, 2 group metadata, 3–8 and 16 KIP-848
+consumer groups, 9–15 share groups, 17 and 19–23 streams groups); a value starts with an int16
+schema version; a null value is a tombstone. Decoding dispatches on the record type through one
+table:
 
-* 0/1, 2 and the KIP-848 types with a known layout (3–8, 16) decode to frozen dataclasses;
-* 9–15 and 17 are recognised by name only and keep their raw bytes (`UnknownRecordKey`/`Value`);
-* any other type (negative, or beyond the table) also decodes to an `UnknownRecordKey` whose
-  `name` is None: Kafka's loaders skip and count such records, so it is not an error;
+* every type Kafka 4.0–4.4 writes decodes to frozen dataclasses (`records_kip848`,
+  `records_share`, `records_streams`);
+* share groups' types 11 and 15 have two layouts under value version 0 (4.0's and 4.1+'s): a value
+  decodes with the one layout that reads exactly its bytes, else `RecordDecodeError` names the
+  field that tells the layouts apart (`records_share.LEGACY_LAYOUTS`);
+* any other type (negative, 18, or beyond the table) decodes to an `UnknownRecordKey` keeping its
+  raw bytes: Kafka's loaders skip and count such records, so it is not an error;
 * with `is_control=True` the record is a transaction marker (key: int16 version, int16 type
   0=ABORT 1=COMMIT; value: int16 version, int32 coordinator epoch), never an offset key.
 
@@ -22,7 +26,8 @@ Negative value versions are a decode error (the Scala loader throws).
 
 Kafka's readers ignore bytes after the last field. They are kept here in
 `CoordinatorRecord.key_trailing`/`value_trailing` (normally empty) so that `encode` is the exact
-inverse of `decode` and an audit can flag them. `encode` writes canonical bytes: input that only a
+inverse of `decode` and an audit can flag them (share groups' v0 types 11 and 15 excepted: bytes
+left over there are what tells their layouts apart). `encode` writes canonical bytes: input that only a
 non-Kafka writer produces (a non-minimal varint, a nullable string with length -5, unsorted tags)
 decodes, but re-encodes to Kafka's canonical form.
 """
@@ -42,9 +47,25 @@ from coordinator_core.records_kip848 import (
     Kip848Key,
     Kip848Value,
 )
+from coordinator_core.records_share import (
+    LEGACY_LAYOUTS,
+    SHARE_KEY_CLASSES,
+    SHARE_SCHEMAS,
+    SHARE_VALUE_CLASSES,
+    ShareKey,
+    ShareValue,
+)
+from coordinator_core.records_streams import (
+    STREAMS_KEY_CLASSES,
+    STREAMS_SCHEMAS,
+    STREAMS_VALUE_CLASSES,
+    StreamsKey,
+    StreamsValue,
+)
 from coordinator_core.wire import Array, Field, Message, Struct, read_body, write_body
 
 __all__ = [
+    "GROUP_RECORD_TYPES",
     "OFFSETS_TOPIC_NUM_PARTITIONS",
     "RECORD_TYPE_NAMES",
     "ControlRecordKey",
@@ -177,16 +198,20 @@ RECORD_TYPE_NAMES: dict[int, str] = {
     9: "ShareGroupPartitionMetadata", 10: "ShareGroupMemberMetadata", 11: "ShareGroupMetadata",
     12: "ShareGroupTargetAssignmentMetadata", 13: "ShareGroupTargetAssignmentMember",
     14: "ShareGroupCurrentMemberAssignment", 15: "ShareGroupStatePartitionMetadata",
-    16: "ConsumerGroupRegularExpression", 17: "StreamsGroupMetadata",
+    16: "ConsumerGroupRegularExpression", 17: "StreamsGroupMetadata", 19: "StreamsGroupMemberMetadata",
+    20: "StreamsGroupTargetAssignmentMetadata", 21: "StreamsGroupTargetAssignmentMember",
+    22: "StreamsGroupCurrentMemberAssignment", 23: "StreamsGroupTopology",
 }
 _KEY_SCHEMA_NAMES = {t: n + "Key" for t, n in RECORD_TYPE_NAMES.items()}
 
-RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey | Kip848Key | UnknownRecordKey | ControlRecordKey
-"""What `CoordinatorRecord.key` holds: a key class above or in `records_kip848`."""
+RecordKey: TypeAlias = (OffsetCommitKey | GroupMetadataKey | Kip848Key | ShareKey | StreamsKey | UnknownRecordKey
+                        | ControlRecordKey)
+"""What `CoordinatorRecord.key` holds: a key class above or in `records_kip848`/`_share`/`_streams`."""
 
-RecordValue: TypeAlias = (OffsetCommitValue | GroupMetadataValue | Kip848Value | UnknownRecordValue
-                          | ControlRecordValue)
-"""What a non-tombstone `CoordinatorRecord.value` holds: a value class above or in `records_kip848`."""
+RecordValue: TypeAlias = (OffsetCommitValue | GroupMetadataValue | Kip848Value | ShareValue | StreamsValue
+                          | UnknownRecordValue | ControlRecordValue)
+"""What a non-tombstone `CoordinatorRecord.value` holds: a value class above or in
+`records_kip848`/`_share`/`_streams`."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,13 +259,30 @@ _SCHEMAS: dict[int, tuple[Message[RecordKey], Message[RecordValue]]] = {
     1: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
     2: (GROUP_METADATA_KEY, GROUP_METADATA_VALUE),
     **KIP848_SCHEMAS,
+    **SHARE_SCHEMAS,
+    **STREAMS_SCHEMAS,
 }
+GROUP_RECORD_TYPES: frozenset[int] = frozenset(t for t in _SCHEMAS if t > 2)
+"""The consumer-, share- and streams-group record types whose layouts this codec knows."""
+_GROUP_VALUE_CLASSES: dict[type[RecordValue], int] = {
+    c: t for classes in (KIP848_VALUE_CLASSES, SHARE_VALUE_CLASSES, STREAMS_VALUE_CLASSES) for c, t in classes.items()}
 _KEY_CLASS_TYPES: dict[type[RecordKey], tuple[int, ...]] = {
-    OffsetCommitKey: (0, 1), GroupMetadataKey: (2,), **{c: (t,) for c, t in KIP848_KEY_CLASSES.items()},
+    OffsetCommitKey: (0, 1), GroupMetadataKey: (2,),
+    **{c: (t,) for c, t in (KIP848_KEY_CLASSES | SHARE_KEY_CLASSES | STREAMS_KEY_CLASSES).items()},
 }
 _VALUE_CLASS_TYPES: dict[type[RecordValue], tuple[int, ...]] = {
-    OffsetCommitValue: (0, 1), GroupMetadataValue: (2,), **{c: (t,) for c, t in KIP848_VALUE_CLASSES.items()},
+    OffsetCommitValue: (0, 1), GroupMetadataValue: (2,), **{c: (t,) for c, t in _GROUP_VALUE_CLASSES.items()},
 }
+
+
+def _value_schema(cls: type[RecordValue], record_type: int) -> Message[RecordValue]:
+    legacy = LEGACY_LAYOUTS.get(record_type)
+    return legacy[0] if legacy is not None and legacy[0].root.factory is cls else _SCHEMAS[record_type][1]
+
+
+# the value schema each class writes with (a 4.0 share layout's class: its own)
+_VALUE_SCHEMAS: dict[type[RecordValue], Message[RecordValue]] = {
+    c: _value_schema(c, ts[0]) for c, ts in _VALUE_CLASS_TYPES.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,10 +293,11 @@ _VALUE_CLASS_TYPES: dict[type[RecordValue], tuple[int, ...]] = {
 class CoordinatorRecord:
     """One decoded `__consumer_offsets` record.
 
-    key_version is the key's int16: the record type (0..17, or whatever an unknown key holds), or
+    key_version is the key's int16: the record type (0..23, or whatever an unknown key holds), or
     the control key's version for a transaction marker. value_version is the value's int16, None
     for a tombstone; left out, it defaults to what the snapshot's coordinator writes (OffsetCommit
-    v3, or v1 when expire_timestamp is set; GroupMetadata v3; KIP-848 v0; markers v0).
+    v3, or v1 when expire_timestamp is set; GroupMetadata v3; consumer, share and streams group records
+    v0; markers v0).
     """
 
     key: RecordKey
@@ -313,7 +356,7 @@ def _default_value_version(value: RecordValue) -> int:
         return 1 if value.expire_timestamp != -1 else 3
     if isinstance(value, GroupMetadataValue):
         return 3
-    if isinstance(value, ControlRecordValue) or type(value) in KIP848_VALUE_CLASSES:
+    if isinstance(value, ControlRecordValue) or type(value) in _GROUP_VALUE_CLASSES:
         return 0
     raise ValueError(f"give value_version explicitly for {type(value).__name__}")
 
@@ -484,8 +527,37 @@ def _decode_value(value: object, rtype: int, *, control_type: int | None = None
         if fast is not None:
             return OffsetCommitValue(fast[1], fast[2], fast[3], fast[4], fast[5]), version, data[fast[6]:]
     message = schemas[1]
+    if version == 0 and rtype in LEGACY_LAYOUTS:
+        return _decode_either_layout(data, message, *LEGACY_LAYOUTS[rtype]), 0, b""
     obj, end = read_body(message, data, 2, min(version, message.highest))
     return obj, version, data[end:]
+
+
+def _decode_either_layout(data: bytes, current: Message[RecordValue], legacy: Message[RecordValue],
+                          field: str) -> RecordValue:
+    """A v0 value of a type whose layout changed in place between 4.0 and 4.1: decoded with the one
+    layout (`current`, or `legacy` lacking `field`) that reads exactly its bytes. Kafka writes no
+    trailing bytes, so a value both or neither layout reads exactly is an error naming `field`."""
+    fits: list[RecordValue] = []
+    why: list[str] = []
+    for message in (current, legacy):
+        try:
+            obj, end = read_body(message, data, 2, 0)
+        except RecordDecodeError as exc:
+            why.append(f"as {message.name}: {exc}")
+            continue
+        if end == len(data):
+            fits.append(obj)
+        else:
+            why.append(f"as {message.name}: {len(data) - end} byte(s) left over at byte {end}")
+    if len(fits) == 1:
+        return fits[0]
+    if fits:
+        raise RecordDecodeError(f"the bytes read exactly both as Kafka 4.1+'s layout (with {field}) and as "
+                                f"4.0's ({legacy.name}, without it); which one wrote them is unknown",
+                                schema=current.name, field=field, position=2)
+    raise RecordDecodeError(f"the bytes fit neither Kafka 4.1+'s layout (with {field}) nor 4.0's (without it): "
+                            + "; ".join(why), schema=current.name, field=field, position=2)
 
 
 def decode(key: bytes, value: bytes | None, *, is_control: bool = False) -> CoordinatorRecord:
@@ -590,7 +662,7 @@ def _encode_value(rec: CoordinatorRecord) -> bytes | None:
                 return _V1_HEAD.pack(vv, value.offset, len(meta)) + meta + tail
         except (AttributeError, UnicodeEncodeError, struct.error):
             pass  # the generic writer names the offending field
-    message = _SCHEMAS[rec.key_version][1]
+    message = _VALUE_SCHEMAS[type(value)]
     if vv not in message.valid:
         raise RecordEncodeError(f"{message.name} version {vv} is unknown (this codec writes "
                                 f"v{message.lowest}–v{message.highest})")

@@ -18,8 +18,9 @@ Differences from Kafka, all on malformed input only: invalid UTF-8 is an error h
 substitute U+FFFD), and a known tagged field must fill exactly the size its header declares.
 
 Writing emits Kafka's canonical bytes: minimal varints, tagged fields in ascending tag order with
-unknown (kept raw) tags merged in the way Kafka's raw-tag writer does, and tagged fields equal to
-their default left out. A field absent from the chosen version is dropped when it is `ignorable`
+unknown (kept raw) tags merged in the way Kafka's raw-tag writer does, tagged fields equal to
+their default left out (None of a nullable tagged field that defaults to something else is written
+as a tag holding a null marker, as Kafka's generated writers do). A field absent from the chosen version is dropped when it is `ignorable`
 (all such fields in these schemas are) and otherwise must hold its default.
 """
 
@@ -100,7 +101,8 @@ class Array:
 class Field:
     """One field of a struct.
 
-    `type` is "int8", "int16", "int32", "int64", "uuid", "string", "bytes", an `Array` or a `Struct`.
+    `type` is "int8", "int16", "uint16", "int32", "int64", "uuid", "string", "bytes", an `Array` or a
+    `Struct`.
     `versions`/`nullable` use Kafka's notation; `default` fills the field in versions where it is
     absent (and is what a tagged field is compared with before writing it); `tag` makes the field
     a tagged field in the versions `tagged` lists.
@@ -133,7 +135,7 @@ class Struct(Generic[T_co]):
     factory: Callable[..., T_co]
 
 
-_PRIMITIVES = {"int8", "int16", "int32", "int64", "uuid", "string", "bytes"}
+_PRIMITIVES = {"int8", "int16", "uint16", "int32", "int64", "uuid", "string", "bytes"}
 
 
 class _CompiledField(NamedTuple):
@@ -205,10 +207,11 @@ class Message(Generic[T_co]):
 
 _S8 = struct.Struct(">b")
 _S16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
 _S32 = struct.Struct(">i")
 _S64 = struct.Struct(">q")
 _U64 = struct.Struct(">QQ")
-_INTS = {"int8": _S8, "int16": _S16, "int32": _S32, "int64": _S64}
+_INTS = {"int8": _S8, "int16": _S16, "uint16": _U16, "int32": _S32, "int64": _S64}
 
 
 class _Reader:
@@ -420,7 +423,8 @@ class _Writer:
         raise RecordEncodeError(f"{self.message.name}.{path}: {reason}")
 
 
-_INT_BOUNDS = {"int8": 1 << 7, "int16": 1 << 15, "int32": 1 << 31, "int64": 1 << 63}
+_INT_BOUNDS = {"int8": (-(1 << 7), 1 << 7), "int16": (-(1 << 15), 1 << 15), "uint16": (0, 1 << 16),
+               "int32": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63)}
 
 
 def _write_value(w: _Writer, ftype: str | Array | Struct[object], value: object, version: int, flexible: bool,
@@ -443,8 +447,8 @@ def _write_value(w: _Writer, ftype: str | Array | Struct[object], value: object,
         if s is not None:
             if not isinstance(value, int) or isinstance(value, bool):
                 w.fail(f"expected an int for {ftype}, got {type(value).__name__}", path)
-            bound = _INT_BOUNDS[ftype]
-            if not -bound <= value < bound:
+            low, high = _INT_BOUNDS[ftype]
+            if not low <= value < high:
                 w.fail(f"{value} does not fit in {ftype}", path)
             out += s.pack(value)
         elif ftype == "string":
@@ -522,9 +526,14 @@ def _write_struct(w: _Writer, st: Struct[object], obj: object, version: int, fle
             i += 1
         sub = _Writer(w.message)
         if isinstance(f.type, Struct):
-            if _in(f.nullable, version):
-                sub.out.append(1)
-            _write_struct(sub, f.type, value, version, True, prefix + f.name)
+            if value is None:  # a null tagged struct: its presence marker alone
+                if not _in(f.nullable, version):
+                    w.fail("is None but the field is not nullable at this version", prefix + f.name)
+                sub.out.append(0)
+            else:
+                if _in(f.nullable, version):
+                    sub.out.append(1)
+                _write_struct(sub, f.type, value, version, True, prefix + f.name)
         else:
             _write_value(sub, f.type, value, version, True, _in(f.nullable, version), prefix + f.name)
         out += uvarint_bytes(tag) + uvarint_bytes(len(sub.out)) + sub.out

@@ -15,7 +15,9 @@ snapshot, the open generation, and one summary per committed partition of the op
   the coordinator's load path (`_LoadPath`, the one place that calls it); the generation observer
   (`coordinator_core.audit.observer`) then compares the new persisted state with the previous one
   (`causes`, `violations`), and the record closes the offset window and opens the next;
-* other record types (KIP-848, share, streams groups) are skipped and counted;
+* other record types (KIP-848 consumer, share and streams groups, unknown types) are skipped and
+  counted once they decode: a record of a type with a known layout (`GROUP_RECORD_TYPES`) that does
+  not decode is quarantined like any other;
 * a record that does not decode, belongs to another group, or breaks the load path's invariants
   is quarantined with an error naming partition, offset, field and byte position.
 
@@ -61,6 +63,7 @@ from coordinator_core.audit.windows import OffsetWindow
 from coordinator_core.coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator_core.errors import CoordinatorAuditError, RecordDecodeError
 from coordinator_core.records import (
+    GROUP_RECORD_TYPES,
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -481,6 +484,11 @@ class GroupAuditor:
             return tp
         if rtype == 2:
             return self._group_record(p, o, ts, key, value)
+        if rtype in GROUP_RECORD_TYPES:
+            try:
+                decode(key, value)
+            except RecordDecodeError as exc:
+                return self._quarantine(p, o, ts, key, value, str(exc.at(f"partition {p} offset {o}")), rtype)
         self._skipped += 1
         return []
 

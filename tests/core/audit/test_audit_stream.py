@@ -68,6 +68,24 @@ def test_counts_add_up_and_split_by_kind() -> None:
     assert sum(r.commits for r in tables["offset_commits"]) == c.offset_commits
 
 
+def test_group_records_of_known_types_are_skipped_once_they_decode() -> None:
+    """A consumer/share/streams group record is counted as another type; one that does not decode
+    is quarantined naming the field and byte, not skipped."""
+    log = LogBuilder("g", partition=4, offset=70)
+    log.raw(b"\x00\x03\x00\x01g", b"\x00\x00\x00\x00\x00\x05\x00")  # ConsumerGroupMetadata, epoch 5
+    log.raw(b"\x00\x17\x00\x01g", b"\x00\x00\x00\x00\x00\x02\x05")  # StreamsGroupTopology: cut short
+    log.raw(b"\x00\x0b\x00\x01g", b"\x00\x00\x00\x00\x00\x03\x00\x00")  # ShareGroupMetadata: neither layout
+    auditor = GroupAuditor()
+    rows = rows_by_table(list(auditor.feed(log.records)) + auditor.finish())
+    c = auditor.counts
+    assert (c.skipped_other_type, c.quarantined) == (1, 2)
+    errors = [q.error for q in rows["quarantine"]]
+    assert errors[0] == ("partition 4 offset 71, StreamsGroupTopologyValue.subtopologies, byte 6: "
+                         "array count 4 exceeds the 0 byte(s) remaining")
+    assert errors[1].startswith("partition 4 offset 72, ShareGroupMetadataValue.metadata_hash, byte 2: the bytes fit "
+                                "neither Kafka 4.1+'s layout")
+
+
 def test_quarantine_names_position_field_and_byte() -> None:
     log = LogBuilder("g", partition=12, offset=345)
     log.group(1, [member("a-1", ALL)])

@@ -7,6 +7,7 @@ three), and the re-encoded bytes decode to the same record."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import struct
@@ -59,6 +60,8 @@ from tests.core.codec.test_codec_golden import (
 )
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "samples" / "real_broker_3_9_0.parquet"
+KIP848_SAMPLE = Path(__file__).resolve().parent / "data" / "real_broker_4_4_0_kip848.parquet"
+KAFKA_VECTORS = Path(__file__).resolve().parent / "data" / "group_records_kafka_{}.jsonl"
 
 
 def _sample_pairs() -> list[tuple[bytes, bytes]]:
@@ -68,8 +71,28 @@ def _sample_pairs() -> list[tuple[bytes, bytes]]:
     return groups[:4] + offsets[:4]
 
 
+def _group_pairs() -> list[tuple[bytes, bytes]]:
+    """The fullest record of each consumer/share/streams group value Kafka 4.4.0's classes wrote
+    (`tools.group_record_vectors`) and of share groups' 4.0 layouts (types 9, 11, 15) 4.0.0's wrote,
+    and one of each group record type a real 4.4 broker wrote."""
+    chosen: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+    for release, types in (("4_4_0", range(24)), ("4_0_0", (9, 11, 15))):
+        for line in Path(str(KAFKA_VECTORS).format(release)).read_text().splitlines():
+            v = json.loads(line)
+            at = (release, v["record_type"])
+            if v["record_type"] in types and v["value_hex"] is not None and \
+                    len(v["value_hex"]) > len(chosen.get(at, (b"", b""))[1]) * 2:
+                chosen[at] = (bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]))
+    real: dict[bytes, tuple[bytes, bytes]] = {}
+    for r in pq.read_table(KIP848_SAMPLE, columns=["key", "value"]).to_pylist():
+        if r["key"][:2] not in (b"\x00\x00", b"\x00\x01") and r["value"] is not None:
+            real.setdefault(r["key"][:2], (r["key"], r["value"]))
+    return [*chosen.values(), *real.values()]
+
+
 RECORDS = [(E1_KEY, E2_VALUE), (E1_KEY, E3_VALUE), (E1_KEY, E4_VALUE), (E5_KEY, E7_VALUE), (E5_KEY, E8_VALUE),
-           (E5_KEY, E9_V0), (E12_KEY, E12_VALUE), (E12_MEMBER_KEY, E12_MEMBER_VALUE), *_sample_pairs()]
+           (E5_KEY, E9_V0), (E12_KEY, E12_VALUE), (E12_MEMBER_KEY, E12_MEMBER_VALUE), *_sample_pairs(),
+           *_group_pairs()]
 PAYLOADS = [E10_SUBSCRIPTION, E10_ASSIGNMENT, E11_STICKY_V1]
 
 
@@ -114,12 +137,13 @@ def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
 def assert_canonical_spelling(read: bytes, written: bytes) -> Counter[str]:
     """Asserts that `written` (what the codec writes for what it decoded from `read`) differs from
     `read` only where Kafka's generated readers accept more than one spelling of a value, and counts
-    which. The three (Kafka's MessageDataGenerator readers):
+    which. The four (Kafka's MessageDataGenerator readers):
     * a negative int16/int32 length other than -1 reads as null (`if (length < 0) null`); written -1;
     * a nullable struct's int8 presence marker reads as present for any byte >= 0, null for any
       negative byte (`if (readByte() < 0) null`); written 1 / -1;
     * a varint (flexible versions' lengths, counts, tags) with redundant continuation bytes, or a
-      compact length whose Java int is negative (read as null); written minimally (null as 0)."""
+      compact length whose Java int is negative (read as null); written minimally (null as 0);
+    * known tagged fields out of tag order (read in any order); written by tag."""
     found: Counter[str] = Counter()
     i = j = 0
     while i < len(read) or j < len(written):
@@ -131,6 +155,11 @@ def assert_canonical_spelling(read: bytes, written: bytes) -> Counter[str]:
         if step is not None:
             found[step[0]] += 1
             i, j = step[1], step[1] + shift
+            continue
+        tags = _reordered_tags(read, written, i, j)
+        if tags is not None:
+            found["tag order"] += 1
+            i, j = tags
             continue
         if i < len(read) and j < len(written) and written[j] in (0x01, 0xFF) and \
                 (read[i] < 0x80) == (written[j] == 0x01):
@@ -147,6 +176,34 @@ def assert_canonical_spelling(read: bytes, written: bytes) -> Counter[str]:
         found["varint"] += 1
         i, j = start + r[1], start + shift + w[1]
     return found
+
+
+def _tag_entries(data: bytes, pos: int, n: int) -> tuple[list[tuple[int, bytes]], int] | None:
+    """`n` tagged fields (tag, payload) from `pos`, and the position after them; None if they are not there."""
+    entries = []
+    for _ in range(n):
+        tag = _varint(data, pos)
+        size = None if tag is None else _varint(data, pos + tag[1])
+        if tag is None or size is None or tag[0] < 0 or size[0] < 0:
+            return None
+        start = pos + tag[1] + size[1]
+        pos = start + size[0]
+        if pos > len(data):
+            return None
+        entries.append((tag[0], data[start:pos]))
+    return entries, pos
+
+
+def _reordered_tags(read: bytes, written: bytes, i: int, j: int) -> tuple[int, int] | None:
+    """(end in `read`, end in `written`) of a run of tagged fields from byte `i` of `read` that
+    `written` holds from byte `j` in tag order, when their order is all that differs."""
+    for n in range(2, 9):
+        r, w = _tag_entries(read, i, n), _tag_entries(written, j, n)
+        if r is None or w is None:
+            return None
+        if r[0] != w[0] and sorted(r[0]) == w[0]:
+            return r[1], w[1]
+    return None
 
 
 def _null_length(read: bytes, written: bytes, i: int, shift: int) -> tuple[str, int] | None:
@@ -266,7 +323,7 @@ def test_every_canonical_spelling_is_reached() -> None:
         for d in mutations(data, random.Random(data)):
             seen += check_payload(d)
     assert set(seen) == {"int16 null length", "int32 null length", "nullable struct marker", "varint",
-                         "newer value version"}, seen
+                         "tag order", "newer value version"}, seen
 
 
 @given(st.binary(max_size=64), st.none() | st.binary(max_size=64), st.booleans())
@@ -277,7 +334,7 @@ def test_random_bytes(key: bytes, value: bytes | None, is_control: bool) -> None
         check_payload(value)
 
 
-@given(st.sampled_from([b"\x00\x00", b"\x00\x01", b"\x00\x02", b"\x00\x03", b"\x00\x05"]), st.binary(max_size=40),
+@given(st.sampled_from([t.to_bytes(2, "big") for t in (*range(18), *range(19, 24))]), st.binary(max_size=40),
        st.none() | st.binary(max_size=64))
 @settings(max_examples=300)
 def test_random_bytes_of_known_record_types(key_type: bytes, key_rest: bytes, value: bytes | None) -> None:

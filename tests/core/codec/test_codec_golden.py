@@ -354,7 +354,12 @@ def test_e12_kip848_records() -> None:
     rec = decode(E12_MEMBER_KEY, E12_MEMBER_VALUE)
     assert rec == CoordinatorRecord(ConsumerGroupMemberMetadataKey("g", "m1"), member, 5, 0)
     assert encode(rec) == (E12_MEMBER_KEY, E12_MEMBER_VALUE)
-    # without the classic metadata the tagged field is simply not written
+    # without classic metadata (None) the tag still goes out, holding a null marker: its schema default is
+    # the empty struct (a JSON-null default), so Kafka's writer leaves out only that, as a real 4.4 broker shows
     plain = CoordinatorRecord.of(ConsumerGroupMemberMetadataKey("g", "m1"),
                                  ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("t",), None, 300000, None))
-    assert encode(plain)[1] == E12_MEMBER_VALUE[:18] + b"\x00"  # fields up to ServerAssignor, 0 tags
+    assert encode(plain)[1] == E12_MEMBER_VALUE[:18] + b"\x01\x00\x01\x00"  # 1 tag: tag 0, size 1, null
+    absent = decode(E12_MEMBER_KEY, E12_MEMBER_VALUE[:18] + b"\x00")  # no tags: the schema default
+    assert absent.value == ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("t",), None, 300000, None,
+                                                           ClassicMemberMetadata(0, ()))
+    assert encode(absent)[1] == E12_MEMBER_VALUE[:18] + b"\x00"

@@ -1,14 +1,13 @@
-"""Hypothesis round trips, one per schema (records, KIP-848 values, consumer protocol, user data),
-and the offset-commit fast path held equal to the generic decoder."""
+"""Hypothesis round trips, one per schema (records, consumer protocol, user data; the group records'
+are in test_codec_groups), and the offset-commit fast path held equal to the generic decoder."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator_core import records
@@ -42,34 +41,12 @@ from coordinator_core.records import (
     offset_commit_key_fields,
     offset_commit_value_fields,
 )
-from coordinator_core.records_kip848 import (
-    ClassicMemberMetadata,
-    ClassicProtocol,
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupCurrentMemberAssignmentValue,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMemberMetadataValue,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-    PartitionMetadata,
-    TopicIdPartitions,
-    TopicMetadata,
-)
-from tests.support.codec import INT8, INT16, INT32, INT64, assert_record_round_trip
+from tests.support.codec import INT16, INT32, INT64, assert_record_round_trip
 
 text = st.text(max_size=20)
 opt_text = st.none() | text
 blob = st.binary(max_size=40)
-uuids = st.uuids().map(lambda u: uuid.UUID(int=u.int))
-# unknown tags: 0 is ConsumerGroupMemberMetadataValue's known ClassicMemberMetadata, so start at 1
+# unknown tags of GroupMetadataValue/OffsetCommitValue v4+ (neither has known tagged fields)
 raw_tags = st.lists(st.tuples(st.integers(1, 2**20), st.binary(max_size=8)), max_size=3,
                     unique_by=lambda t: t[0]).map(lambda tags: tuple(sorted(tags)))
 
@@ -129,45 +106,6 @@ def test_group_metadata_round_trip(rec: CoordinatorRecord) -> None:
 @given(st.one_of(offset_records(), group_records()))
 def test_tombstone_round_trip(rec: CoordinatorRecord) -> None:
     assert_record_round_trip(CoordinatorRecord(rec.key, None, rec.key_version))
-
-
-def _tagged(cls: type, *fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.builds(cls, *fields, unknown_tagged_fields=raw_tags)
-
-
-_tip = _tagged(TopicIdPartitions, uuids, st.lists(INT32, max_size=5).map(tuple))
-KIP848_STRATEGIES: list[tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = [
-    (st.builds(ConsumerGroupMetadataKey, text), _tagged(ConsumerGroupMetadataValue, INT32)),
-    (st.builds(ConsumerGroupPartitionMetadataKey, text), _tagged(
-        ConsumerGroupPartitionMetadataValue, st.lists(_tagged(
-            TopicMetadata, uuids, text, INT32, st.lists(_tagged(
-                PartitionMetadata, INT32, st.lists(text, max_size=3).map(tuple)), max_size=3).map(tuple)),
-            max_size=3).map(tuple))),
-    (st.builds(ConsumerGroupMemberMetadataKey, text, text), _tagged(
-        ConsumerGroupMemberMetadataValue, opt_text, opt_text, text, text, st.lists(text, max_size=3).map(tuple),
-        opt_text, INT32, opt_text, st.none() | _tagged(
-            ClassicMemberMetadata, INT32, st.lists(_tagged(ClassicProtocol, text, blob), max_size=3).map(tuple)))),
-    (st.builds(ConsumerGroupTargetAssignmentMetadataKey, text), _tagged(ConsumerGroupTargetAssignmentMetadataValue, INT32)),
-    (st.builds(ConsumerGroupTargetAssignmentMemberKey, text, text), _tagged(
-        ConsumerGroupTargetAssignmentMemberValue, st.lists(_tip, max_size=3).map(tuple))),
-    (st.builds(ConsumerGroupCurrentMemberAssignmentKey, text, text), _tagged(
-        ConsumerGroupCurrentMemberAssignmentValue, INT32, INT32, INT8, st.lists(_tip, max_size=3).map(tuple),
-        st.lists(_tip, max_size=3).map(tuple))),
-    (st.builds(ConsumerGroupRegularExpressionKey, text, text), _tagged(
-        ConsumerGroupRegularExpressionValue, st.lists(text, max_size=3).map(tuple), INT64, INT64)),
-]
-
-
-@pytest.mark.parametrize("strategies", KIP848_STRATEGIES, ids=[
-    "ConsumerGroupMetadata", "PartitionMetadata", "MemberMetadata", "TargetAssignmentMetadata",
-    "TargetAssignmentMember", "CurrentMemberAssignment", "RegularExpression"])
-def test_kip848_round_trip(strategies: tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]) -> None:
-    @given(strategies[0], strategies[1])
-    @settings(max_examples=60)
-    def check(key: Any, value: Any) -> None:
-        assert_record_round_trip(CoordinatorRecord.of(key, value))
-
-    check()
 
 
 @given(st.integers(-(2**15), 2**15 - 1).filter(lambda t: t not in records._SCHEMAS), blob, INT16, blob)

@@ -52,6 +52,7 @@ from coordinator_core.records_kip848 import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    CurrentTopicPartitions,
     PartitionMetadata,
     TopicIdPartitions,
     TopicMetadata,
@@ -123,7 +124,7 @@ KIP848 = [
     (ConsumerGroupTargetAssignmentMemberKey("g", "m"), ConsumerGroupTargetAssignmentMemberValue((
         TopicIdPartitions(TOPIC_ID, (0, 2)),))),
     (ConsumerGroupCurrentMemberAssignmentKey("g", "m"), ConsumerGroupCurrentMemberAssignmentValue(
-        4, 3, 1, (TopicIdPartitions(TOPIC_ID, (1,)),), ())),
+        4, 3, 1, (CurrentTopicPartitions(TOPIC_ID, (1,), (4,)),), ())),
     (ConsumerGroupRegularExpressionKey("g", "t.*"), ConsumerGroupRegularExpressionValue(("t1", "t2"), 12, TS)),
 ]
 
@@ -145,19 +146,7 @@ def test_kip848_value_of_the_3_7_layout_is_a_decode_error_not_a_misread() -> Non
         decode(key, bytes.fromhex("0000" "00000005" "02" "0f1e2d3c4b5a69788796a5b4c3d2e1f0" "02" "6f"))
 
 
-# ---- named-but-raw types, unknown types, control records ------------------------------------
-
-@pytest.mark.parametrize("record_type", [*range(9, 16), 17])
-def test_named_types_keep_raw_bytes(record_type: int) -> None:
-    key = record_type.to_bytes(2, "big") + b"\x00\x01g\xab"
-    value = b"\x00\x00\x01\x02\x03"
-    rec = decode(key, value)
-    assert rec.key == UnknownRecordKey(record_type, b"\x00\x01g\xab")
-    assert rec.key.name == RECORD_TYPE_NAMES[record_type] + "Key"
-    assert rec.value == UnknownRecordValue(b"\x01\x02\x03") and rec.value_version == 0
-    assert rec.record_type_name == RECORD_TYPE_NAMES[record_type]
-    assert encode(rec) == (key, value)
-
+# ---- unknown types, control records ----------------------------------------------------------
 
 @pytest.mark.parametrize("record_type", [18, 1000, -1, -32768])
 def test_types_beyond_the_table_are_unknown_records_not_errors(record_type: int) -> None:
@@ -333,7 +322,8 @@ def test_encode_errors(rec: CoordinatorRecord, match: str) -> None:
 
 def test_unsorted_unknown_tags_are_written_as_given() -> None:
     """Kafka's raw-tag writer emits unknown tags in list order (decoding keeps wire order)."""
-    rec = CoordinatorRecord.of(ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(1, ((2, b""), (1, b""))))
+    rec = CoordinatorRecord.of(ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(
+        1, unknown_tagged_fields=((2, b""), (1, b""))))
     assert encode(rec)[1] == bytes.fromhex("0000 00000001 02 0200 0100")
     assert decode(*encode(rec)) == rec
 
