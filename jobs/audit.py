@@ -140,7 +140,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="input format (default auto: _delta_log => delta, *.parquet => parquet, *.json(l) => json)")
     src.add_argument("--text-encoding", choices=["auto", "hex", "base64"],
                      help="how JSON-lines dumps encode key and value (default auto)")
-    src.add_argument("--since", metavar="TIME", help="keep records with timestamp >= TIME (ISO 8601, UTC default)")
+    src.add_argument("--since", metavar="TIME",
+                     help="keep records with timestamp >= TIME (ISO 8601, UTC default); a run that continues an "
+                          "earlier run of the output reads from where that run stopped instead (after a skipped "
+                          "night, its window starts at that run's end)")
     src.add_argument("--until", metavar="TIME", help="keep records with timestamp < TIME (ISO 8601)")
     src.add_argument("--group", action="append", metavar="GLOB",
                      help="audit only groups matching this glob (repeatable; default: every group)")

@@ -304,7 +304,8 @@ def read_note(plan: RunPlan, asked_since: datetime | None, ranges: Mapping[int, 
             parts.append(f"{p}: none after {after[p]}")
             continue
         lo, hi, n = ranges[p]
-        parts.append(f"{p}: {lo}-{hi} ({n:,} records{', first read' if p not in after else ''})")
+        new = "" if p in after else ", first read" + (f": offsets before {lo} are not in the input" if lo > 0 else "")
+        parts.append(f"{p}: {lo}-{hi} ({n:,} records{new})")
     text = f"read after run {plan.base.run_id}'s last offsets, per partition: " + ", ".join(parts)
     if first:
         text += (f"; partition{'s' if len(first) > 1 else ''} {', '.join(map(str, first))} no earlier run read: "
