@@ -190,8 +190,10 @@ def plan_run(runs: Sequence[ChainRun], *, since: datetime | None, until: datetim
         return RunPlan("rerun", before[-1], last.since, tuple(chain[:-1]), replaces=last, notes=note)
     for r in chain:
         if _overlap((since, until), (r.since, r.until)):
-            hint = (f"re-run exactly that window (--since {_fmt(r.since)} --until {_fmt(r.until)}): it audits "
-                    f"every record after the run before it, with an input that holds them"
+            bounds = " ".join(f"--{name} {_fmt(t)}" for name, t in (("since", r.since), ("until", r.until))
+                              if t is not None)
+            hint = (f"re-run that window ({bounds or 'without --since/--until'}) with an input that holds the "
+                    f"records: it audits every record after the run before it"
                     if r is last else "only the latest window can be re-run; audit it into another output path, "
                     "or rebuild this one with --mode overwrite")
             raise WindowConflict(f"window [{_fmt(since)}, {'open' if until is None else _fmt(until)}) overlaps "

@@ -32,7 +32,7 @@ from jobs import delta_io, offsets_path
 from jobs.audit import RunSummary, run_audit
 from jobs.config import load_config
 from jobs.delta_io import read_table, window_label
-from jobs.nightly import WindowConflict
+from jobs.nightly import ChainRun, WindowConflict, plan_run, read_note
 from tools.make_samples import to_table
 
 pytestmark = pytest.mark.spark
@@ -411,6 +411,39 @@ def _assert_equal_to(spark, single: Path, out: Path) -> None:
         assert a == b, f"{table}: {_diff(a, b)}"
 
 
+def _chain_run(run_id: str, since: datetime | None, until: datetime | None, ends: dict[int, int],
+               minute: int) -> ChainRun:
+    return ChainRun(run_id, window_label(since, until), since, until, None, ends,
+                    datetime(2026, 11, 22, 0, minute, tzinfo=UTC))
+
+
+def test_the_plan_of_a_run_after_a_skipped_night_and_of_its_rerun() -> None:
+    """`plan_run` without Spark: a window after a gap continues the latest run from its end; a window
+    ending where the latest ends and starting within it re-runs it from the run before it; the
+    skipped window, or a window starting inside an earlier run, is refused; `read_note` says per
+    partition what a run read."""
+    d1, d2, d3 = (datetime(2026, 11, day, tzinfo=UTC) for day in (21, 22, 23))
+    first = _chain_run("r1", None, d1, {44: 142, 48: 229}, 1)
+    plan = plan_run([first], since=d2, until=d3, group_filter=None, mode="replace_window")
+    assert (plan.resume, plan.base, plan.since) == ("resume", first, d1)
+    assert "its window is [2026-11-21T00:00:00Z, 2026-11-23T00:00:00Z)" in plan.notes[0]
+    note = read_note(plan, d2, {0: (149, 353, 205), 48: (230, 258, 29)})
+    assert note == ("window [2026-11-21T00:00:00Z, ...) instead of --since 2026-11-22T00:00:00Z: run r1 ended at "
+                    "2026-11-21T00:00:00Z; read after run r1's last offsets, per partition: 0: 149-353 (205 records, "
+                    "first read: offsets before 149 are not in the input), 44: none after 142, 48: 230-258 "
+                    "(29 records); partition 0 no earlier run read: from the first record in the input")
+    third = _chain_run("r3", d1, d3, {0: 353, 44: 142, 48: 258}, 3)
+    for since in (d2, d1):  # the same command again, or the window's widened start
+        again = plan_run([first, third], since=since, until=d3, group_filter=None, mode="replace_window")
+        assert (again.resume, again.base, again.since, again.replaces) == ("rerun", first, d1, third)
+    with pytest.raises(WindowConflict, match=r"overlaps run r3 .*--since 2026-11-21T00:00:00Z --until 2026-11-23"):
+        plan_run([first, third], since=d1, until=d2, group_filter=None, mode="replace_window")
+    with pytest.raises(WindowConflict, match=r"overlaps run r1 .*only the latest window"):
+        plan_run([first, third], since=d1 - timedelta(hours=1), until=d3, group_filter=None, mode="replace_window")
+    assert read_note(plan_run([first], since=d1, until=d2, group_filter=None, mode="replace_window"), d1,
+                     {48: (230, 258, 29)}) is None  # a night that simply follows: nothing to say
+
+
 def test_a_skipped_night_with_the_whole_log_as_input_equals_one_run(spark, tmp_path, logs, single_runs) -> None:
     """Window 1, then window 3 of the real broker's log, every input the whole log: the third run
     continues the first from its end (its window, `runs.since` and `run_window` say so) and audits the
@@ -440,7 +473,7 @@ def test_a_skipped_night_with_the_whole_log_as_input_equals_one_run(spark, tmp_p
     assert row["note"] == third.note and third.note.startswith(f"window [{cut1:%Y-%m-%dT%H:%M:%SZ}, ...)")
     single = single_runs("real_broker")
     _assert_equal_to(spark, single, out)
-    with pytest.raises(WindowConflict, match=f"overlaps run {third.run_id} .*re-run exactly that window"):
+    with pytest.raises(WindowConflict, match=f"overlaps run {third.run_id} .*re-run that window \\(--since {cut1:%Y-%m-%dT%H:%M:%SZ}\\) with"):
         _run(spark, log_path, out, cut1, cut2)
     again = _run(spark, log_path, out, cut2, None)
     assert (again.resume, again.base_run_id, again.run_window) == ("rerun", first.run_id, third.run_window)
