@@ -10,7 +10,8 @@ Pipeline (one Spark application, one pass over the input's bytes):
             none, the input's records before the window rebuild the state (warm-up)  `jobs.nightly`
 1. read     the input (parquet / delta / json dumps / a catalog table)                `jobs.inputs`
 2. scan     every record once, where it was read (`mapInArrow`, no shuffle): the run's window (after
-            the base run's last offset per partition, else the time bounds) and repeated
+            the base run's last offset per partition, from the first record on a partition no
+            earlier run read, before `--until`; with no base run, the time bounds) and repeated
             (partition, offset) rows are dropped, offset commits are decoded and summarised per
             chunk in compiled code, every other record is kept   `udfs.scan`, `jobs.offsets_path`
 3. replay   the kept records (GroupMetadata, malformed commits, other types; a few percent of a
