@@ -10,7 +10,8 @@ Pipeline (one Spark application, one pass over the input's bytes):
             none, the input's records before the window rebuild the state (warm-up)  `jobs.nightly`
 1. read     the input (parquet / delta / json dumps / a catalog table)                `jobs.inputs`
 2. scan     every record once, where it was read (`mapInArrow`, no shuffle): the run's window (after
-            the base run's last offset per partition, else the time bounds) and repeated
+            the base run's last offset per partition, from the first record on a partition no
+            earlier run read, before `--until`; with no base run, the time bounds) and repeated
             (partition, offset) rows are dropped, offset commits are decoded and summarised per
             chunk in compiled code, every other record is kept   `udfs.scan`, `jobs.offsets_path`
 3. replay   the kept records (GroupMetadata, malformed commits, other types; a few percent of a
@@ -140,7 +141,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="input format (default auto: _delta_log => delta, *.parquet => parquet, *.json(l) => json)")
     src.add_argument("--text-encoding", choices=["auto", "hex", "base64"],
                      help="how JSON-lines dumps encode key and value (default auto)")
-    src.add_argument("--since", metavar="TIME", help="keep records with timestamp >= TIME (ISO 8601, UTC default)")
+    src.add_argument("--since", metavar="TIME",
+                     help="keep records with timestamp >= TIME (ISO 8601, UTC default); a run that continues an "
+                          "earlier run of the output reads from where that run stopped instead (after a skipped "
+                          "night, its window starts at that run's end)")
     src.add_argument("--until", metavar="TIME", help="keep records with timestamp < TIME (ISO 8601)")
     src.add_argument("--group", action="append", metavar="GLOB",
                      help="audit only groups matching this glob (repeatable; default: every group)")
@@ -514,7 +518,6 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     run_id = run_id or delta_io.new_run_id(started)
-    run_window = delta_io.window_label(cfg.since, cfg.until)
     source = cfg.input_path or cfg.input_table or f"kafka://{cfg.kafka_bootstrap}/{DEFAULT_TOPIC}"
     is_table = bool(cfg.catalog_schema)
 
@@ -526,8 +529,11 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
     if any(r.run_id == run_id for r in earlier):  # before any work: the tables could not take it anyway
         raise ConfigError(f"run id {run_id}: {loc('runs')} already records a run with this id; a run id names "
                           f"one run: give another --run-id (or none: the default is time-based)")
-    plan = nightly.plan_run(earlier, since=cfg.since, until=cfg.until, run_window=run_window,
-                            group_filter=group_filter, mode=cfg.write_mode)
+    plan = nightly.plan_run(earlier, since=cfg.since, until=cfg.until, group_filter=group_filter,
+                            mode=cfg.write_mode)
+    # the window the run audits (a run continuing a base starts where the base ended: `RunPlan.since`)
+    since = plan.since
+    run_window = delta_io.window_label(since, cfg.until)
     _log(f"run {run_id}: input {source}, window {run_window}, output "
          f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}; {nightly.describe(plan)}")
 
@@ -547,7 +553,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
              f"{ {p: (kafka.start_offsets[p], e) for p, e in sorted(kafka.end_offsets.items())} } (start, end)")
     else:
         data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
-                          text_encoding=cfg.text_encoding, since=cfg.since, until=cfg.until)
+                          text_encoding=cfg.text_encoding, since=since, until=cfg.until)
     state = None
     state_table: Callable[[], Iterator[pa.Table]] | None = None
     start_after = plan.start_after
@@ -559,11 +565,11 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             StorageLevel.MEMORY_AND_DISK)
         if not is_table:  # the driver reads it itself when the replay's input is handed off
             state_table = functools.partial(nightly.read_state_batches, loc("group_state"), plan.base)
-    elif cfg.since is not None:
+    elif since is not None:
         # warm-up: the input's records before the window rebuild the state they leave behind
-        _log(f"warm-up: replaying the input's records before {cfg.since.isoformat()} to rebuild the groups' state "
+        _log(f"warm-up: replaying the input's records before {since.isoformat()} to rebuild the groups' state "
              f"(their rows are not written)")
-        warm = _audit_pass(spark, cfg, data, since=None, until=cfg.since, state=None, start_after={},
+        warm = _audit_pass(spark, cfg, data, since=None, until=since, state=None, start_after={},
                            base_missing={}, resume="fresh", gap_time=None, scratch=scratch)
         if warm.counts["records_in"] - warm.counts["filtered_by_window"] > 0:
             assert warm.group_state is not None  # the warm-up pass writes nothing itself
@@ -589,13 +595,16 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         merged_names = [name for name in MERGE_KEYS if name in direct_names] if state is not None else []
         direct = DirectWrite(delta_io.stage_dirs(direct_names, base_path=cfg.output_path, run_id=run_id,
                                                  run_window=run_window),
-                             run_id, epoch_ms(cfg.since), epoch_ms(cfg.until),
+                             run_id, epoch_ms(since), epoch_ms(cfg.until),
                              delta_io.carried_dirs(merged_names, base_path=cfg.output_path, run_id=run_id),
                              compression=cfg.compression)
         _log(f"write: the replay's tasks write {', '.join(direct_names)} themselves (embedded writer, local path)")
     try:  # until the writer takes the replay's files over, a failure deletes them (nothing is committed)
-        main = _audit_pass(spark, cfg, data, since=cfg.since, until=cfg.until, state=state, start_after=start_after,
-                           base_missing=base_missing, resume=resume, gap_time=cfg.since, derive=derive_in_replay,
+        # after a base, each partition is bounded below by the base's last offset, or not at all (a
+        # partition no earlier run read is read from its first record), never by a time
+        main = _audit_pass(spark, cfg, data, since=since if plan.base is None else None, until=cfg.until,
+                           state=state, start_after=start_after, base_missing=base_missing, resume=resume,
+                           gap_time=since, derive=derive_in_replay,
                            direct=direct, scratch=scratch, state_table=state_table)
         tables = main.tables
         rejected = data.rejected()
@@ -617,7 +626,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
         if derive_in_replay:
             if not set(DERIVED_TABLES) <= set(main.staged):  # (the replay's own files hold the window's rows only)
-                tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=cfg.since,
+                tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=since,
                                                  until=cfg.until))
             _log("derived tables: derived in the replay (the run's own rows are all they need)")
         elif cfg.derived_tables:  # from the run's base rows, with the rows this run closes or changes
@@ -626,7 +635,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             closed = {**carried, **{name: staged_rows(spark, name, files.files)
                                     for name, files in main.carried_files.items()}}
             base = {name: df.unionByName(closed[name]) if name in closed else df for name, df in new_rows.items()}
-            tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=cfg.since,
+            tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=since,
                                                  until=cfg.until, base_path=cfg.output_path, stage=stage, log=_log))
         merged_rows: dict[str, int] = {}
         if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
@@ -650,10 +659,13 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         missing = {p: n for p, n in {**base_missing, **main.missing}.items() if n}
         new_missing = {p: n - base_missing.get(p, 0) for p, n in main.missing.items() if n > base_missing.get(p, 0)}
         in_window = run_counts["records_in"] - run_counts["filtered_by_window"]
-        note = None
-        if in_window == 0:
-            note = "empty window: no records of the input fall in it; the groups' state is carried forward unchanged"
+        note = nightly.read_note(plan, cfg.since, main.ranges)
+        if note is not None:
             _log(note)
+        if in_window == 0:
+            empty = "empty window: no records of the input fall in it; the groups' state is carried forward unchanged"
+            _log(empty)
+            note = empty if note is None else f"{empty}; {note}"
         if new_missing:
             text = ", ".join(f"partition {p}: {n:,}" for p, n in sorted(new_missing.items()))
             note = ((note + "; ") if note else "") + f"offsets never read (history gaps): {text}"
@@ -677,7 +689,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         runs_row = {
             "run_id": run_id, "status": "succeeded", "started_at": started, "finished_at": finished,
             "duration_ms": int((finished - started).total_seconds() * 1000), "input": source,
-            "input_format": data.format, "since": cfg.since, "until": cfg.until,
+            "input_format": data.format, "since": since, "until": cfg.until,
             "group_filter": group_filter, **run_counts,
             "code_version": __version__, "spark_version": spark.version, "writer": writer,
             "config_json": json.dumps(cfg.to_dict(), sort_keys=True), "resume": resume,

@@ -3,13 +3,20 @@
 A run over the window [since, until) continues the chain of runs already written to the same
 output (`plan_run`):
 
-* the **base** is the latest complete run (its `runs` row exists) whose window ends where this one
-  starts; the run resumes every group from the base's `group_state` rows (the audit state, the
-  open offset window; a group that reads no record in the run is carried forward as saved, without
-  resuming its audit: `udfs.replay`) and reads each `__consumer_offsets` partition from just after the base's last
-  offset there (`runs.end_offsets`), whatever the records' timestamps;
-* re-running the **latest** window replaces it: the base is then the run before it, and every row
-  the replaced run merged into earlier windows is merged again (`rerun`);
+* the **base** is the latest complete run (its `runs` row exists), when this window starts at or
+  after its end; the run resumes every group from the base's `group_state` rows (the audit state,
+  the open offset window; a group that reads no record in the run is carried forward as saved,
+  without resuming its audit: `udfs.replay`) and reads each `__consumer_offsets` partition from
+  just after the base's last offset there (`runs.end_offsets`), whatever the records' timestamps;
+  a partition no run of the chain read is read from its first record in the input;
+* so a run audits everything after its base: when `--since` is later than the base's end (a
+  skipped night), the run's window starts where the base's ended (`RunPlan.since`, which its
+  `runs.since` and `run_window` record), and the records in between that the input holds are
+  audited; the offsets it lacks are history gaps (below);
+* re-running the **latest** window replaces it: a window that ends where the latest one ends and
+  starts within it (a widened window re-run with its own `--since`, or with the widened start); the
+  base is then the run before it, and every row the replaced run merged into earlier windows is
+  merged again (`rerun`);
 * a window that overlaps an earlier run's window in any other way, or comes before the latest one,
   is refused with one line naming the run it conflicts with and what to do (`WindowConflict`):
   never duplicated rows;
@@ -41,7 +48,8 @@ from jobs.delta_read import iter_arrow, read_arrow
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["STATE_TABLE_COLUMNS", "ChainRun", "RunPlan", "WindowConflict", "gaps", "home_windows", "plan_run", "read_state", "read_state_batches"]
+__all__ = ["STATE_TABLE_COLUMNS", "ChainRun", "RunPlan", "WindowConflict", "gaps", "home_windows", "plan_run", "read_note", "read_state",
+           "read_state_batches"]
 
 Resume = Literal["fresh", "resume", "rerun", "warmup"]
 
@@ -67,11 +75,14 @@ class ChainRun:
 
 @dataclass(frozen=True, slots=True)
 class RunPlan:
-    """What a run continues: its base run (None: none), how it resumes, and the earlier runs of the
-    chain in order (for the partitions the carried rows live in)."""
+    """What a run continues: its base run (None: none), how it resumes, where its window starts,
+    and the earlier runs of the chain in order (for the partitions the carried rows live in)."""
 
     resume: Resume
     base: ChainRun | None
+    since: datetime | None
+    """Where the run's window starts: `--since`, or the base's end when the run continues a base
+    that ended before it (a skipped night), or the replaced run's start (a re-run)."""
     chain: tuple[ChainRun, ...] = ()
     replaces: ChainRun | None = None
     notes: tuple[str, ...] = field(default=())
@@ -138,13 +149,24 @@ def read_runs(spark: SparkSession, location: str, *, is_table: bool) -> list[Cha
     return runs
 
 
-def plan_run(runs: Sequence[ChainRun], *, since: datetime | None, until: datetime | None, run_window: str,
+def _reruns(since: datetime | None, until: datetime | None, last: ChainRun) -> bool:
+    """Whether the window [since, until) re-runs the latest run's window: it ends where that one
+    ends and starts where it starts or within it."""
+    if until != last.until:
+        return False
+    if since == last.since:
+        return True
+    return (since is not None and last.since is not None and since > last.since
+            and (last.until is None or since < last.until))
+
+
+def plan_run(runs: Sequence[ChainRun], *, since: datetime | None, until: datetime | None,
              group_filter: str | None, mode: str) -> RunPlan:
     """Which run this one continues (module docstring). `runs` are the output's complete runs,
     oldest first; raises `WindowConflict` for a window that cannot follow them."""
     since, until = _utc(since), _utc(until)
     if mode == "overwrite" or not runs:
-        return RunPlan("fresh", None)
+        return RunPlan("fresh", None, since)
     # the latest attempt of each window is what the tables hold
     latest: dict[str, ChainRun] = {}
     for r in runs:
@@ -157,18 +179,21 @@ def plan_run(runs: Sequence[ChainRun], *, since: datetime | None, until: datetim
                 f"{group_filter or 'all'}: runs carrying state into one output must audit the same groups; "
                 f"use another output path for a different group filter")
     last = chain[-1]
-    if run_window == last.run_window:
+    if _reruns(since, until, last):
         if mode == "append":
             raise WindowConflict(f"window {_window_text(last)} was already written by run {last.run_id}; "
                                  f"--mode append would duplicate its rows: use --mode replace_window to re-run it")
-        before = [r for r in chain[:-1] if r.until is not None and since is not None and r.until == since]
+        before = [r for r in chain[:-1] if r.until is not None and last.since is not None and r.until == last.since]
         note = (f"re-runs window {_window_text(last)} (replaces run {last.run_id})",)
         if not before:  # the window was the chain's first: it starts afresh again
-            return RunPlan("fresh", None, replaces=last, notes=note)
-        return RunPlan("rerun", before[-1], tuple(chain[:-1]), replaces=last, notes=note)
+            return RunPlan("fresh", None, last.since, replaces=last, notes=note)
+        return RunPlan("rerun", before[-1], last.since, tuple(chain[:-1]), replaces=last, notes=note)
     for r in chain:
         if _overlap((since, until), (r.since, r.until)):
-            hint = (f"re-run exactly that window (--since {_fmt(r.since)} --until {_fmt(r.until)})"
+            bounds = " ".join(f"--{name} {_fmt(t)}" for name, t in (("since", r.since), ("until", r.until))
+                              if t is not None)
+            hint = (f"re-run that window ({bounds or 'without --since/--until'}) with an input that holds the "
+                    f"records: it audits every record after the run before it"
                     if r is last else "only the latest window can be re-run; audit it into another output path, "
                     "or rebuild this one with --mode overwrite")
             raise WindowConflict(f"window [{_fmt(since)}, {'open' if until is None else _fmt(until)}) overlaps "
@@ -179,10 +204,10 @@ def plan_run(runs: Sequence[ChainRun], *, since: datetime | None, until: datetim
                              f"time; start at {_fmt(last.until)}, or rebuild with --mode overwrite")
     notes: tuple[str, ...] = ()
     if since > last.until:
-        notes = (f"window starts at {_fmt(since)} but run {last.run_id} ended at {_fmt(last.until)}: the records "
-                 f"in between are audited from where that run stopped when the input holds them; offsets it "
-                 f"does not hold are reported as history gaps",)
-    return RunPlan("resume", last, tuple(chain), notes=notes)
+        notes = (f"--since {_fmt(since)} is after the end of run {last.run_id} ({_fmt(last.until)}): this run "
+                 f"audits from where that run stopped, its window is [{_fmt(last.until)}, "
+                 f"{'open' if until is None else _fmt(until)})",)
+    return RunPlan("resume", last, last.until, tuple(chain), notes=notes)
 
 
 def read_state(spark: SparkSession, location: str, base: ChainRun, *, is_table: bool) -> DataFrame:
@@ -259,6 +284,36 @@ def arrow_spans(rows: pa.Table, partition_col: str, offset_col: str) -> dict[int
     return {int(p): (int(lo), int(hi)) for p, lo, hi in zip(
         spans[partition_col].to_pylist(), spans[f"{offset_col}_min"].to_pylist(), spans[f"{offset_col}_max"].to_pylist(),
         strict=True) if p is not None}
+
+
+def read_note(plan: RunPlan, asked_since: datetime | None, ranges: Mapping[int, tuple[int, int, int]]) -> str | None:
+    """What a run that continues a base read, per `__consumer_offsets` partition, when that is not
+    simply the input's records of `--since`'s window: when its window starts before `asked_since`
+    (a skipped night: the records in between are audited when the input holds them), or when it read
+    partitions no earlier run read (from their first record). None otherwise."""
+    if plan.base is None:
+        return None
+    after = plan.start_after
+    first = sorted(p for p in ranges if p not in after)
+    widened = asked_since is not None and plan.since is not None and _utc(asked_since) != plan.since
+    if not widened and not first:
+        return None
+    parts = []
+    for p in sorted({*after, *ranges}):
+        if p not in ranges:
+            parts.append(f"{p}: none after {after[p]}")
+            continue
+        lo, hi, n = ranges[p]
+        new = "" if p in after else ", first read" + (f": offsets before {lo} are not in the input" if lo > 0 else "")
+        parts.append(f"{p}: {lo}-{hi} ({n:,} records{new})")
+    text = f"read after run {plan.base.run_id}'s last offsets, per partition: " + ", ".join(parts)
+    if first:
+        text += (f"; partition{'s' if len(first) > 1 else ''} {', '.join(map(str, first))} no earlier run read: "
+                 f"from the first record in the input")
+    if widened:
+        text = (f"window [{_fmt(plan.since)}, ...) instead of --since {_fmt(_utc(asked_since))}: run "
+                f"{plan.base.run_id} ended at {_fmt(plan.since)}; ") + text
+    return text
 
 
 def describe(plan: RunPlan) -> str:

@@ -1,8 +1,9 @@
 """Nightly runs that carry state (`jobs.nightly`): N consecutive windows written into one output give
 the same tables as one run over the whole log, whether each run's input holds the whole log or only
 its window; compaction gives `history_gap` causes that explain every difference; re-running the
-latest window replaces it; overlapping and earlier windows are refused; an empty window is a
-successful run that says so; a run killed while committing heals when re-run; warm-up rebuilds the
+latest window replaces it; overlapping and earlier windows are refused; a run after a skipped night
+audits it when its input holds it (else the offsets it lacks are history gaps, and re-running the latest
+window with an input that holds them recovers it); an empty window is a successful run that says so; a run killed while committing heals when re-run; warm-up rebuilds the
 state from the input's records before the window.
 
 The default run draws a fixed sample of cut points; `NIGHTLY_FULL=1` runs every combination."""
@@ -25,12 +26,13 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from coordinator_core.records import decode, partition_for
 from coordinator_core.sim.scale import ScaleConfig, generate
 from jobs import delta_io, offsets_path
 from jobs.audit import RunSummary, run_audit
 from jobs.config import load_config
-from jobs.delta_io import read_table
-from jobs.nightly import WindowConflict
+from jobs.delta_io import read_table, window_label
+from jobs.nightly import ChainRun, WindowConflict, plan_run, read_note
 from tools.make_samples import to_table
 
 pytestmark = pytest.mark.spark
@@ -377,23 +379,155 @@ def test_an_empty_window_is_a_successful_run_that_says_so(spark, tmp_path, logs)
     assert not empty.rows_merged
 
 
-def test_a_skipped_export_is_a_history_gap(spark, tmp_path, logs) -> None:
-    """A night whose records never reached the input: the next run names the missing offsets and
-    labels the groups' next generations `history_gap` instead of inventing causes."""
+SAMPLE_CUTS = (datetime(2026, 11, 21, 23, 43, 40, tzinfo=UTC), datetime(2026, 11, 21, 23, 44, 5, tzinfo=UTC))
+"""The real broker sample's nightly cuts: no record of `__consumer_offsets` partitions 0 and 45 comes
+before the first one; partitions 0, 45 and 48 hold records between them."""
+
+
+def _runs_row(out: Path, run_id: str) -> dict:
+    """A run's `runs` row as stored (delta-rs: times in UTC, maps as (key, value) pairs)."""
+    rows = [r for r in DeltaTable(str(out / "runs")).to_pyarrow_table().to_pylist() if r["run_id"] == run_id]
+    assert len(rows) == 1
+    return {**rows[0], "missing_offsets": dict(rows[0]["missing_offsets"] or [])}
+
+
+def _group_rows(out: Path, table: str, groups: set[str], *, keep: bool) -> Counter:
+    """`_rows` of the groups in `groups` (`keep`) or of every other group."""
+    arrow = DeltaTable(str(out / table)).to_pyarrow_table()
+    arrow = arrow.filter(pc.is_in(arrow.column("group_id"), pa.array(sorted(groups), pa.string())) if keep
+                         else pc.invert(pc.is_in(arrow.column("group_id"), pa.array(sorted(groups), pa.string()))))
+    arrow = arrow.select([c for c in arrow.column_names if c not in RUN_COLUMNS])
+    return Counter(_hashable(tuple(r.values())) for r in arrow.to_pylist())
+
+
+def _groups_of(records: pa.Table) -> set[str]:
+    return {decode(k, v).key.group for k, v in zip(records.column("key").to_pylist(),  # type: ignore[union-attr]
+                                                   records.column("value").to_pylist(), strict=True)}
+
+
+def _assert_equal_to(spark, single: Path, out: Path) -> None:
+    for table in COMPARED:
+        a, b = _rows(spark, single, table), _rows(spark, out, table)
+        assert a == b, f"{table}: {_diff(a, b)}"
+
+
+def _chain_run(run_id: str, since: datetime | None, until: datetime | None, ends: dict[int, int],
+               minute: int) -> ChainRun:
+    return ChainRun(run_id, window_label(since, until), since, until, None, ends,
+                    datetime(2026, 11, 22, 0, minute, tzinfo=UTC))
+
+
+def test_the_plan_of_a_run_after_a_skipped_night_and_of_its_rerun() -> None:
+    """`plan_run` without Spark: a window after a gap continues the latest run from its end; a window
+    ending where the latest ends and starting within it re-runs it from the run before it; the
+    skipped window, or a window starting inside an earlier run, is refused; `read_note` says per
+    partition what a run read."""
+    d1, d2, d3 = (datetime(2026, 11, day, tzinfo=UTC) for day in (21, 22, 23))
+    first = _chain_run("r1", None, d1, {44: 142, 48: 229}, 1)
+    plan = plan_run([first], since=d2, until=d3, group_filter=None, mode="replace_window")
+    assert (plan.resume, plan.base, plan.since) == ("resume", first, d1)
+    assert "its window is [2026-11-21T00:00:00Z, 2026-11-23T00:00:00Z)" in plan.notes[0]
+    note = read_note(plan, d2, {0: (149, 353, 205), 48: (230, 258, 29)})
+    assert note == ("window [2026-11-21T00:00:00Z, ...) instead of --since 2026-11-22T00:00:00Z: run r1 ended at "
+                    "2026-11-21T00:00:00Z; read after run r1's last offsets, per partition: 0: 149-353 (205 records, "
+                    "first read: offsets before 149 are not in the input), 44: none after 142, 48: 230-258 "
+                    "(29 records); partition 0 no earlier run read: from the first record in the input")
+    third = _chain_run("r3", d1, d3, {0: 353, 44: 142, 48: 258}, 3)
+    for since in (d2, d1):  # the same command again, or the window's widened start
+        again = plan_run([first, third], since=since, until=d3, group_filter=None, mode="replace_window")
+        assert (again.resume, again.base, again.since, again.replaces) == ("rerun", first, d1, third)
+    with pytest.raises(WindowConflict, match=r"overlaps run r3 .*--since 2026-11-21T00:00:00Z --until 2026-11-23"):
+        plan_run([first, third], since=d1, until=d2, group_filter=None, mode="replace_window")
+    with pytest.raises(WindowConflict, match=r"overlaps run r1 .*only the latest window"):
+        plan_run([first, third], since=d1 - timedelta(hours=1), until=d3, group_filter=None, mode="replace_window")
+    assert read_note(plan_run([first], since=d1, until=d2, group_filter=None, mode="replace_window"), d1,
+                     {48: (230, 258, 29)}) is None  # a night that simply follows: nothing to say
+
+
+def test_a_skipped_night_with_the_whole_log_as_input_equals_one_run(spark, tmp_path, logs, single_runs) -> None:
+    """Window 1, then window 3 of the real broker's log, every input the whole log: the third run
+    continues the first from its end (its window, `runs.since` and `run_window` say so) and audits the
+    skipped window's records, on partitions the first run read (after its last offsets) and on those
+    it never read (0 and 45: from their first record); the tables equal one run. The skipped window
+    cannot be run afterwards (its records are audited); the same command again re-runs the latest
+    window."""
+    log_path = logs["real_broker"]
+    log = _read_log(log_path)
+    cut1, cut2 = SAMPLE_CUTS
+    out = tmp_path / "out"
+    first = _run(spark, log_path, out, None, cut1)
+    third = _run(spark, log_path, out, cut2, None)
+    assert third.resume == "resume" and third.base_run_id == first.run_id
+    assert third.run_window == window_label(cut1, None)
+    before = _filtered(log, None, cut1)
+    assert third.counts["filtered_by_window"] == before.num_rows
+    assert third.counts["records_replayed"] == log.num_rows - before.num_rows
+    row = _runs_row(out, third.run_id)
+    assert row["since"] == cut1 and row["until"] is None and not row["missing_offsets"]
+    unread = sorted(set(log.column("partition").to_pylist()) - set(before.column("partition").to_pylist()))
+    assert unread == [0, 45]
+    for p in unread:
+        offsets = log.filter(pc.equal(log.column("partition"), p)).column("offset")
+        lo, hi = pc.min_max(offsets).as_py().values()
+        assert f"{p}: {lo}-{hi} ({len(offsets)} records, first read)" in row["note"]
+    assert row["note"] == third.note and third.note.startswith(f"window [{cut1:%Y-%m-%dT%H:%M:%SZ}, ...)")
+    single = single_runs("real_broker")
+    _assert_equal_to(spark, single, out)
+    with pytest.raises(WindowConflict, match=f"overlaps run {third.run_id} .*re-run that window \\(--since {cut1:%Y-%m-%dT%H:%M:%SZ}\\) with"):
+        _run(spark, log_path, out, cut1, cut2)
+    again = _run(spark, log_path, out, cut2, None)
+    assert (again.resume, again.base_run_id, again.run_window) == ("rerun", first.run_id, third.run_window)
+    _assert_equal_to(spark, single, out)
+
+
+def test_a_skipped_night_missing_from_the_input_is_a_history_gap(spark, tmp_path, logs, single_runs) -> None:
+    """Window 1, then window 3, each input its window's records only: the offsets of the skipped
+    window are counted per partition (`runs.missing_offsets`, the note); the groups of those
+    partitions get a `history_gap` cause (all the groups with records in the skipped window among
+    them; the others' rows are one run's plus that cause), every other group's rows equal one run's.
+    Re-running the latest window (the same command) with an input that holds the skipped night
+    recovers it: the tables equal one run, no offset is missing."""
     log_path = logs["scale_7"]
     log = _read_log(log_path)
     a, b = _cuts(log, 2, random.Random(21))
     out = tmp_path / "out"
-    _run(spark, _write(_filtered(log, None, a), tmp_path / "in0" / "log.parquet"), out, None, a)
-    after = _run(spark, _write(_filtered(log, b, None), tmp_path / "in1" / "log.parquet"), out, a, None)
+    first = _run(spark, _write(_filtered(log, None, a), tmp_path / "in0" / "log.parquet"), out, None, a)
+    after = _run(spark, _write(_filtered(log, b, None), tmp_path / "in1" / "log.parquet"), out, b, None)
+    assert after.run_window == window_label(a, None)
+    skipped = _filtered(log, a, b)
+    row = _runs_row(out, after.run_id)
+    assert row["missing_offsets"] == dict(Counter(skipped.column("partition").to_pylist()))
     assert after.note and "never read" in after.note
-    causes = read_table(spark, str(out / "rebalance_causes"))
-    gaps = causes.where("cause = 'history_gap'").collect()
-    assert gaps and all("never read" in r["detail"] for r in gaps)
-    primaries = Counter((r["group_id"], r["generation_id"]) for r in causes.where("is_primary").collect())
+    causes = DeltaTable(str(out / "rebalance_causes")).to_pyarrow_table()
+    gaps = causes.filter(pc.equal(causes.column("cause"), "history_gap"))
+    assert all("never read" in d for d in gaps.column("detail").to_pylist())
+    gap_groups = set(gaps.column("group_id").to_pylist())
+    # which groups' records the missing offsets held is unknown: every group the chain knew on a
+    # partition with missing offsets gets the cause, among them every group with records there
+    known = _groups_of(_filtered(log, None, a))
+    on_gaps = {g for g in known if partition_for(g, 3) in row["missing_offsets"]}
+    assert _groups_of(skipped) <= gap_groups == on_gaps
+    single = single_runs("scale_7")
+    for table in COMPARED:
+        x, y = (_group_rows(o, table, gap_groups, keep=False) for o in (single, out))
+        assert x == y, f"{table}: {_diff(x, y)}"
+    # a group with no record among the missing offsets: its rows are one run's, and one cause says
+    # that its history across the gap is unknown
+    idle = gap_groups - _groups_of(skipped)
+    for table in COMPARED:
+        x, y = (_group_rows(o, table, idle, keep=True) for o in (single, out))
+        if table == "rebalance_causes":
+            added = y - x
+            assert not x - y and sorted(r[0] for r in added) == sorted(idle)
+            assert all(r[3] == "history_gap" and r[8] is False for r in added)
+        else:
+            assert x == y, f"{table}: {_diff(x, y)}"
+    primaries = Counter((r["group_id"], r["generation_id"]) for r in causes.to_pylist() if r["is_primary"])
     assert all(n == 1 for n in primaries.values())
-    runs = {r["run_id"]: r for r in read_table(spark, str(out / "runs")).collect()}
-    assert sum(runs[after.run_id]["missing_offsets"].values()) > 0
+    healed = _run(spark, log_path, out, b, None)
+    assert (healed.resume, healed.base_run_id, healed.run_window) == ("rerun", first.run_id, after.run_window)
+    assert not _runs_row(out, healed.run_id)["missing_offsets"]
+    _assert_equal_to(spark, single, out)
 
 
 # ------------------------------------------------------------------------------------------------
