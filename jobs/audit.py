@@ -420,6 +420,8 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
                         records_hint=data.records if isinstance(data, _KafkaInput) else None,
                         bounds=data.bounds, input_format=data.format)
         st.rows = scan.counts["records_in"]
+    if data.rejects is not None:  # quarantined by the job, read all the same: no offsets never read
+        scan = scan.with_rejected(data.rejected_in_window(since, until, start_after))
     sc = scan.counts
     _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
          f"commits and {sc['tombstones']:,} tombstones summarised, {sc['side_records']:,} records for the replay")

@@ -157,6 +157,22 @@ class InputData:
         """How many lines and records were rejected (a Spark job; 0 without one when none can be)."""
         return 0 if self.rejects is None else int(self.rejects.count())
 
+    def rejected_in_window(self, since: datetime | None, until: datetime | None,
+                           start_after: Mapping[int, int] | None = None) -> list[tuple[int, int]]:
+        """The log positions (partition, offset) of the rejected records in the run's window
+        (`window_condition`; without a timestamp, only when the window is open) that no readable
+        record holds: the run read them, though it quarantines them (a Spark job; none without rejects)."""
+        if self.rejects is None:
+            return []
+        placed = self.rejects.where(F.col("partition").isNotNull() & F.col("offset").isNotNull()).select(
+            "partition", "offset", F.timestamp_millis("timestamp").alias("timestamp"))
+        cond = window_condition(since, until, start_after)
+        if cond is not None:
+            placed = placed.where(cond)
+        rows = placed.select("partition", "offset").distinct().join(
+            self.df.select("partition", "offset"), ["partition", "offset"], "left_anti").collect()
+        return [(int(r["partition"]), int(r["offset"])) for r in rows]
+
     def counts(self) -> InputCounts:
         """Counts the input in one Spark job (a scan of the input plus a shuffle of (partition,
         offset) pairs within the window; the key and value bytes are not shuffled)."""
