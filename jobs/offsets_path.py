@@ -7,8 +7,8 @@ benchmark. The offset rules are `coordinator_core.audit.offsets`.
 How it stays close to a bare scan:
 
 * the kernel (`udfs.scan_kernel`, compiled) classifies and decodes the keys and values in place
-  and emits only partial summaries (one per topic-partition and stretch between two GroupMetadata
-  records of its group, kept open across a task's chunks), regression candidates and the few
+  and emits only partial summaries (one per topic-partition and stretch between two records of
+  its group that the replay reads, kept open across a task's chunks), regression candidates and the few
   records that are not offset commits (`side` rows, for the replay). Local Parquet files (and plain Delta tables) are
   read by pyarrow in the workers; other inputs reach the kernel through Spark's Arrow batches.
 * A run with a window does not read the row groups of those files whose footer statistics put
