@@ -245,8 +245,6 @@ class Scan:
         Arrow table it read or its pieces, `udfs.replay.saved_states_table`, each written before the
         next is read), else through Spark (`replay_input`; `states` then must be a DataFrame)."""
         if self.handoff is not None and self.parts is not None:
-            if self.rejected and missing is not None:  # (rejects come from text inputs, which Spark reads)
-                raise ValueError("Scan.replay: rejected records' positions need the replay input through Spark")
             state_parts = None
             if states is not None:
                 state_dir = tempfile.mkdtemp(prefix="states-", dir=self.handoff.directory)
@@ -257,7 +255,8 @@ class Scan:
                     state_parts = parts_by_bucket(
                         tuple(r) for r in states.mapInArrow(fn, HANDOFF_REPORT_SCHEMA).collect())
             return replay_handed_off(self.df.sparkSession, self.parts, buckets=self.handoff.buckets, shards=shards,
-                                     state_parts=state_parts, consts=missing, groups=groups, **replay_options)
+                                     state_parts=state_parts, consts=missing, rejected=self.rejected, groups=groups,
+                                     **replay_options)
         if states is not None and not isinstance(states, SparkDataFrame):
             raise ValueError("Scan.replay: saved states given as Arrow need the handed-off replay input "
                              "(this pass's rows go through Spark): give them as a DataFrame")

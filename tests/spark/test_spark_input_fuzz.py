@@ -184,9 +184,10 @@ def test_inputs_that_cannot_be_read_fail_with_one_line(capfd, tmp_path: Path, se
 
 
 def test_malformed_records_are_quarantined_never_repeats_or_gaps(capfd, tmp_path: Path) -> None:
-    """Offset commits whose values are cut to 8 bytes (inside stretches of their groups' commits)
-    and JSON lines whose keys are not hex: each one quarantined with its reason, none counted as a
-    repeat, and none an offset never read (no `history_gap`, no missing offsets)."""
+    """Offset commits whose values are cut to 8 bytes (inside stretches of their groups' commits),
+    JSON lines whose keys are not hex and Parquet records without a timestamp: each one quarantined
+    with its reason, none counted as a repeat, and none an offset never read (no `history_gap`, no
+    missing offsets)."""
     table = pq.read_table(SAMPLE)
     rows = table.to_pylist()
     commits = [i for i, r in enumerate(rows) if r["key"][:2] in (b"\x00\x00", b"\x00\x01") and r["value"]]
@@ -203,7 +204,15 @@ def test_malformed_records_are_quarantined_never_repeats_or_gaps(capfd, tmp_path
         lines[i] = json.dumps(obj)
     (tmp_path / "dump.jsonl").write_text("\n".join(lines) + "\n")
 
-    for name, positions, reason in (("cut.parquet", cut, "offset"), ("dump.jsonl", spoiled, "key is not valid hex")):
+    untimed = (300, 500, 700)
+    times = table.column("timestamp").to_pylist()
+    for i in untimed:
+        times[i] = None
+    pq.write_table(table.set_column(table.schema.get_field_index("timestamp"), "timestamp",
+                                    pa.array(times, table.schema.field("timestamp").type)), tmp_path / "untimed.parquet")
+
+    for name, positions, reason in (("cut.parquet", cut, "offset"), ("dump.jsonl", spoiled, "key is not valid hex"),
+                                    ("untimed.parquet", untimed, "no timestamp")):
         out = tmp_path / f"out-{name}"
         code, text = _invoke(capfd, "--input", str(tmp_path / name), "--output", str(out))
         assert code == 0, text[-3000:]
