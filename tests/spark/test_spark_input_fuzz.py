@@ -14,6 +14,7 @@ import json
 import os
 import random
 import zlib
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -225,3 +226,29 @@ def test_malformed_records_are_quarantined_never_repeats_or_gaps(capfd, tmp_path
         assert all(reason in q["error"] for q in quarantine), [q["error"] for q in quarantine]
         causes = DeltaTable(str(out / "rebalance_causes")).to_pyarrow_table().to_pylist()
         assert not [c for c in causes if c["cause"] == "history_gap"]
+
+
+def test_rejected_lines_outside_the_window_are_counted_outside_it(capfd, tmp_path: Path) -> None:
+    """A window over a JSON dump with lines whose keys are not hex: those the window holds are
+    quarantined, the others are counted outside the window like the records around them (the run of
+    their own window quarantines them), and none is an offset never read."""
+    lines = _good_lines(pq.read_metadata(SAMPLE).num_rows)
+    for i in (200, 400, 600, 800):
+        obj = json.loads(lines[i])
+        obj["key"] = "g" + obj["key"][1:]
+        lines[i] = json.dumps(obj)
+    (tmp_path / "dump.jsonl").write_text("\n".join(lines) + "\n")
+    times = sorted(json.loads(line)["timestamp"] for line in lines)
+    since = times[len(times) // 2] // 1000 * 1000  # (a window bound is whole seconds)
+    inside = [i for i in (200, 400, 600, 800) if json.loads(lines[i])["timestamp"] >= since]
+    assert 0 < len(inside) < 4
+    out = tmp_path / "out"
+    code, text = _invoke(capfd, "--input", str(tmp_path / "dump.jsonl"), "--output", str(out), "--since",
+                         datetime.fromtimestamp(since / 1000, UTC).isoformat())
+    assert code == 0, text[-3000:]
+    r = _runs_row(out)
+    assert (r["records_in"], r["quarantined"]) == (len(lines), len(inside))
+    assert r["filtered_by_window"] == sum(1 for t in times if t < since)
+    assert "never read" not in (r["note"] or ""), r["note"]
+    quarantine = DeltaTable(str(out / "quarantine")).to_pyarrow_table().to_pylist()
+    assert sorted(q["input_line"] for q in quarantine) == [i + 1 for i in inside]
