@@ -424,6 +424,8 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
                         records_hint=data.records if isinstance(data, _KafkaInput) else None,
                         bounds=data.bounds, input_format=data.format)
         st.rows = scan.counts["records_in"]
+    if data.rejects is not None:  # quarantined by the job, read all the same: no offsets never read
+        scan = scan.with_rejected(data.rejected_in_window(since, until, start_after))
     sc = scan.counts
     _log(f"single pass: {scan.reader} reader{', input re-sorted' if scan.reordered else ''}; {sc['commits']:,} "
          f"commits and {sc['tombstones']:,} tombstones summarised, {sc['side_records']:,} records for the replay")
@@ -468,8 +470,9 @@ class _KafkaInput:
     bounds: None = None
     """(No file statistics: the source reads the offset ranges it is given.)"""
 
-    def rejected(self) -> int:
-        return 0
+    def window_rejects(self, since: datetime | None, until: datetime | None,
+                       start_after: Mapping[int, int] | None = None) -> tuple[None, int, int]:
+        return None, 0, 0
 
 
 def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, input_rejects: bool) -> list[str]:
@@ -607,11 +610,13 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
                            gap_time=since, derive=derive_in_replay,
                            direct=direct, scratch=scratch, state_table=state_table)
         tables = main.tables
-        rejected = data.rejected()
+        rejects, rejected, rejected_outside = data.window_rejects(cfg.since, cfg.until, start_after)
         if rejected:
             _log(f"input: {rejected:,} lines or records are no readable record (see quarantine.error): quarantined")
-        if data.rejects is not None:
-            tables["quarantine"] = tables["quarantine"].unionByName(data.rejects)
+        if rejected_outside:
+            _log(f"input: {rejected_outside:,} more are no readable record, outside the window: left to its runs")
+        if rejects is not None:
+            tables["quarantine"] = tables["quarantine"].unionByName(rejects)
         if not cfg.quarantine:
             tables["quarantine"] = tables["quarantine"].limit(0)
 
@@ -645,8 +650,9 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             merged_rows.update({name: files.rows for name, files in main.carried_files.items()})
 
         run_counts = dict(main.counts)
-        run_counts["records_in"] += rejected
+        run_counts["records_in"] += rejected + rejected_outside
         run_counts["quarantined"] += rejected
+        run_counts["filtered_by_window"] += rejected_outside
         accounted = sum(v for k, v in run_counts.items() if k != "records_in")
         if accounted != run_counts["records_in"]:
             raise CoordinatorAuditError(

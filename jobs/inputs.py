@@ -28,7 +28,8 @@ Then the `--since/--until` window is applied to the record timestamps (since inc
 exclusive) and duplicates of the same (partition, offset) are dropped (re-reads of a topic overlap).
 `InputData.counts()` gives the runs table's figures: records_in = duplicates_dropped +
 filtered_by_window + records (the rows of `InputData.df`); rejected records are not in `raw` and
-are counted apart (`InputData.rejected()`).
+are counted apart (`InputData.window_rejects`: by the same window, those in it or that cannot be
+placed are quarantined, the others are outside the window).
 
 A Delta input is read at the version its log had when the run began, and with it what the log's
 per-file statistics say of the records (`InputData.bounds`, `delta_input_bounds`): a run whose
@@ -156,6 +157,42 @@ class InputData:
     def rejected(self) -> int:
         """How many lines and records were rejected (a Spark job; 0 without one when none can be)."""
         return 0 if self.rejects is None else int(self.rejects.count())
+
+    def _marked_rejects(self, since: datetime | None, until: datetime | None,
+                        start_after: Mapping[int, int] | None) -> DataFrame:
+        """The rejects with `_in`: whether the run's window holds each one, by the records' rule
+        (`window_condition`): true, false, or null (no position or time to place it by)."""
+        assert self.rejects is not None
+        cond = window_condition(since, until, start_after)
+        timed = self.rejects.withColumnRenamed("timestamp", "_ms").withColumn("timestamp", F.timestamp_millis("_ms"))
+        return timed.withColumn("_in", F.lit(True) if cond is None else cond).drop("timestamp").withColumnRenamed(
+            "_ms", "timestamp")
+
+    def window_rejects(self, since: datetime | None, until: datetime | None,
+                       start_after: Mapping[int, int] | None = None) -> tuple[DataFrame | None, int, int]:
+        """(the rejected records the run quarantines, as quarantine rows: those in its window and
+        those it cannot place; how many those are; how many more are outside the window, which the
+        run counts as such and leaves to the run whose window holds them). One Spark job; (None, 0,
+        0) without rejects."""
+        if self.rejects is None:
+            return None, 0, 0
+        marked = self._marked_rejects(since, until, start_after)
+        kept = F.coalesce(F.col("_in"), F.lit(True))
+        row = marked.agg(F.count_if(kept).alias("kept"), F.count_if(~kept).alias("outside")).collect()[0]
+        return marked.where(kept).select(*self.rejects.columns), int(row["kept"]), int(row["outside"])
+
+    def rejected_in_window(self, since: datetime | None, until: datetime | None,
+                           start_after: Mapping[int, int] | None = None) -> list[tuple[int, int]]:
+        """The log positions (partition, offset) of the rejected records the run's window holds
+        (`window_rejects`) that no readable record holds: the run read them, though it quarantines
+        them (a Spark job; none without rejects)."""
+        if self.rejects is None:
+            return []
+        placed = self._marked_rejects(since, until, start_after).where(
+            F.col("_in") & F.col("partition").isNotNull() & F.col("offset").isNotNull())
+        rows = placed.select("partition", "offset").distinct().join(
+            self.df.select("partition", "offset"), ["partition", "offset"], "left_anti").collect()
+        return [(int(r["partition"]), int(r["offset"])) for r in rows]
 
     def counts(self) -> InputCounts:
         """Counts the input in one Spark job (a scan of the input plus a shuffle of (partition,

@@ -7,8 +7,8 @@ benchmark. The offset rules are `coordinator_core.audit.offsets`.
 How it stays close to a bare scan:
 
 * the kernel (`udfs.scan_kernel`, compiled) classifies and decodes the keys and values in place
-  and emits only partial summaries (one per topic-partition and stretch between two GroupMetadata
-  records of its group, kept open across a task's chunks), regression candidates and the few
+  and emits only partial summaries (one per topic-partition and stretch between two records of
+  its group that the replay reads, kept open across a task's chunks), regression candidates and the few
   records that are not offset commits (`side` rows, for the replay). Local Parquet files (and plain Delta tables) are
   read by pyarrow in the workers; other inputs reach the kernel through Spark's Arrow batches.
 * A run with a window does not read the row groups of those files whose footer statistics put
@@ -31,6 +31,7 @@ How it stays close to a bare scan:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import os
@@ -129,6 +130,18 @@ class Scan:
     """Where the pass's tasks wrote the rows the replay reads (`udfs.handoff`), or None: they are in `df`."""
     parts: Parts | None = None
     """With `handoff`: the record batches of each bucket."""
+    rejected: Mapping[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    """Per partition, the offsets (ascending, none a kept record's) of the records in the window
+    that the input could not read (`jobs.inputs.InputData.rejects` with a log position, which the
+    job quarantines): they were read, so they are no offsets never read (`with_rejected`)."""
+
+    def with_rejected(self, positions: Iterable[tuple[int, int]]) -> Scan:
+        """This pass with the log positions (partition, offset) of rejected records read in its
+        window (`rejected`)."""
+        by_partition: dict[int, set[int]] = {}
+        for p, o in positions:
+            by_partition.setdefault(p, set()).add(o)
+        return dataclasses.replace(self, rejected={p: tuple(sorted(o)) for p, o in sorted(by_partition.items())})
 
     def _rows(self) -> DataFrame:
         """The pass's rows the replay reads: in `df`, or read back from the handed-off files."""
@@ -148,9 +161,12 @@ class Scan:
     @property
     def ranges(self) -> dict[int, tuple[int, int, int]]:
         """Per `__consumer_offsets` partition: (first, last) offset read in the window and how many
-        distinct records; last - first + 1 - records offsets inside that span were not in the input."""
+        distinct records (rejected ones included); last - first + 1 - records offsets inside that
+        span were not in the input."""
         out: dict[int, tuple[int, int, int]] = {}
-        for partition, first, last, records, _ in self.chunks:
+        spans = [(p, first, last, records) for p, first, last, records, _ in self.chunks]
+        spans += [(p, offsets[0], offsets[-1], len(offsets)) for p, offsets in self.rejected.items() if offsets]
+        for partition, first, last, records in spans:
             lo, hi, n = out.get(partition, (first, last, 0))
             out[partition] = (min(lo, first), max(hi, last), n + records)
         return out
@@ -159,21 +175,21 @@ class Scan:
                        ) -> tuple[dict[tuple[int, int], int], dict[int, int]]:
         """The running count of offsets never read, per partition (`GroupAuditor.observe_missing`):
         ({(chunk, partition): c}, {partition: count at the end of the pass}). A side record at
-        `offset` with rank `r` in its chunk has count `offset - r + c`: the base run's count, plus
-        the offsets between the base's last one and this pass's first, plus the holes before it."""
+        `offset` with rank `r` in its chunk, and `b` rejected records below it in its partition
+        (`rejected`), has count `offset - r - b + c`: the base run's count, plus the offsets between
+        the base's last one and this pass's first, plus the holes before it."""
         consts: dict[tuple[int, int], int] = {}
         ends: dict[int, int] = {}
-        for partition, rows in itertools.groupby(self.chunks, key=lambda c: c[0]):
-            chunk_rows = list(rows)
-            first = chunk_rows[0][1]
+        chunks = {p: list(rows) for p, rows in itertools.groupby(self.chunks, key=lambda c: c[0])}
+        for partition, (first, last, records) in self.ranges.items():
             base = base_missing.get(partition, 0)
             if partition in start_after:
                 base += max(first - start_after[partition] - 1, 0)
             before = 0
-            for _, _, _, records, chunk in chunk_rows:
+            for _, _, _, n, chunk in chunks.get(partition, ()):
                 consts[(chunk, partition)] = base - first - before
-                before += records
-            ends[partition] = base + (chunk_rows[-1][2] - first + 1 - before)
+                before += n
+            ends[partition] = base + (last - first + 1 - records)
         return consts, ends
 
     def side(self, missing: Mapping[tuple[int, int], int] | None = None) -> DataFrame:
@@ -188,10 +204,18 @@ class Scan:
         consts = spark.createDataFrame([(c, p, v) for (c, p), v in missing.items()],
                                        "chunk long, partition int, _c long")
         side = (rows.select(*cols, "chunk", F.col("records_in").alias("_rank"))
-                .join(F.broadcast(consts), ["chunk", "partition"], "left")
-                .withColumn("missing_before", F.col("offset") - F.col("_rank") + F.col("_c"))
-                .select(*cols, "missing_before"))
-        return side
+                .join(F.broadcast(consts), ["chunk", "partition"], "left"))
+        below = F.lit(0)
+        if self.rejected:  # per partition, the rejected records below each side record: steps between them
+            steps = spark.createDataFrame(
+                [(p, lo, hi, b) for p, offsets in self.rejected.items()
+                 for b, (lo, hi) in enumerate(itertools.pairwise((-1, *offsets, 2**63 - 1)))],
+                "_p int, _lo long, _hi long, _below long")
+            side = side.join(F.broadcast(steps), (F.col("partition") == F.col("_p")) & (F.col("offset") > F.col("_lo"))
+                             & (F.col("offset") <= F.col("_hi")), "left")
+            below = F.coalesce(F.col("_below"), F.lit(0))
+        return side.withColumn("missing_before", F.col("offset") - F.col("_rank") - below + F.col("_c")).select(
+            *cols, "missing_before")
 
     def stretches(self) -> DataFrame:
         """The summarised offset commits for the replay (`udfs.replay.STRETCH_COLUMNS`): one row per
@@ -231,7 +255,8 @@ class Scan:
                     state_parts = parts_by_bucket(
                         tuple(r) for r in states.mapInArrow(fn, HANDOFF_REPORT_SCHEMA).collect())
             return replay_handed_off(self.df.sparkSession, self.parts, buckets=self.handoff.buckets, shards=shards,
-                                     state_parts=state_parts, consts=missing, groups=groups, **replay_options)
+                                     state_parts=state_parts, consts=missing, rejected=self.rejected, groups=groups,
+                                     **replay_options)
         if states is not None and not isinstance(states, SparkDataFrame):
             raise ValueError("Scan.replay: saved states given as Arrow need the handed-off replay input "
                              "(this pass's rows go through Spark): give them as a DataFrame")

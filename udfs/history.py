@@ -34,11 +34,13 @@ Bounds (`from_evidence` / `to_evidence`; `*_exact` is true only for the first th
 * `record`: the timestamp of the GroupMetadata record that stored or replaced an assignment.
 * `join_completed`: a generation's state_timestamp: every member had rejoined (EAGER: revoked).
 * `group_emptied`: an Empty generation's state_timestamp: the last member had gone.
-* `broker_rebalance_start`: the broker's "Preparing to rebalance" line (`generations` column
-  `rebalance_started_at`, present when the job was given the broker's log); a revocation is
-  not earlier.
 * `last_commit`: the old owner's last offset commit in its generation: it still held its
   partitions then, and revoked them at or after it (and at the latest at `join_completed`).
+* `broker_rebalance_start`: the broker's "Preparing to rebalance" line (`generations` column
+  `rebalance_started_at`, present when the job was given the broker's log): an old owner without
+  a commit in its generation revoked no earlier. It refines only what the log leaves open: an
+  owner with a commit is unowned from that commit whether or not the broker's log is given (a
+  crashed owner was gone a session timeout before the broker's line).
 * `join_completed_latest`: no earlier evidence: the latest moment the bound can be.
 """
 
@@ -506,20 +508,20 @@ def _departed(cause_rows: Sequence[Mapping[str, Any]]) -> set[str]:
 
 
 def _revocation(seg: _Segment, nxt: Mapping[str, Any], owner_last: int | None) -> tuple[int, str]:
-    """When an old owner gave its partitions up before the next generation (module docstring:
-    broker start, then its last commit `owner_last`, then the latest possible moment), clamped to
-    the segment."""
+    """When an old owner gave its partitions up before the next generation, clamped to the
+    segment: its last commit `owner_last` in the generation; without one, the broker's start of the
+    join phase; without that, the latest possible moment (module docstring). The broker's time
+    never moves an owner's end past its last commit: an owner that crashed committed last before
+    it died, and the broker starts the join phase only when its session times out."""
     latest = nxt["state_timestamp"] if nxt.get("state_timestamp") is not None else nxt["record_timestamp"]
     latest = max(seg.start, min(latest, nxt["record_timestamp"]))
     broker = nxt.get("rebalance_started_at")
-    candidates: list[tuple[int, str]] = []
-    if broker is not None:
-        candidates.append((int(broker), "broker_rebalance_start"))
     if owner_last is not None:
-        candidates.append((owner_last, "last_commit"))
-    if not candidates:
+        t, ev = owner_last, "last_commit"
+    elif broker is not None:
+        t, ev = int(broker), "broker_rebalance_start"
+    else:
         return latest, "join_completed_latest"
-    t, ev = max(candidates)
     return max(seg.start, min(t, latest)), ev
 
 

@@ -76,6 +76,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
@@ -1867,9 +1868,11 @@ HANDOFF_REPORT_SCHEMA = "path string, bucket int, row_group int, rows long"
 """Spark schema of `make_handoff_fn`'s output (`udfs.handoff.REPORT_FIELDS`)."""
 
 
-def _side_missing(rows: pa.Table, side: np.ndarray, consts: Mapping[tuple[int, int], int]) -> pa.Array:
-    """`missing` of the handed rows: for a side row, its offset minus its rank in its chunk plus the
-    chunk's constant (`jobs.offsets_path.Scan.missing_counts`; null when the chunk has none), as
+def _side_missing(rows: pa.Table, side: np.ndarray, consts: Mapping[tuple[int, int], int],
+                  rejected: Mapping[int, Sequence[int]]) -> pa.Array:
+    """`missing` of the handed rows: for a side row, its offset minus its rank in its chunk minus the
+    rejected records below it in its partition (`rejected`: ascending offsets) plus the chunk's
+    constant (`jobs.offsets_path.Scan.missing_counts`; null when the chunk has none), as
     `Scan.side(missing)` computes it; null for the other rows."""
     n = rows.num_rows
     out: list[int | None] = [None] * n
@@ -1882,12 +1885,14 @@ def _side_missing(rows: pa.Table, side: np.ndarray, consts: Mapping[tuple[int, i
         ranks = rows.column("records_in").take(idx).to_pylist()
         for i, c, p, o, r in zip(at, chunks, parts, offsets, ranks, strict=True):
             k = consts.get((c, p))
-            out[i] = None if k is None or o is None or r is None else o - r + k
+            if k is not None and o is not None and r is not None:
+                out[i] = o - r - bisect_left(rejected.get(p, ()), o) + k
     return pa.array(out, pa.int64())
 
 
 def handed_input(rows: pa.Table | None, states: pa.Table | None, *,
                  consts: Mapping[tuple[int, int], int] | None = None,
+                 rejected: Mapping[int, Sequence[int]] | None = None,
                  group_ok: Callable[[str], bool] | None = None) -> pa.Table | None:
     """One bucket's replay input (`_HANDED_SCHEMA`) from the pass's handed rows (`SCAN_SCHEMA`
     columns: side rows become records, `_kind` null; partial and regression rows stretches) and
@@ -1902,7 +1907,8 @@ def handed_input(rows: pa.Table | None, states: pa.Table | None, *,
             "group_id": rows.column("group_id"), "partition": rows.column("partition"),
             "offset": rows.column("offset"), "timestamp_ms": rows.column("timestamp_ms"),
             "key": rows.column("key"), "value": rows.column("value"), "state": pa.nulls(n, pa.binary()),
-            "missing": (_side_missing(rows, side, consts) if consts is not None else pa.nulls(n, pa.int64())),
+            "missing": (_side_missing(rows, side, consts, rejected or {}) if consts is not None
+                        else pa.nulls(n, pa.int64())),
             "_kind": pc.if_else(pa.array(side), pa.scalar(None, pa.string()), kind),
             **{name: rows.column(name) for name in STRETCH_COLUMNS[1:]},
             STATE_WINDOWS_COLUMN: pa.nulls(n, STATE_WINDOWS_TYPE)}
@@ -1931,7 +1937,8 @@ def handed_input(rows: pa.Table | None, states: pa.Table | None, *,
 
 
 def make_handoff_replay_fn(parts: Parts, state_parts: Parts | None = None, *,
-                           consts: Mapping[tuple[int, int], int] | None = None, groups: Sequence[str] = (),
+                           consts: Mapping[tuple[int, int], int] | None = None,
+                           rejected: Mapping[int, Sequence[int]] | None = None, groups: Sequence[str] = (),
                            input_batch_rows: int = 10_000, **replay_options: Any,
                            ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for `mapInArrow` over rows of buckets (`bucket int`) that replays each bucket's
@@ -1950,7 +1957,7 @@ def make_handoff_replay_fn(parts: Parts, state_parts: Parts | None = None, *,
         def inputs() -> Iterator[pa.RecordBatch]:
             for b in buckets:
                 table = handed_input(read_bucket(parts.get(b, ())), read_bucket(state_parts.get(b, ()), _STATE_SCHEMA),
-                                     consts=const_map, group_ok=group_ok)
+                                     consts=const_map, rejected=rejected, group_ok=group_ok)
                 if table is not None:
                     yield from table.to_batches(max_chunksize=input_batch_rows)
 
@@ -2006,19 +2013,22 @@ def hand_off_states(states: pa.Table | Iterable[pa.Table], handoff: Handoff) -> 
 
 
 def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards: int, state_parts: Parts | None = None,
-                      consts: Mapping[tuple[int, int], int] | None = None, groups: Sequence[str] = (),
+                      consts: Mapping[tuple[int, int], int] | None = None,
+                      rejected: Mapping[int, Sequence[int]] | None = None, groups: Sequence[str] = (),
                       load_path: bool = True, mode: ResumeMode = "resume",
                       gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
                       direct: DirectWrite | None = None, tables: Collection[str] | None = None,
                       observe: bool = True) -> DataFrame:
     """`replay_frame`'s wide output from handed-off input (`udfs.handoff`): `buckets` buckets over
     `min(shards, buckets)` tasks, each replaying its buckets' rows (`make_handoff_replay_fn`); `consts`
-    (`Scan.missing_counts()[0]`) gives the side records their `missing` count, `groups` filters."""
+    (`Scan.missing_counts()[0]`) and `rejected` (`Scan.rejected`) give the side records their `missing`
+    count, `groups` filters."""
     conf = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
     batch_rows = int(conf) if conf and int(conf) > 0 else 10_000
     n = max(1, min(shards, buckets))
     frame = spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in range(buckets)], n), "bucket int")
-    fn = make_handoff_replay_fn(parts, state_parts, consts=consts, groups=groups, input_batch_rows=batch_rows,
+    fn = make_handoff_replay_fn(parts, state_parts, consts=consts, rejected=rejected, groups=groups,
+                                input_batch_rows=batch_rows,
                                 load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables,
                                 observe=observe)
     return frame.mapInArrow(fn, replay_schema(tables, derive=derive, direct=direct is not None))

@@ -16,11 +16,12 @@ Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
 * sends every other record (GroupMetadata, malformed commits, other types) out unchanged as a
   `side` row, with its record type and group id: the per-group Python replay decodes or
   quarantines those;
-* summarises the commits per (group, topic, partition, Kafka partition, stretch between two
-  GroupMetadata records of the group) as `partial` rows: counts, first and last commit (committed
-  offset, commitTimestamp, log offset), and the regressions inside the stretch. A stretch stays
-  open from one chunk of the task to the next (`TaskKeys.open`) and is written when the next one of
-  its topic-partition opens (its first record after the group's next GroupMetadata record) or at
+* summarises the commits per (group, topic, partition, Kafka partition, stretch between two side
+  records of the group: GroupMetadata records, malformed commits, other types) as `partial` rows:
+  counts, first and last commit (committed offset, commitTimestamp, log offset), and the
+  regressions inside the stretch. A stretch stays open from one chunk of the task to the next
+  (`TaskKeys.open`) and is written when the next one of its topic-partition opens (its first
+  record after the group's next side record) or at
   the end of the task. Every backwards step inside a stretch becomes a `regression` candidate
   row. Which generation window a stretch belongs to, and whether that window was Stable, is decided after the pass by
   the per-group replay (`udfs.replay`), which takes the stretches among the group's other records
@@ -28,8 +29,9 @@ Per chunk (up to `chunk_rows` consecutive rows of one Spark task) it:
   the same window from other chunks included;
 * reports its `range` per Kafka partition (first and last offset) and its `counts`.
 
-A stretch never spans a GroupMetadata record of its group, so merging stretches in log order is
-exact provided no two chunks hold interleaving offsets of one Kafka partition, and a task that
+A stretch never spans a side record of its group, so the replay reads each group's records in log
+order (a record inside a stretch would come after the stretch's last one: a repeat to the audit),
+and merging stretches in log order is exact provided no two chunks hold interleaving offsets of one Kafka partition, and a task that
 carried a stretch from one chunk to a later one saw every record of that partition in between (a
 `range` row names the chunk it continues, `previous_chunk`, which must come right before it). The
 job checks both on the `range` rows and, when they do not hold (an input that is not in log order),
@@ -60,7 +62,6 @@ from udfs.gc_batches import freeze_survivors
 from udfs.handoff import Handoff, HandoffWriter
 from udfs.scan_kernel import (
     KIND_COMMIT_KEY,
-    KIND_GROUP_METADATA_KEY,
     S_COMMITS,
     S_FC_CTS,
     S_FC_OFF,
@@ -313,14 +314,14 @@ _NO_INDEX = np.zeros(0, dtype=np.int32)
 class KeyClasses(NamedTuple):
     """What `scan_kernel.prepare` reads of one batch's keys: per entry (a dictionary's entries, or
     the keys themselves when `entry` is empty) its kind (`scan_kernel.KIND_*`), its topic-partition
-    id (offset-commit keys, else -1), its group id (GroupMetadata keys, else -1) and whether it is an
-    offset-commit key whose names are UTF-8; `entry`, `entry_null`: each key's entry."""
+    id (offset-commit keys, else -1), its group id (other keys whose group is complete, else -1) and
+    whether it is an offset-commit key whose names are UTF-8; `entry`, `entry_null`: each key's entry."""
 
     entry: np.ndarray
     entry_null: np.ndarray
     kind: np.ndarray
     name: np.ndarray
-    gm_group: np.ndarray
+    group: np.ndarray
     key_ok: np.ndarray
 
 
@@ -328,8 +329,8 @@ class TaskKeys:
     """What one task knows of the keys it has seen, across its chunks: the topic-partitions of
     offset-commit keys (`scan_kernel.KeyTable`: id, group id, names, whether the names are UTF-8 and
     the group filter keeps them) and the groups; and the stretches still open (`open`: one row of
-    `scan_kernel.STRETCH_FIELDS` per topic-partition id, with each group's count of GroupMetadata
-    records so far in `gm_seen`), carried to the next chunk: a topic-partition committed to in every
+    `scan_kernel.STRETCH_FIELDS` per topic-partition id, with each group's count of side records so
+    far in `breaks`), carried to the next chunk: a topic-partition committed to in every
     chunk gives one stretch per generation window, not one per chunk. `last_chunk` is the chunk that
     last held records of each Kafka partition."""
 
@@ -355,19 +356,19 @@ class TaskKeys:
         self._columns: tuple[pa.Array, pa.Array, pa.Array] | None = None
         self._dictionary: tuple[pa.Array, tuple[np.ndarray, ...]] | None = None
         self.open = np.full((0, STRETCH_FIELDS), -1, dtype=np.int64)
-        self.gm_seen = np.zeros(0, dtype=np.int64)
+        self.breaks = np.zeros(0, dtype=np.int64)
         self.last_chunk: dict[int, int] = {}
 
     def ready(self) -> None:
-        """Room in `open` for every topic-partition id and in `gm_seen` for every group id."""
+        """Room in `open` for every topic-partition id and in `breaks` for every group id."""
         if len(self.open) < len(self.keys):  # a new row is closed (S_STRETCH -1); its other fields are unread
             grown = np.empty((max(len(self.keys), 2 * len(self.open)), STRETCH_FIELDS), dtype=np.int64)
             grown[:len(self.open)] = self.open
             grown[len(self.open):, S_STRETCH] = -1
             self.open = grown
-        if len(self.gm_seen) < max(len(self.groups), 1):
-            grow_g = np.zeros(max(len(self.groups), 1, 2 * len(self.gm_seen)) - len(self.gm_seen), dtype=np.int64)
-            self.gm_seen = np.concatenate([self.gm_seen, grow_g])
+        if len(self.breaks) < max(len(self.groups), 1):
+            grow_g = np.zeros(max(len(self.groups), 1, 2 * len(self.breaks)) - len(self.breaks), dtype=np.int64)
+            self.breaks = np.concatenate([self.breaks, grow_g])
 
     def open_partitions(self) -> set[int]:
         """The Kafka partitions with a stretch open (begun in an earlier chunk)."""
@@ -419,7 +420,7 @@ class TaskKeys:
         is_commit_key = kind == KIND_COMMIT_KEY
         name = np.where(is_commit_key, ids, -1)
         key_ok = is_commit_key & self.valid[np.where(is_commit_key, ids, 0)] if len(self.valid) else is_commit_key
-        return kind, name, np.where(kind == KIND_GROUP_METADATA_KEY, ids, -1), key_ok
+        return kind, name, np.where(kind != KIND_COMMIT_KEY, ids, -1), key_ok
 
     def _learn(self, first: int, last: int) -> None:
         n = last - first
@@ -501,7 +502,7 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     carried = keys.open_partitions()
     table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     n = table.num_rows
-    part, off, ts, name, gm_group = (np.empty(n, dtype=np.int64) for _ in range(5))
+    part, off, ts, name, group = (np.empty(n, dtype=np.int64) for _ in range(5))
     inw, positioned, key_ok = (np.empty(n, dtype=bool) for _ in range(3))
     kind = np.empty(n, dtype=np.int8)
     at = 0
@@ -512,7 +513,7 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
         o, t = (a if a.type == _L else a.cast(_L) for a in (o, t))
         prepare(at, _values(p, np.int32), _nulls(p), _values(o, np.int64), _nulls(o), _values(t, np.int64), _nulls(t),
                 _bits(w), w.offset, _nulls(w), *keys.classes(b.column("key")), part, off, ts, inw, positioned, kind,
-                name, gm_group, key_ok)
+                name, group, key_ok)
         at += b.num_rows
 
     order = np.empty(0, dtype=np.int64) if in_log_order(part, off) else np.lexsort((off, part))
@@ -556,7 +557,7 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
         status[unwanted] = STATUS_FILTERED
         filtered_by_group = int(unwanted.sum())
 
-    # GroupMetadata records end their group's stretches; the replay decodes them (side rows)
+    # the records the replay decodes (side rows); each ends its group's stretches (`summarise`)
     side_j = np.flatnonzero(status == STATUS_SIDE)
     side = side_j if every else keep[side_j]
     side_keys = [raw(kcol, int(r)) for r in side]
@@ -578,20 +579,17 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     commits = int((status == STATUS_COMMIT).sum())
     tombstones = int((status == STATUS_TOMBSTONE).sum())
     keys.ready()
-    if n_sum:
-        closed = np.empty((n_sum, STRETCH_FIELDS), dtype=np.int64)
-        c_name, r_cur, r_name = (np.empty(n_sum, dtype=np.int64) for _ in range(3))
-        r_prev = np.empty((n_sum, 3), dtype=np.int64)
-        n_closed, n_regs = summarise(keep, status, kind, name, gm_group, keys.key_group, part, off, ts, commit_offset,
-                                     commit_ts, keys.gm_seen, keys.open, closed, c_name, r_cur, r_name, r_prev)
-        if n_closed:
-            out.append(_stretch_rows(keys, c_name[:n_closed], closed[:n_closed]))
-        if n_regs:
-            out.append(_regression_rows(keys, keep, part, off, ts, commit_offset, commit_ts, r_cur[:n_regs],
-                                        r_name[:n_regs], r_prev[:n_regs]))
-    else:  # the chunk's GroupMetadata records still end the open stretches of their groups
-        gm = gm_group[keep[status == STATUS_SIDE]]
-        np.add.at(keys.gm_seen, gm[gm >= 0], 1)
+    # also with no commit to summarise: the chunk's side records end the open stretches of their groups
+    closed = np.empty((n_sum, STRETCH_FIELDS), dtype=np.int64)
+    c_name, r_cur, r_name = (np.empty(n_sum, dtype=np.int64) for _ in range(3))
+    r_prev = np.empty((n_sum, 3), dtype=np.int64)
+    n_closed, n_regs = summarise(keep, status, kind, name, group, keys.key_group, part, off, ts, commit_offset,
+                                 commit_ts, keys.breaks, keys.open, closed, c_name, r_cur, r_name, r_prev)
+    if n_closed:
+        out.append(_stretch_rows(keys, c_name[:n_closed], closed[:n_closed]))
+    if n_regs:
+        out.append(_regression_rows(keys, keep, part, off, ts, commit_offset, commit_ts, r_cur[:n_regs],
+                                    r_name[:n_regs], r_prev[:n_regs]))
 
     if len(keep):
         last = np.concatenate([first[1:] - 1, [len(keep) - 1]])

@@ -7,7 +7,8 @@ Arrow array, as numpy views) and never build a Python object per record:
   key whose group string is readable, anything else) and gives each offset-commit key's
   topic-partition (its group, topic and partition bytes: type 0 and type 1 keys, and keys with
   trailing bytes, of one topic-partition are one) a dense id from an open-addressing hash table
-  that lives as long as the task (`KeyTable`), and each group one from a second table;
+  that lives as long as the task (`KeyTable`), and each group one from a second table (the group
+  of any other key whose group string is complete too);
 * `window_ms` (the file reader's input batches): each record's time in epoch ms and whether it is
   in the run's window, from the Parquet timestamps of any unit;
 * `prepare`: one input batch's columns (log position, time, window, and its keys' classes, gathered
@@ -16,9 +17,9 @@ Arrow array, as numpy views) and never build a Python object per record:
 * `commit_status`: per record in log order, whether it is an offset commit the pass summarises
   (with its committed offset and commitTimestamp read from the value), an offset tombstone, a
   record for the replay, or a v4+ value with tagged fields for the codec to judge;
-* `summarise`: one partial summary per (topic-partition, stretch between two GroupMetadata records
-  of its group, Kafka partition), kept open across the task's chunks until the stretch ends, and
-  every backwards step inside one;
+* `summarise`: one partial summary per (topic-partition, stretch between two records of its group
+  the replay reads, Kafka partition), kept open across the task's chunks until the stretch ends,
+  and every backwards step inside one;
 * `copy_ranges`: the names of newly learnt keys out of the key table, as an Arrow string column.
 
 Two numba costs they avoid in their per-record loops: a row of a 2-D array taken as a view (numba
@@ -262,9 +263,10 @@ def _intern_keys(offsets: Any, data: Any, null: Any, first: int, kind: Any, ids:
     offset-commit key (type 0 or 1, group and topic strings and the int32 partition complete; trailing
     bytes allowed), 2 a GroupMetadata key (type 2) whose group string is complete, 0 anything else.
     `ids`: for kind 1 the id of the key's topic-partition (its group, topic and partition bytes) in
-    the key table `k_*` (`k_group`: the id of each entry's group), for kind 2 its group's id in the
-    group table `g_*`. Returns the index of the first key a full table stopped (len(null) when
-    done): the caller grows the tables and calls again from there."""
+    the key table `k_*` (`k_group`: the id of each entry's group); for any other key of 4 bytes or
+    more whose int16 group length fits (of any type: the replay reads its group the same way) its
+    group's id in the group table `g_*`, else -1. Returns the index of the first key a full table
+    stopped (len(null) when done): the caller grows the tables and calls again from there."""
     n = len(null)
     for r in range(first, n):
         kind[r] = 0
@@ -273,22 +275,19 @@ def _intern_keys(offsets: Any, data: Any, null: Any, first: int, kind: Any, ids:
             continue
         s = offsets[r]
         klen = offsets[r + 1] - s
-        if klen < 4 or data[s] != 0:
+        if klen < 4:
             continue
-        t = data[s + 1]
         glen = be_signed(data, s + 2, 2)
-        if t == 2:
+        tlen = -1
+        if data[s] == 0 and data[s + 1] <= 1 and glen >= 0 and klen >= 6 + glen:
+            tlen = be_signed(data, s + 4 + glen, 2)
+        if tlen < 0 or klen < 10 + glen + tlen:  # not an offset-commit key: its group, when complete
             if 0 <= glen <= klen - 4:
                 g = intern(data, s + 4, glen, g_slots, g_hash, g_start, g_len, g_arena, g_counts)
                 if g < 0:
                     return r
-                kind[r] = 2
+                kind[r] = 2 if data[s] == 0 and data[s + 1] == 2 else 0
                 ids[r] = g
-            continue
-        if t > 1 or glen < 0 or klen < 6 + glen:
-            continue
-        tlen = be_signed(data, s + 4 + glen, 2)
-        if tlen < 0 or klen < 10 + glen + tlen:
             continue
         blen = 8 + glen + tlen
         hv = hash_bytes(data, s + 2, blen)
@@ -475,14 +474,14 @@ window_ms = _jit(_window_ms)
 
 
 def _prepare(at: int, p: Any, p_null: Any, o: Any, o_null: Any, t: Any, t_null: Any, w_bits: Any, w_bit: int,
-             w_null: Any, k_idx: Any, k_null: Any, e_kind: Any, e_name: Any, e_gm: Any, e_ok: Any, part: Any,
-             off: Any, ts: Any, inw: Any, positioned: Any, kind: Any, name: Any, gm_group: Any, key_ok: Any) -> None:
+             w_null: Any, k_idx: Any, k_null: Any, e_kind: Any, e_name: Any, e_group: Any, e_ok: Any, part: Any,
+             off: Any, ts: Any, inw: Any, positioned: Any, kind: Any, name: Any, group: Any, key_ok: Any) -> None:
     """One input batch's columns into a chunk's arrays, from row `at`: partition, offset and time
     as int64 (0 where null), whether the record is in the window (`w_bits`: the Arrow bitmap of
     in_window values from bit `w_bit`; null is not) and has a log position (partition and offset
     not null), and its key's classes (`TaskKeys.classes`): the entry of each key is `k_idx[i]` (a
     dictionary's indices, null: no key) or, with `k_idx` empty, `i`; an entry's kind, its
-    topic-partition id (offset-commit keys, else -1), its group id (GroupMetadata keys, else -1) and
+    topic-partition id (offset-commit keys, else -1), its group id (other keys whose group is complete, else -1) and
     whether it is a commit key with UTF-8 names. A null mask may be empty: no nulls."""
     for i in range(len(p)):
         r = at + i
@@ -501,12 +500,12 @@ def _prepare(at: int, p: Any, p_null: Any, o: Any, o_null: Any, t: Any, t_null: 
         else:
             kind[r] = 0
             name[r] = -1
-            gm_group[r] = -1
+            group[r] = -1
             key_ok[r] = False
             continue
         kind[r] = e_kind[e]
         name[r] = e_name[e]
-        gm_group[r] = e_gm[e]
+        group[r] = e_group[e]
         key_ok[r] = e_ok[e]
 
 
@@ -624,15 +623,19 @@ commit_status = _jit(_commit_status)
 STRETCH_FIELDS = 14
 
 
-def _summarise(keep: Any, status: Any, kind: Any, name: Any, gm_group: Any, name_group: Any, part: Any,
-               off: Any, ts: Any, commit_offset: Any, commit_ts: Any, gm_seen: Any, open_: Any, closed: Any,
+def _summarise(keep: Any, status: Any, kind: Any, name: Any, group: Any, name_group: Any, part: Any,
+               off: Any, ts: Any, commit_offset: Any, commit_ts: Any, breaks: Any, open_: Any, closed: Any,
                c_name: Any, r_cur: Any, r_name: Any, r_prev: Any) -> Any:
     """Summaries of the commits and tombstones among `keep` (positions j in log order, `status` 1/2):
-    one per (topic-partition `name`, Kafka partition, stretch between two GroupMetadata records of
-    the name's group). A stretch stays open in `open_` (one row of `STRETCH_FIELDS` per name; its
+    one per (topic-partition `name`, Kafka partition, stretch between two records of the name's
+    group that the replay reads). Those are the side records (`status` 0) of a known group: a
+    GroupMetadata record, a commit whose value does not decode (its key's group, `name_group`), a
+    record of another type (its key's `group`). A stretch holds none of them, so the replay, which
+    takes the stretches among the group's side records in log order, reads the group's records in
+    log order. A stretch stays open in `open_` (one row of `STRETCH_FIELDS` per name; its
     values, not positions, so it carries over to the task's next chunk) until a record of its name
-    opens the next one; the closed ones are copied to `closed`/`c_name`. `gm_seen` counts each
-    group's GroupMetadata records over the task. Every backwards step inside a stretch is also
+    opens the next one; the closed ones are copied to `closed`/`c_name`. `breaks` counts each
+    group's side records over the task. Every backwards step inside a stretch is also
     returned as (position j, name, previous commit's offset, commitTimestamp and log offset).
     Returns (closed stretches, regressions). The open row's fields are indexed in place
     (`open_[nm, F]`), never taken as a row view: numba builds a view, reference counts included, at
@@ -643,14 +646,15 @@ def _summarise(keep: Any, status: Any, kind: Any, name: Any, gm_group: Any, name
         r = keep[j]
         st = status[j]
         if st == 0:
-            if kind[r] == 2 and gm_group[r] >= 0:
-                gm_seen[gm_group[r]] += 1
+            g = name_group[name[r]] if kind[r] == 1 else group[r]
+            if g >= 0:
+                breaks[g] += 1
             continue
         if st != 1 and st != 2:
             continue
         nm = name[r]
         g = name_group[nm]
-        stretch = gm_seen[g] if g >= 0 else 0
+        stretch = breaks[g] if g >= 0 else 0
         if open_[nm, S_STRETCH] != stretch or open_[nm, S_PART] != part[r]:
             if open_[nm, S_STRETCH] >= 0:
                 for f in range(STRETCH_FIELDS):

@@ -266,7 +266,7 @@ class GroupAuditor:
                       first_commit_source_offset: int | None, first_commit_record_ts: int | None) -> list[AuditRow]:
         """Applies a stretch of this group's offset records summarised elsewhere (the Spark job's
         scan kernel: consecutive records of one topic-partition in log order, none of the group's
-        GroupMetadata records among them) as if they had been fed one by one: the open window's
+        other records among them) as if they had been fed one by one: the open window's
         summary of the topic-partition merges it (`OffsetSummary.merge`). In a Stable window the
         stretch's own regressions count (their violation rows are `stretch_regression`'s) and a
         first commit below the window's last one is one more `offset_regression`, whose row is

@@ -292,6 +292,32 @@ def test_the_brokers_rebalance_start_column_is_used_when_present(spark, derived_
             (ms, "broker_rebalance_start", ms_of(2026, 11, 21, 23, 43, 28, 96) - ms)]
 
 
+def test_the_brokers_log_never_moves_a_crashed_owners_end_past_its_last_commit(spark, derived_run: Path) -> None:
+    """grp-s02's c3 was killed at 23:43:59; the broker started the rebalance when its session timed
+    out (23:44:04.674). tp-s02-a-4 is unowned from c3's last commit with the broker's log as without
+    it (the broker's times only refine what the log leaves open)."""
+    from udfs.broker_log import attach_broker_account, broker_account_frame
+    from udfs.derived import derive_tables
+    from udfs.schemas import BROKER_ACCOUNT_COLUMNS
+
+    base = {t: read_table(spark, str(derived_run / t)).where("group_id = 'grp-s02'")
+            for t in ("generations", "assignments", "offset_commits", "rebalance_causes", "violations")}
+    account = broker_account_frame(spark, str(ROOT / "data" / "samples" / "real_broker_3_9_0.server.log"))
+
+    def partition_4(gens) -> list[tuple]:
+        rows = derive_tables({**base, "generations": gens})["partition_ownership"].where(
+            "topic = 'tp-s02-a' AND partition = 4").collect()
+        return sorted((r["valid_from"], r["valid_to"], r["owned"], r["unowned_reason"], r["from_evidence"],
+                       r["to_evidence"]) for r in rows)
+
+    plain = partition_4(base["generations"])
+    with_log = partition_4(attach_broker_account(
+        base["generations"].drop(*BROKER_ACCOUNT_COLUMNS.fieldNames()), account))
+    crash = next(r for r in with_log if r[3] == "owner_departed" and r[1] == ms_of(2026, 11, 21, 23, 44, 6, 719))
+    assert crash[0] == ms_of(2026, 11, 21, 23, 43, 58, 661) and crash[4] == "last_commit"
+    assert with_log == plain
+
+
 def ms_of(*parts: int) -> int:
     *ymdhms, milli = parts
     return int(datetime(*ymdhms, milli * 1000, tzinfo=UTC).timestamp() * 1000)

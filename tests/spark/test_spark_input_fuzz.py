@@ -14,6 +14,7 @@ import json
 import os
 import random
 import zlib
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -181,3 +182,73 @@ def test_inputs_that_cannot_be_read_fail_with_one_line(capfd, tmp_path: Path, se
 
     _failed_with_one_line(*_invoke(capfd, "--input", str(tmp_path / "absent"), "--output", str(tmp_path / "o5")),
                           "no such file or directory", "--input-table")
+
+
+def test_malformed_records_are_quarantined_never_repeats_or_gaps(capfd, tmp_path: Path) -> None:
+    """Offset commits whose values are cut to 8 bytes (inside stretches of their groups' commits),
+    JSON lines whose keys are not hex and Parquet records without a timestamp: each one quarantined
+    with its reason, none counted as a repeat, and none an offset never read (no `history_gap`, no
+    missing offsets)."""
+    table = pq.read_table(SAMPLE)
+    rows = table.to_pylist()
+    commits = [i for i, r in enumerate(rows) if r["key"][:2] in (b"\x00\x00", b"\x00\x01") and r["value"]]
+    cut = commits[100:600:100]
+    for i in cut:
+        rows[i]["value"] = rows[i]["value"][:8]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), tmp_path / "cut.parquet")
+
+    lines = _good_lines(table.num_rows)
+    spoiled = (200, 400, 600)
+    for i in spoiled:
+        obj = json.loads(lines[i])
+        obj["key"] = "g" + obj["key"][1:]
+        lines[i] = json.dumps(obj)
+    (tmp_path / "dump.jsonl").write_text("\n".join(lines) + "\n")
+
+    untimed = (300, 500, 700)
+    times = table.column("timestamp").to_pylist()
+    for i in untimed:
+        times[i] = None
+    pq.write_table(table.set_column(table.schema.get_field_index("timestamp"), "timestamp",
+                                    pa.array(times, table.schema.field("timestamp").type)), tmp_path / "untimed.parquet")
+
+    for name, positions, reason in (("cut.parquet", cut, "offset"), ("dump.jsonl", spoiled, "key is not valid hex"),
+                                    ("untimed.parquet", untimed, "no timestamp")):
+        out = tmp_path / f"out-{name}"
+        code, text = _invoke(capfd, "--input", str(tmp_path / name), "--output", str(out))
+        assert code == 0, text[-3000:]
+        r = _runs_row(out)
+        assert (r["records_in"], r["quarantined"], r["duplicates_dropped"]) == (table.num_rows, len(positions), 0)
+        assert not r["missing_offsets"] and "never read" not in (r["note"] or ""), r["note"]
+        quarantine = DeltaTable(str(out / "quarantine")).to_pyarrow_table().to_pylist()
+        assert sorted((q["partition"], q["offset"]) for q in quarantine) == sorted(
+            (rows[i]["partition"], rows[i]["offset"]) for i in positions)
+        assert all(reason in q["error"] for q in quarantine), [q["error"] for q in quarantine]
+        causes = DeltaTable(str(out / "rebalance_causes")).to_pyarrow_table().to_pylist()
+        assert not [c for c in causes if c["cause"] == "history_gap"]
+
+
+def test_rejected_lines_outside_the_window_are_counted_outside_it(capfd, tmp_path: Path) -> None:
+    """A window over a JSON dump with lines whose keys are not hex: those the window holds are
+    quarantined, the others are counted outside the window like the records around them (the run of
+    their own window quarantines them), and none is an offset never read."""
+    lines = _good_lines(pq.read_metadata(SAMPLE).num_rows)
+    for i in (200, 400, 600, 800):
+        obj = json.loads(lines[i])
+        obj["key"] = "g" + obj["key"][1:]
+        lines[i] = json.dumps(obj)
+    (tmp_path / "dump.jsonl").write_text("\n".join(lines) + "\n")
+    times = sorted(json.loads(line)["timestamp"] for line in lines)
+    since = times[len(times) // 2] // 1000 * 1000  # (a window bound is whole seconds)
+    inside = [i for i in (200, 400, 600, 800) if json.loads(lines[i])["timestamp"] >= since]
+    assert 0 < len(inside) < 4
+    out = tmp_path / "out"
+    code, text = _invoke(capfd, "--input", str(tmp_path / "dump.jsonl"), "--output", str(out), "--since",
+                         datetime.fromtimestamp(since / 1000, UTC).isoformat())
+    assert code == 0, text[-3000:]
+    r = _runs_row(out)
+    assert (r["records_in"], r["quarantined"]) == (len(lines), len(inside))
+    assert r["filtered_by_window"] == sum(1 for t in times if t < since)
+    assert "never read" not in (r["note"] or ""), r["note"]
+    quarantine = DeltaTable(str(out / "quarantine")).to_pyarrow_table().to_pylist()
+    assert sorted(q["input_line"] for q in quarantine) == [i + 1 for i in inside]

@@ -154,3 +154,18 @@ def test_sql_path_equals_the_pure_audit(spark) -> None:
 
     assert norm(tuple(r) for r in summary.collect()) == norm(pure_rows)
     assert norm(tuple(r) for r in violations.collect()) == norm(pure_violations)
+
+
+def test_rejected_records_are_read_offsets() -> None:
+    """`Scan.with_rejected`: the input's rejected records in the window count as read in the pass's
+    ranges and running counts of offsets never read. Partition 0 continues after offset 7 with
+    records at 10, 11, 13, 16 (one chunk) and rejected ones at 9, 12, 15: offsets 8 and 14 were never
+    read (8 before the side record at 13); partition 3 holds a rejected record only."""
+    from jobs.offsets_path import Scan
+
+    scan = Scan(None, {}, False, "spark", ((0, 10, 16, 4, 1),)).with_rejected([(0, 15), (0, 9), (3, 5), (0, 12)])
+    assert scan.rejected == {0: (9, 12, 15), 3: (5,)}
+    assert scan.ranges == {0: (9, 16, 7), 3: (5, 5, 1)}
+    consts, ends = scan.missing_counts({0: 7, 3: 2}, {})
+    assert ends == {0: 2, 3: 2}
+    assert 13 - 2 - 2 + consts[(1, 0)] == 1  # the side record at 13: rank 2, two rejected records below

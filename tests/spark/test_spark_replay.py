@@ -568,3 +568,20 @@ def test_saved_groups_that_read_only_stretches_merge_as_resuming_them_would(monk
             states = [r for r in fast.to_pylist() if r["_table"] == STATE_TABLE]
             assert len(states) == 40
     assert merged > 100 and left > 20 and cut > 5
+
+
+def test_side_records_missing_counts_leave_out_the_rejected_records_below_them() -> None:
+    """`missing` of handed side rows (`_side_missing`, what `Scan.side(missing)` computes through
+    Spark): offset - rank in the chunk - rejected records below it in its partition + the chunk's
+    constant. Partition 0 holds records at 10, 11, 13 (side) and 16 (side) and rejected ones at 12
+    and 15: one offset (14) was never read before 16, none before 13."""
+    import numpy as np
+
+    from udfs.replay import _side_missing
+
+    rows = pa.table({"chunk": [1, 1, 1, 1], "partition": [0, 0, 0, 0], "offset": [10, 11, 13, 16],
+                     "records_in": [0, 1, 2, 3]})
+    side = np.array([False, False, True, True])
+    consts = {(1, 0): -10}  # base 0 - first offset 10 - records before the chunk 0
+    assert _side_missing(rows, side, consts, {0: (12, 15)}).to_pylist() == [None, None, 0, 1]
+    assert _side_missing(rows, side, consts, {}).to_pylist() == [None, None, 1, 3]

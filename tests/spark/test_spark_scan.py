@@ -313,7 +313,7 @@ def test_an_equal_dictionary_is_classified_once(monkeypatch: pytest.MonkeyPatch)
 
     def per_key(arr: pa.Array) -> list[tuple[int, int, int, bool]]:  # each key's classes (ids are the task's own)
         c = task.classes(arr)
-        entries = list(zip(c.kind.tolist(), c.name.tolist(), c.gm_group.tolist(), c.key_ok.tolist(), strict=True))
+        entries = list(zip(c.kind.tolist(), c.name.tolist(), c.group.tolist(), c.key_ok.tolist(), strict=True))
         if not len(c.entry):
             return entries
         nulls = c.entry_null.tolist() if len(c.entry_null) else [False] * len(c.entry)

@@ -20,7 +20,7 @@ from coordinator_core.audit.offsets import OffsetSummary
 from tests.spark.test_spark_offsets_path import T, _commit, _gm, _gm_tombstone, _member, _tombstone
 from tests.spark.test_spark_replay import _expected, _wide_rows, _windows
 from tests.spark.test_spark_scan import _batch
-from udfs.replay import STATE_TABLE, handed_input, make_replay_fn, wide_column
+from udfs.replay import COUNT_FIELDS, COUNTS_TABLE, STATE_TABLE, handed_input, make_replay_fn, wide_column
 from udfs.scan import HANDED_KINDS, KIND_PARTIAL, TaskKeys, scan_chunk
 
 GROUPS = ("g", "h")
@@ -31,6 +31,10 @@ _event = st.one_of(  # mostly commits, with small offsets: repeats and backwards
     _commit_event, _commit_event, _commit_event,
     st.tuples(st.just("tombstone"), st.sampled_from(GROUPS), st.sampled_from(TPS)),
     st.tuples(st.just("gm"), st.sampled_from(GROUPS), st.sampled_from(("Stable", "Stable", "Empty", "Dead"))),
+    # records of the group the pass does not summarise: a commit whose value is cut short, a key of
+    # another record type
+    st.tuples(st.just("bad"), st.sampled_from(GROUPS), st.sampled_from(TPS)),
+    st.tuples(st.just("other"), st.sampled_from(GROUPS)),
 )
 
 
@@ -45,6 +49,12 @@ def _records(events: list[tuple]) -> tuple[list[tuple[bytes, bytes | None]], lis
         elif e[0] == "tombstone":
             _, g, (t, p) = e
             records.append(_tombstone(g, t, p))
+        elif e[0] == "bad":
+            _, g, (t, p) = e
+            key, value = _commit(g, t, p, 1, T)
+            records.append((key, value[:8]))
+        elif e[0] == "other":
+            records.append((b"\x00\x03" + len(e[1]).to_bytes(2, "big") + e[1].encode(), b"\x00\x00"))
         else:
             _, g, state = e
             gen += 1
@@ -61,6 +71,8 @@ def _core(meta: list[tuple]) -> dict[tuple, OffsetSummary]:
     for offset, e in enumerate(meta):
         if e[0] == "gm":
             window[e[1]] = (offset, e[2] == "Stable")
+            continue
+        if e[0] in ("bad", "other"):  # quarantined, skipped: no commit
             continue
         g, tp = e[1], e[2]
         start, stable = window[g]
@@ -104,9 +116,26 @@ def _kernel(records: list[tuple[bytes, bytes | None]], meta: list[tuple], cuts: 
     return out, len(partials)
 
 
+def _stretches(meta: list[tuple]) -> set[tuple]:
+    """(group, topic-partition, offset of the group's side record before them) of the commits and
+    tombstones: the stretches the kernel gives."""
+    last_side: dict[str, int | None] = dict.fromkeys(GROUPS)
+    out = set()
+    for offset, e in enumerate(meta):
+        if e[0] in ("commit", "tombstone"):
+            out.add((e[1], e[2], last_side[e[1]]))
+        else:
+            last_side[e[1]] = offset
+    return out
+
+
 @settings(max_examples=300, deadline=None)
 # a chunk holding only a GroupMetadata record still ends the stretches carried into it
 @example([("commit", "g", ("t", 0), 3), ("gm", "g", "Stable"), ("commit", "g", ("t", 0), 1)], [1, 2])
+# a commit that does not decode, or a record of another type, ends its group's stretches: the replay
+# reads it after the stretch before it, and before the one after it
+@example([("commit", "g", ("t", 0), 3), ("bad", "g", ("t", 1)), ("commit", "g", ("t", 0), 4),
+          ("other", "g"), ("commit", "g", ("t", 0), 5)], [])
 @given(st.lists(_event, min_size=1, max_size=60), st.lists(st.integers(0, 60), max_size=6))
 def test_kernel_partials_merged_are_the_core_fold(events, cuts) -> None:
     records, meta = _records(events)
@@ -114,9 +143,9 @@ def test_kernel_partials_merged_are_the_core_fold(events, cuts) -> None:
     assert _kernel(records, meta, cuts)[0] == core
     carried, stretches = _kernel(records, meta, cuts, carry=True)
     assert carried == core
-    # carried over the chunks, a topic-partition's commits between two of its group's GroupMetadata
-    # records are one stretch, however the log is cut
-    assert stretches == len(core)
+    # carried over the chunks, a topic-partition's commits between two records of its group that the
+    # pass sends to the replay are one stretch, however the log is cut
+    assert stretches == len(_stretches(meta))
     # a task that forgets its keys between chunks closes its open stretches first
     assert _kernel(records, meta, cuts, carry=True, max_keys=0)[0] == core
 
@@ -154,6 +183,12 @@ def test_the_replay_of_the_kernels_rows_is_the_pure_audit(events, cuts, carry, b
     expected, got = _expected(log), _wide_rows(out)
     assert got["offset_commits"] == expected["offset_commits"]
     assert got["violations"] == expected["violations"]
+    # every malformed commit quarantined with its reason, none taken for a repeat of the stretch around it
+    assert got["quarantine"] == expected["quarantine"]
+    assert sum(1 for _ in got["quarantine"].elements()) == sum(1 for e in meta if e[0] == "bad")
+    replayed = [dict(zip(["group_id", *COUNT_FIELDS], c, strict=True)) for c in got[COUNTS_TABLE].elements()]
+    assert sum(c["duplicates"] for c in replayed) == 0
+    assert sum(c["skipped_other_type"] for c in replayed) == sum(1 for e in meta if e[0] == "other")
     windows = {}
     for group in dict.fromkeys(e[1] for e in meta):
         auditor = GroupAuditor(group)

@@ -106,15 +106,26 @@ def test_without_commits_the_gap_is_only_the_proven_sync_phase_and_marked_inferr
     assert (reb[-1].started_at, reb[-1].start_evidence) == (5_000, "join_completed_latest")
 
 
-def test_the_brokers_rebalance_start_is_preferred_and_a_later_commit_still_counts() -> None:
+def test_the_brokers_rebalance_start_refines_only_what_the_commits_leave_open() -> None:
     gens = [EAGER_GENS[0], {**EAGER_GENS[1], "rebalance_started_at": 4_000}]
+    departed = [cause(2, "member_left_or_expired", "b-1")]
     own, reb, _ = derive_group(G, generations=gens, assignments=EAGER_ASGS,
-                               commits=[commit(0, 4_500, 1), commit(1, 3_000, 1)])
-    # p1's owner committed last before the broker's start: the start bounds its revocation
-    assert spans(own, 1)[1] == (4_000, 5_040, "eager_join_phase", "broker_rebalance_start", "record")
+                               commits=[commit(0, 4_500, 1), commit(1, 3_000, 1)], causes=departed)
+    without, _, _ = derive_group(G, generations=EAGER_GENS, assignments=EAGER_ASGS,
+                                 commits=[commit(0, 4_500, 1), commit(1, 3_000, 1)], causes=departed)
+    # p1's owner committed last before the broker's start (it crashed; the broker noticed a session
+    # later): unowned from its last commit, as without the broker's log
+    assert spans(own, 1)[1] == (3_000, 5_040, "owner_departed", "last_commit", "record")
+    assert spans(own, 1) == spans(without, 1)
     # p0's owner committed after the start: it still held p0 then
     assert spans(own, 0)[1] == (4_500, 5_040, "eager_join_phase", "last_commit", "record")
+    # the join phase itself began at the broker's line
     assert (reb[-1].started_at, reb[-1].start_evidence, reb[-1].duration_ms) == (4_000, "broker_rebalance_start", 1_040)
+    # an owner with no commit in its generation: the broker's start bounds its revocation (the log
+    # alone says only the latest possible moment)
+    own, _, _ = derive_group(G, generations=gens, assignments=EAGER_ASGS, commits=[commit(0, 4_500, 1)])
+    assert spans(own, 1)[:2] == [(1_000, 4_000, "b-1", "record", "broker_rebalance_start"),
+                                 (4_000, 5_040, "eager_join_phase", "broker_rebalance_start", "record")]
 
 
 def test_cooperative_revocation_round_and_no_gap_for_kept_partitions() -> None:
