@@ -124,6 +124,8 @@ def test_local_compare_outputs_sees_a_changed_value(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     """A master and two workers (1 core, 1 GiB each) on loopback for this module's runs."""
+    if not SAMPLE.is_file():
+        pytest.skip(f"the real broker's log is not at {SAMPLE}")
     with standalone_cluster(tmp_path_factory.mktemp("standalone")) as running:
         yield running
 
@@ -172,7 +174,8 @@ def _submit(master: str, args: Sequence[str], *, py_files: Path, python: Path) -
     cmd = ["bash", "scripts/spark-submit.sh", "--master", master,
            "--conf", f"spark.driver.host={LOOPBACK}", "--conf", f"spark.driver.bindAddress={LOOPBACK}",
            "--conf", "spark.ui.enabled=false", "--driver-java-options", LOCAL_JIT_OPTIONS,
-           "--conf", f"spark.executor.extraJavaOptions={LOCAL_JIT_OPTIONS}", "--py-files", str(py_files), "jobs/audit.py", *args]
+           "--conf", f"spark.executor.extraJavaOptions={LOCAL_JIT_OPTIONS}",
+           "--py-files", str(py_files), "jobs/audit.py", *args]
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, f"{' '.join(cmd)}\n{(result.stdout + result.stderr)[-4000:]}"
 
@@ -196,8 +199,6 @@ RUNS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 def outputs(spark: SparkSession, cluster: StandaloneCluster, py_files: Path, python_without_project: Path,
             tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
     """Each of RUNS on the cluster and in local mode: {(runs, "cluster" | "local"): output base path}."""
-    if not SAMPLE.is_file():
-        pytest.skip(f"the real broker's log is not at {SAMPLE}")
     base = tmp_path_factory.mktemp("outputs")
     out: dict[tuple[str, str], Path] = {}
     for name, runs in RUNS.items():
