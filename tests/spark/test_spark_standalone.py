@@ -1,0 +1,236 @@
+"""The job on a Spark standalone cluster, as a user outgrowing one machine runs it: a master and two
+workers from pyspark's own distribution on loopback (`tests.support.standalone`), executors in JVMs
+of their own with Python workers of their own, each run a driver of its own: the README's cluster
+command, `scripts/spark-submit.sh --master spark://... --py-files coordinator_audit.zip jobs/audit.py`.
+Every table it writes, read as stored, equals what the same command line writes in local mode (run
+in the suite's local[2] session): one audit of the real broker's log, and the same log as a nightly
+pair (two windows, the state carried from the first run to the second through the output).
+
+The cluster's drivers and executors run a Python that has the project's dependencies but not the
+project (a virtualenv seeing the project venv's site-packages without its editable install, as in
+`tests/dist`): the code that runs there is the zip's, shipped by `--py-files`, and nothing else.
+Their JVMs get the JIT thresholds the job gives a JVM it starts for one run
+(`jobs.spark_session.LOCAL_JIT_OPTIONS`): less CPU compiling, the same results.
+
+The cluster tests are `slow`: three applications, each starting a driver and two executors whose
+Python workers compile the single pass's kernel afresh (numba keeps no cache for code in a zip),
+take minutes on two shared cores."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from jobs.audit import AUDIT_OUTPUT_TABLES
+from jobs.spark_session import LOCAL_JIT_OPTIONS
+from tests.support.standalone import LOOPBACK, StandaloneCluster, standalone_cluster
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("coordinator_core", "jobs", "udfs")
+SAMPLE = ROOT.parent / "shared" / "real-broker-sample" / "consumer_offsets.parquet"
+CUT = "2026-11-21T23:43:40Z"
+"""The nightly pair's cut: grp-s02's rebalance around consumer c3's crash spans it."""
+
+RUNS_COMPARED = ("status", "input", "input_format", "since", "until", "group_filter", "records_in",
+                 "duplicates_dropped", "filtered_by_window", "filtered_by_group", "records_replayed", "quarantined",
+                 "skipped_other_type", "table_rows", "code_version", "spark_version", "writer", "resume",
+                 "base_run_id", "end_offsets", "missing_offsets", "note")
+"""The columns of `runs` that say what a run read and wrote; the rest (times, duration, the settings
+as JSON, which name the master) differ between any two runs."""
+
+
+# ------------------------------------------------------------------------------------------------
+# comparison of two outputs as stored
+
+
+def _canonical(value: Any, type_: pa.DataType) -> Any:
+    """A stored value in a hashable form: a map's entries sorted (their order means nothing),
+    lists and structs as tuples."""
+    if value is None:
+        return None
+    if pa.types.is_map(type_):
+        return tuple(sorted(((_canonical(k, type_.key_type), _canonical(v, type_.item_type)) for k, v in value),
+                            key=repr))
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return tuple(_canonical(v, type_.value_type) for v in value)
+    if pa.types.is_struct(type_):
+        return tuple((f.name, _canonical(value[f.name], f.type)) for f in type_)
+    return value
+
+
+def _stored_rows(path: Path, columns: Sequence[str] | None = None) -> tuple[pa.Schema, list[tuple[Any, ...]]]:
+    """A Delta table's rows as stored (its current version, no de-duplication), without `run_id` and
+    `run_window` (or only `columns`), each row canonical, sorted."""
+    table = DeltaTable(str(path)).to_pyarrow_table()
+    keep = list(columns) if columns is not None else [c for c in table.column_names
+                                                       if c not in ("run_id", "run_window")]
+    table = table.select(keep)
+    types = [table.schema.field(c).type for c in keep]
+    rows = [tuple(_canonical(row[c], t) for c, t in zip(keep, types, strict=True)) for row in table.to_pylist()]
+    return table.schema, sorted(rows, key=repr)
+
+
+def local_compare_outputs(left: Path, right: Path) -> list[str]:
+    """Where two outputs' tables, read as stored, differ: every table a run writes on all columns but
+    `run_id`/`run_window`, and `runs` on `RUNS_COMPARED`. Empty when they are equal. (A stand-in for
+    the project's comparison of two outputs.)"""
+    problems: list[str] = []
+    for name in (*AUDIT_OUTPUT_TABLES, "runs"):
+        columns = RUNS_COMPARED if name == "runs" else None
+        (ls, lrows), (rs, rrows) = _stored_rows(left / name, columns), _stored_rows(right / name, columns)
+        if ls != rs:
+            problems.append(f"{name}: schemas differ:\n{ls}\n--- against ---\n{rs}")
+        elif lrows != rrows:
+            only_left = [r for r in lrows if r not in rrows][:3]
+            only_right = [r for r in rrows if r not in lrows][:3]
+            problems.append(f"{name}: {len(lrows)} rows against {len(rrows)}; only in {left.name}: {only_left}; "
+                            f"only in {right.name}: {only_right}")
+    return problems
+
+
+def test_local_compare_outputs_sees_a_changed_value(tmp_path: Path) -> None:
+    """The comparison is not blind: one changed value in one table is reported, with the table."""
+    from deltalake import write_deltalake
+
+    for side, owner in (("a", "c1"), ("b", "c2")):
+        for name in (*AUDIT_OUTPUT_TABLES, "runs"):
+            if name == "runs":
+                data = {c: [1] for c in RUNS_COMPARED} | {"run_id": ["r1"]}
+            else:
+                data = {"run_id": [side], "run_window": [side], "group_id": ["g"],
+                        "member_id": [owner if name == "partition_ownership" else "c1"]}
+            write_deltalake(str(tmp_path / side / name), pa.table(data))
+    problems = local_compare_outputs(tmp_path / "a", tmp_path / "b")
+    assert len(problems) == 1 and problems[0].startswith("partition_ownership: 1 rows against 1"), problems
+
+
+# ------------------------------------------------------------------------------------------------
+# the cluster, the archive, the runs
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A master and two workers (1 core, 1 GiB each) on loopback for this module's runs."""
+    if not SAMPLE.is_file():
+        pytest.skip(f"the real broker's log is not at {SAMPLE}")
+    with standalone_cluster(tmp_path_factory.mktemp("standalone")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def py_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`coordinator_audit.zip` as `scripts/build.sh` makes it (the packages with their data files),
+    zipped from the checkout without pip."""
+    archive = tmp_path_factory.mktemp("dist") / "coordinator_audit.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        for package in PACKAGES:
+            for file in sorted((ROOT / package).rglob("*")):
+                if file.is_file() and "__pycache__" not in file.parts and file.suffix in (".py", ".json",
+                                                                                          ".properties"):
+                    z.write(file, file.relative_to(ROOT).as_posix())
+    return archive
+
+
+@pytest.fixture(scope="module")
+def python_without_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtualenv's python that sees the project venv's packages (pyspark, pyarrow, numba, ...)
+    through a .pth file but not the project: its editable install is a .pth hook inside that
+    site-packages, which a directory named in a .pth file does not run."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "_coordinator_audit_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    probe = subprocess.run([str(python), "-c", "import pyspark, deltalake, numba; import jobs"], cwd=venv,
+                           capture_output=True, text=True, check=False)
+    assert "No module named 'jobs'" in probe.stderr, probe.stderr
+    return python
+
+
+def _cli_args(output: Path, run_id: str, window: Sequence[str]) -> list[str]:
+    return ["--input", str(SAMPLE), "--output", str(output), "--run-id", run_id, "--no-summary", *window]
+
+
+def _submit(master: str, args: Sequence[str], *, py_files: Path, python: Path) -> None:
+    """The README's cluster command (`scripts/spark-submit.sh --py-files coordinator_audit.zip
+    jobs/audit.py ARGS`): driver and executors on `python`, loopback only."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV") and not k.startswith("PYSPARK_")}
+    env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), SPARK_LOCAL_IP=LOOPBACK)
+    cmd = ["bash", "scripts/spark-submit.sh", "--master", master,
+           "--conf", f"spark.driver.host={LOOPBACK}", "--conf", f"spark.driver.bindAddress={LOOPBACK}",
+           "--conf", "spark.ui.enabled=false", "--driver-java-options", LOCAL_JIT_OPTIONS,
+           "--conf", f"spark.executor.extraJavaOptions={LOCAL_JIT_OPTIONS}",
+           "--py-files", str(py_files), "jobs/audit.py", *args]
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, f"{' '.join(cmd)}\n{(result.stdout + result.stderr)[-4000:]}"
+
+
+def _run_local(spark: SparkSession, args: Sequence[str]) -> None:
+    """The same command line in local mode, in the suite's local[2] session (`--master local[2]`):
+    parsed by the job's own parser into the job's configuration, run by `jobs.audit.run_audit`."""
+    from jobs.audit import config_from_args, parse_args, run_audit
+
+    parsed = parse_args([*args, "--master", "local[2]"])
+    run_audit(spark, config_from_args(parsed), run_id=parsed.run_id)
+
+
+RUNS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "one run": (("all", ()),),
+    "nightly pair": (("night-1", ("--until", CUT)), ("night-2", ("--since", CUT))),
+}
+
+
+@pytest.fixture(scope="module")
+def outputs(spark: SparkSession, cluster: StandaloneCluster, py_files: Path, python_without_project: Path,
+            tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    """Each of RUNS on the cluster and in local mode: {(runs, "cluster" | "local"): output base path}."""
+    base = tmp_path_factory.mktemp("outputs")
+    out: dict[tuple[str, str], Path] = {}
+    for name, runs in RUNS.items():
+        for where in ("cluster", "local"):
+            output = out[name, where] = base / f"{name.replace(' ', '-')}-{where}"
+            for run_id, window in runs:
+                args = _cli_args(output, run_id, window)
+                if where == "cluster":
+                    _submit(cluster.master_url, args, py_files=py_files, python=python_without_project)
+                else:
+                    _run_local(spark, args)
+    return out
+
+
+@pytest.mark.slow
+def test_the_runs_used_both_workers_executors(cluster: StandaloneCluster, outputs: dict[tuple[str, str], Path]) -> None:
+    """Every cluster run is an application of its own whose two executors, one on each worker, ran tasks."""
+    apps = cluster.state()["completedapps"]
+    cluster_runs = sum(len(runs) for runs in RUNS.values())
+    assert len(apps) == cluster_runs and {a["name"] for a in apps} == {"coordinator-audit"}, apps
+    for worker_dir in cluster.worker_dirs:
+        executors = sorted(worker_dir.glob("app-*/*/stderr"))
+        assert len(executors) == cluster_runs, (worker_dir, executors)
+        for stderr in executors:
+            assert "Finished task" in stderr.read_text(errors="replace"), stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(RUNS))
+def test_cluster_tables_equal_local_mode_tables(name: str, outputs: dict[tuple[str, str], Path]) -> None:
+    cluster_out, local_out = outputs[name, "cluster"], outputs[name, "local"]
+    runs = [r for r in DeltaTable(str(cluster_out / "runs")).to_pyarrow_table().to_pylist()]
+    assert sorted(r["run_id"] for r in runs) == sorted(run_id for run_id, _ in RUNS[name])
+    assert DeltaTable(str(cluster_out / "generations")).to_pyarrow_table().num_rows > 0
+    assert local_compare_outputs(cluster_out, local_out) == []
