@@ -2,21 +2,22 @@
 the base tables: a thin adapter over `udfs.history.derive_group`, run once per group with
 `mapInArrow` over input repartitioned and sorted by group (as the replay does).
 
-The base tables may come from the job's own run (in memory) or from Delta, written by several runs
-(nightly windows): `latest_rows` keeps one row per natural key, the one that carries closing values
-(an earlier run may have left a generation or an assignment open that a later run closed), else the
-latest run's; `derive_group` then closes what is still open with the next record it knows of.
+The base tables may come from the job's own run (in memory) or also from Delta, written by several
+runs (nightly windows): they hold one row per natural key (`NATURAL_KEYS`; `jobs.derived_step`
+replaces a stored row by the run's row of the same key); `derive_group` then closes what is still
+open with the next record it knows of. A run writes its derived rows still current at or after its
+window's start (`overlapping_window`) and replaces the stored rows of its groups that are
+(`current_condition`, `jobs.delta_io.Merge.scope`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
@@ -35,11 +36,11 @@ __all__ = [
     "DERIVED_SCHEMAS",
     "DERIVED_TABLES",
     "NATURAL_KEYS",
+    "current_condition",
     "derive_packed",
     "derive_partition",
     "derive_tables",
     "derive_wide",
-    "latest_rows",
     "overlapping_window",
     "pack_base",
     "split_wide",
@@ -67,17 +68,6 @@ earlier run leaves null that a later run fills."""
 
 OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {"generations": ("rebalance_started_at",)}
 """Columns read when the table has them: the broker's own join-phase start (given a broker log)."""
-
-
-def latest_rows(df: DataFrame, table: str) -> DataFrame:
-    """One row per natural key (NATURAL_KEYS / DERIVED_KEYS): the one with its closing column set,
-    then the latest run's. Frames without `run_id` (a run's own, in memory) are returned as they are."""
-    key, closing = {**NATURAL_KEYS, **DERIVED_KEYS}[table]
-    if "run_id" not in df.columns:
-        return df
-    order = [F.col(closing).isNull().asc()] if closing else []
-    w = Window.partitionBy(*key).orderBy(*order, F.col("run_id").desc())
-    return df.withColumn("_rank", F.row_number().over(w)).where("_rank = 1").drop("_rank")
 
 
 _TAG = "_base_table"
@@ -203,7 +193,7 @@ def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:
     """The base tables' needed columns in one frame, a `_TAG` column naming each row's table."""
     packed = None
     for name, columns in BASE_INPUTS.items():
-        df = latest_rows(base[name], name)
+        df = base[name]
         cols = [F.col(c) for c in columns]
         for c in OPTIONAL_INPUTS.get(name, ()):
             if c in df.columns:  # epoch milliseconds, whether stored as a timestamp or a long
@@ -217,9 +207,9 @@ def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:
 
 def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | None,
                        until: datetime | None) -> dict[str, DataFrame]:
-    """The derived rows a run writes into its window: those overlapping [since, until) (an interval
-    or a rebalance that crosses the window's bounds appears in both windows; readers keep one with
-    `latest_rows`). Unbounded windows keep everything."""
+    """The derived rows a run writes into its window: those overlapping [since, until) (with history
+    read back, `until` is None: every row still current at `since`, `current_condition`). Unbounded
+    windows keep everything."""
     if since is None and until is None:
         return dict(tables)
     lo = F.lit(schemas.epoch_ms(since)) if since is not None else None
@@ -240,3 +230,20 @@ def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | Non
         "rebalances": reb.where(overlaps(F.coalesce("started_at", "observed_at"), F.col("observed_at"))),
         "group_health": hea.where(overlaps(day_start, day_start + F.lit(86_400_000 - 1))),
     }
+
+
+def current_condition(table: str, since_ms: int | None) -> str:
+    """The SQL condition, on a derived row whose table alias is `{r}`, that it is still current at
+    or after `since_ms` (what `overlapping_window` keeps with no `until`): an ownership interval
+    open or ending then or later, a rebalance observed then or later, a health row of that UTC day
+    or later. TRUE without a bound."""
+    if since_ms is None:
+        return "TRUE"
+    if table == "partition_ownership":
+        return f"({{r}}.`valid_to` IS NULL OR {{r}}.`valid_to` >= {since_ms})"
+    if table == "rebalances":
+        return f"({{r}}.`observed_at` IS NULL OR {{r}}.`observed_at` >= {since_ms})"
+    if table == "group_health":
+        day = datetime.fromtimestamp(since_ms / 1000, UTC).strftime("%Y-%m-%d")
+        return f"{{r}}.`day` >= '{day}'"
+    raise ValueError(f"current_condition: {table} is no derived table ({', '.join(DERIVED_TABLES)})")
