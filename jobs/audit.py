@@ -629,7 +629,8 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
                                     for name, files in main.carried_files.items()}}
             base = {name: df.unionByName(closed[name]) if name in closed else df for name, df in new_rows.items()}
             derived, derived_merges = derived_tables_for_run(spark, base, run_window=run_window, since=cfg.since,
-                                                             base_path=cfg.output_path, stage=stage, log=_log)
+                                                             until=cfg.until, base_path=cfg.output_path,
+                                                             stage=stage, log=_log)
             tables.update(derived)
         merged_rows: dict[str, int] = {}
         if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge

@@ -68,10 +68,9 @@ Spark's `DeltaTable.merge` on the native one), matched rows updated where they l
 commit of the table, tagged with the run id like the first; `home_windows` restricts the target
 to the partitions that can hold the rows (a nightly merge reads a few partitions, not a year of
 them). The derived tables are merged by replacement (`Merge.scope`): a run derives its groups'
-rows anew, writes those still current at its window's start into its window, and the merge
-deletes the stored rows of those groups they replace and closes the intervals the run closed
-before its window; so every row is stored once, and re-running the latest window gives the same
-rows again. When a later commit of the run fails, every table this run committed is RESTOREd to its
+rows anew, writes those it re-derives with authority into its window, and the merge deletes the
+stored rows of those groups they replace and updates the intervals the run closed before its
+reach; so every row is stored once, and re-running the latest window gives the same rows again. When a later commit of the run fails, every table this run committed is RESTOREd to its
 version before the run (both writers), so the guarantees above hold with merges too.
 """
 
@@ -188,12 +187,12 @@ class Merge:
     broker's account of a generation, that this run may not have)."""
     scope: str | None = None
     """With it, the merge replaces stored rows instead of adding any: `rows` are everything the run
-    derived for the groups `scope_groups`, and the run's own commit wrote those of them that meet
-    `scope` (an SQL condition on a row, `{r}` standing for its alias) into its window. In every other
-    window (of `home_windows`), a stored row of those groups that meets `scope` is deleted (the run's
-    window holds what replaces it); a stored row that meets it and matches, by key, a merged row that
-    does not (an interval the run closed before its window: a member gone in an earlier window) is
-    updated to that row; a stored row that matches a merged row meeting `scope` is deleted. No row is
+    derived for the groups `scope_groups`, and the run's own commit wrote those that meet `scope`
+    (an SQL condition on a row, `{r}` standing for its alias and a dot) into its window. In every
+    other window (of `home_windows`): a stored row of those groups that meets `scope` and matches,
+    by key, no merged row meeting it is deleted (the run's window holds what replaces it); one that
+    matches a merged row not meeting it (an interval now closed before the run's reach) is updated
+    to that row; a stored row that matches a merged row meeting `scope` is deleted. No row is
     inserted."""
     scope_groups: tuple[str, ...] = ()
 
@@ -490,7 +489,7 @@ def _scope_clauses(m: Merge, run_window: str, *, quote: str = "") -> tuple[str, 
     """A scoped merge's conditions (`Merge.scope`): (delete a matched stored row, update a matched
     stored row, delete a stored row no merged row matches)."""
     assert m.scope is not None
-    target, source = m.scope.format(r="t"), m.scope.format(r="s")
+    target, source = m.scope.format(r="t."), m.scope.format(r="s.")
     groups = _sql_list(m.scope_groups)
     mine = f"t.{quote}group_id{quote} IN ({groups})" if groups else "false"
     return source, f"{target} AND NOT {source}", f"{target} AND {mine} AND {_target_windows(m, run_window, quote=quote)}"

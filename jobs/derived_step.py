@@ -7,11 +7,13 @@ removing it, in this window, tells). So the derivation reads, besides the run's 
 the rows earlier runs stored for the same groups (other windows of the same output, rows still
 current at or after one day before the run's window: `HISTORY_LOOKBACK_MS`), a stored row replaced
 by the run's row of the same natural key (`NATURAL_KEYS`: the run closed or continued it), and
-derives every row of the run's groups. The run writes those still current at its window's start
-into its window (`udfs.derived.overlapping_window`) and merges the rest by replacement
-(`jobs.delta_io.Merge.scope`): the stored rows of its groups that are current then are deleted, an
-interval now closed before the window is updated where it lives. So the tables hold each row once,
-as one run over the whole log gives it; a reader needs no de-duplication.
+derives every row of the run's groups. Those the history fully determines, or that are still
+current at the window's start (`udfs.derived.rederived_condition`: from the floor on, or current),
+replace the stored ones: the run writes them into its window, and a merge
+(`jobs.delta_io.Merge.scope`) deletes its groups' stored rows meeting the condition and updates,
+where it lives, an interval now closed before the floor's reach (a long-held partition whose
+owner crashed in an earlier window). So the tables hold each row once, as one run over the whole
+log gives it; a reader needs no de-duplication.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -33,9 +35,10 @@ from udfs.derived import (
     DERIVED_KEYS,
     DERIVED_TABLES,
     NATURAL_KEYS,
-    current_condition,
     derive_wide,
+    first_whole_day,
     overlapping_window,
+    rederived_condition,
     split_wide,
     wide_schema,
 )
@@ -44,7 +47,8 @@ from udfs.schemas import epoch_ms, with_time_columns
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["EXACT_MEDIAN_ROWS", "HIGHLIGHT_COLUMNS", "HISTORY_LOOKBACK_MS", "derived_highlights", "derived_highlights_arrow", "derived_tables_for_run", "has_history", "run_groups", "stored_history"]
+__all__ = ["EXACT_MEDIAN_ROWS", "HIGHLIGHT_COLUMNS", "HISTORY_LOOKBACK_MS", "derived_highlights", "derived_highlights_arrow",
+           "derived_tables_for_run", "has_history", "history_floor", "run_groups", "stored_history"]
 
 HISTORY_LOOKBACK_MS = 86_400_000
 """Stored rows still current this long before the run's window are read back as history."""
@@ -89,7 +93,7 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
     if not has_history(base_path):
         return None
     uris = _base_uris(base_path)
-    floor = None if since is None else epoch_ms(since) - HISTORY_LOOKBACK_MS
+    floor = history_floor(since)
     native = delta_spark_available(spark)
     ids = F.broadcast(spark.createDataFrame([(g,) for g in sorted(group_ids)], "group_id string"))
     out = {}
@@ -127,38 +131,42 @@ def _replace_stored(history: DataFrame, run_rows: DataFrame, table: str) -> Data
     return history.join(keys, [history[k].eqNullSafe(keys[f"_run_{k}"]) for k in key], "left_anti")
 
 
-def _current_windows(base_path: str, table: str, run_window: str, since: datetime | None) -> tuple[str, ...] | None:
-    """The other windows of a derived table whose data files may hold a row still current at `since`
-    (`current_condition`), by their statistics; None when the table is read by Delta Spark (which
-    prunes by the condition itself)."""
+def history_floor(since: datetime | None) -> int | None:
+    """Epoch ms from which stored rows are read back as history: `HISTORY_LOOKBACK_MS` before the
+    window's start (None: every stored row)."""
+    return None if since is None else epoch_ms(since) - HISTORY_LOOKBACK_MS
+
+
+def _may_hold_rederived(action: Mapping[str, Any], table: str, since_ms: int, floor_ms: int) -> bool:
+    """Whether a derived table's data file may hold a row `rederived_condition` names, by its
+    statistics (`may_reach`)."""
+    if table == "partition_ownership":
+        return (may_reach(action, "valid_to", since_ms, or_null=True)
+                or may_reach(action, "valid_from", floor_ms, or_null=False))
+    if table == "rebalances":
+        return may_reach(action, "observed_at", floor_ms, or_null=False)
+    return may_reach(action, "day", first_whole_day(floor_ms), or_null=False)
+
+
+def _rederived_windows(base_path: str, table: str, run_window: str, since: datetime | None) -> tuple[str, ...]:
+    """The other windows of a derived table whose data files may hold a row the run re-derives
+    (`rederived_condition`), by their statistics."""
     uri = f"{base_path.rstrip('/')}/{table}"
     if not _is_delta_table(uri):
         return ()
-    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=False)).to_pylist()
-    column, floor = _CURRENT[table](since)
+    since_ms, floor_ms = epoch_ms(since), history_floor(since)
     windows: set[str] = set()
-    for a in actions:
+    for a in pa.table(DeltaTable(uri).get_add_actions(flatten=False)).to_pylist():
         window = (a.get("partition") or {}).get(PARTITION_COLUMN)
-        if window is not None and window != run_window and (floor is None or may_reach(a, column, floor, or_null=True)):
+        if window is None or window == run_window:
+            continue
+        if since_ms is None or floor_ms is None or _may_hold_rederived(a, table, since_ms, floor_ms):
             windows.add(str(window))
     return tuple(sorted(windows))
 
 
-def _day_of(since: datetime | None) -> tuple[str, Any]:
-    return "day", None if since is None else since.astimezone(UTC).strftime("%Y-%m-%d")
-
-
-_CURRENT: dict[str, Callable[[datetime | None], tuple[str, Any]]] = {
-    "partition_ownership": lambda since: ("valid_to", epoch_ms(since)),
-    "rebalances": lambda since: ("observed_at", epoch_ms(since)),
-    "group_health": _day_of,
-}
-"""Derived table -> (the column saying until when a row is current, its least value still current
-at `since`): `current_condition` judged by a data file's statistics."""
-
-
 def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_window: str,
-                           since: datetime | None, base_path: str | None, stage: Callable[..., Any],
+                           since: datetime | None, until: datetime | None, base_path: str | None, stage: Callable[..., Any],
                            log: Callable[[str], None] = print) -> tuple[dict[str, DataFrame], dict[str, Merge]]:
     """({derived table: the rows the run writes into its window}, {derived table: the merge replacing
     the stored rows of its groups}) (module docstring), computed once (checkpointed), in a stage of
@@ -179,19 +187,21 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
     with stage(spark, "derived tables (ownership, rebalances, health; mapInArrow by group)"):
         # computed once for the three tables (localCheckpoint: the blocks go with the frames)
         derived = split_wide(derive_wide(base).localCheckpoint(eager=True))
+    if history is None:  # its own rows only, as the replay derives them
+        return overlapping_window(derived, since=since, until=until), {}
+    assert base_path is not None
+    scope = {name: rederived_condition(name, epoch_ms(since), history_floor(since)) for name in DERIVED_TABLES}
     merges: dict[str, Merge] = {}
-    if history is not None:
-        assert base_path is not None
-        native = delta_spark_available(spark)
-        for name in DERIVED_TABLES:
-            homes = None if native else _current_windows(base_path, name, run_window, since)
-            if homes == ():
-                continue  # no other window holds a row of the table still current at `since`
-            key = DERIVED_KEYS[name][0]
-            merges[name] = Merge(with_time_columns(derived[name], name), ("group_id",),
-                                 tuple(k for k in key if k != "group_id"), homes,
-                                 scope=current_condition(name, epoch_ms(since)), scope_groups=tuple(group_ids))
-    return overlapping_window(derived, since=since, until=None), merges
+    native = delta_spark_available(spark)  # (Delta Spark prunes the target by the condition itself)
+    for name in DERIVED_TABLES:
+        homes = None if native else _rederived_windows(base_path, name, run_window, since)
+        if homes == ():
+            continue  # no other window holds a row of the table the run re-derives
+        key = DERIVED_KEYS[name][0]
+        merges[name] = Merge(with_time_columns(derived[name], name), ("group_id",),
+                             tuple(k for k in key if k != "group_id"), homes,
+                             scope=scope[name], scope_groups=tuple(group_ids))
+    return {name: df.where(F.expr(scope[name].format(r=""))) for name, df in derived.items()}, merges
 
 
 def derived_highlights(t: Mapping[str, DataFrame]) -> dict[str, str]:

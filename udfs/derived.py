@@ -6,8 +6,9 @@ The base tables may come from the job's own run (in memory) or also from Delta, 
 runs (nightly windows): they hold one row per natural key (`NATURAL_KEYS`; `jobs.derived_step`
 replaces a stored row by the run's row of the same key); `derive_group` then closes what is still
 open with the next record it knows of. A run writes its derived rows still current at or after its
-window's start (`overlapping_window`) and replaces the stored rows of its groups that are
-(`current_condition`, `jobs.delta_io.Merge.scope`).
+window's start or derived from rows all still current at its history's floor
+(`rederived_condition`), and replaces the stored rows of its groups that are
+(`jobs.delta_io.Merge.scope`).
 """
 
 from __future__ import annotations
@@ -36,13 +37,14 @@ __all__ = [
     "DERIVED_SCHEMAS",
     "DERIVED_TABLES",
     "NATURAL_KEYS",
-    "current_condition",
     "derive_packed",
     "derive_partition",
     "derive_tables",
     "derive_wide",
+    "first_whole_day",
     "overlapping_window",
     "pack_base",
+    "rederived_condition",
     "split_wide",
     "wide_schema",
 ]
@@ -207,9 +209,8 @@ def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:
 
 def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | None,
                        until: datetime | None) -> dict[str, DataFrame]:
-    """The derived rows a run writes into its window: those overlapping [since, until) (with history
-    read back, `until` is None: every row still current at `since`, `current_condition`). Unbounded
-    windows keep everything."""
+    """The derived rows a run writes into its window when it derives from its own rows only (the
+    replay): those overlapping [since, until). Unbounded windows keep everything."""
     if since is None and until is None:
         return dict(tables)
     lo = F.lit(schemas.epoch_ms(since)) if since is not None else None
@@ -232,18 +233,25 @@ def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | Non
     }
 
 
-def current_condition(table: str, since_ms: int | None) -> str:
-    """The SQL condition, on a derived row whose table alias is `{r}`, that it is still current at
-    or after `since_ms` (what `overlapping_window` keeps with no `until`): an ownership interval
-    open or ending then or later, a rebalance observed then or later, a health row of that UTC day
-    or later. TRUE without a bound."""
-    if since_ms is None:
+def rederived_condition(table: str, since_ms: int | None, floor_ms: int | None) -> str:
+    """The SQL condition that a derived row is one a run re-derives, for its groups, from its own rows
+    and the stored ones still current at `floor_ms` (`jobs.derived_step`): a row still current at the
+    window's start `since_ms` (an ownership interval open or ending then or later), or one that starts
+    at or after the floor (an ownership interval from then, a rebalance revealed then, a health row of
+    a UTC day starting then: every base row it derives from is still current at the floor). `{r}`
+    stands for the row's alias and its dot (`t.`, `s.`, or nothing). TRUE without a floor."""
+    if since_ms is None or floor_ms is None:
         return "TRUE"
     if table == "partition_ownership":
-        return f"({{r}}.`valid_to` IS NULL OR {{r}}.`valid_to` >= {since_ms})"
+        return f"({{r}}`valid_from` >= {floor_ms} OR {{r}}`valid_to` IS NULL OR {{r}}`valid_to` >= {since_ms})"
     if table == "rebalances":
-        return f"({{r}}.`observed_at` IS NULL OR {{r}}.`observed_at` >= {since_ms})"
+        return f"{{r}}`observed_at` >= {floor_ms}"
     if table == "group_health":
-        day = datetime.fromtimestamp(since_ms / 1000, UTC).strftime("%Y-%m-%d")
-        return f"{{r}}.`day` >= '{day}'"
-    raise ValueError(f"current_condition: {table} is no derived table ({', '.join(DERIVED_TABLES)})")
+        return f"{{r}}`day` >= '{first_whole_day(floor_ms)}'"
+    raise ValueError(f"rederived_condition: {table} is no derived table ({', '.join(DERIVED_TABLES)})")
+
+
+def first_whole_day(floor_ms: int) -> str:
+    """The first UTC day (`yyyy-MM-dd`) that starts at or after `floor_ms`."""
+    day = -(-floor_ms // 86_400_000) * 86_400_000
+    return datetime.fromtimestamp(day / 1000, UTC).strftime("%Y-%m-%d")
