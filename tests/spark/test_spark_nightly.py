@@ -27,7 +27,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from coordinator_core.sim.scale import ScaleConfig, generate
-from jobs import delta_io, offsets_path, query
+from jobs import delta_io, derived_step, offsets_path, query
 from jobs.audit import RunSummary, run_audit
 from jobs.compare import compare_outputs
 from jobs.config import load_config
@@ -357,6 +357,29 @@ def test_a_member_crashed_in_an_earlier_window_is_unowned_from_its_last_commit(s
     c3 = [r for r in DeltaTable(str(out / "partition_ownership")).to_pyarrow_table().to_pylist()
           if r["group_id"] == "grp-s02" and (r["member_id"] or "").startswith("grp-s02-c3")]
     assert c3 and all(r["valid_to"] is not None for r in c3)
+
+
+def test_a_long_held_partition_of_a_crashed_member_closes_where_it_is_stored(spark, tmp_path, logs, single_runs,
+                                                                             capsys, monkeypatch) -> None:
+    """The same crash with history read back only 10 s before the last window (as a partition held
+    for more than a day before its owner crashed): c3's interval starts before that floor and ends
+    before the window, so the run does not re-derive it whole; the merge closes the stored row
+    where it lives, and the ownership is one run's."""
+    monkeypatch.setattr(derived_step, "HISTORY_LOOKBACK_MS", 10_000)
+    out, summaries = _chain(spark, tmp_path, logs["real_broker"], CRASH_CUTS, inputs="whole")
+    single = single_runs("real_broker")
+    [ownership] = [r for r in compare_outputs(out, single) if r.table == "partition_ownership"]
+    assert ownership.equal, ownership.describe()
+    assert summaries[-1].rows_merged.get("partition_ownership")
+    c3 = [r for r in DeltaTable(str(out / "partition_ownership")).to_pyarrow_table().to_pylist()
+          if (r["member_id"] or "").startswith("grp-s02-c3") and r["generation_id"] == 2]
+    assert all(r["valid_from"] < _ms(CRASH_CUTS[1]) - 10_000 for r in c3)  # before the floor
+    assert c3 and all(r["to_evidence"] == "last_commit" and r["run_window"] != summaries[-1].run_window for r in c3)
+    assert "UNOWNED (owner_departed" in _owner(out, "2026-11-21T23:44:02Z", capsys)
+
+
+def _ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
 
 
 def test_rerunning_the_latest_window_changes_nothing(spark, tmp_path, logs, single_runs) -> None:
