@@ -126,7 +126,7 @@ def run_groups(tables: Mapping[str, DataFrame]) -> list[str]:
 
 def _replace_stored(history: DataFrame, run_rows: DataFrame, table: str) -> DataFrame:
     """The stored rows `history` but those the run's rows replace (the same natural key)."""
-    key = NATURAL_KEYS[table][0]
+    key = NATURAL_KEYS[table]
     keys = run_rows.select(*[F.col(k).alias(f"_run_{k}") for k in key]).distinct()
     return history.join(keys, [history[k].eqNullSafe(keys[f"_run_{k}"]) for k in key], "left_anti")
 
@@ -197,7 +197,7 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
         homes = None if native else _rederived_windows(base_path, name, run_window, since)
         if homes == ():
             continue  # no other window holds a row of the table the run re-derives
-        key = DERIVED_KEYS[name][0]
+        key = DERIVED_KEYS[name]
         merges[name] = Merge(with_time_columns(derived[name], name), ("group_id",),
                              tuple(k for k in key if k != "group_id"), homes,
                              scope=scope[name], scope_groups=tuple(group_ids))

@@ -54,19 +54,16 @@ DERIVED_TABLES: tuple[str, ...] = tuple(schemas.DERIVED_TABLES)
 DERIVED_SCHEMAS = {name: schemas.TABLE_SCHEMAS[name] for name in DERIVED_TABLES}
 """Content schema of each derived table (without the run columns `jobs.delta_io` appends)."""
 
-NATURAL_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "generations": (("group_id", "generation_id", "source_partition", "source_offset"), "ended_at"),
-    "assignments": (("group_id", "generation_id", "member_id", "topic", "partition", "source_partition",
-                     "source_offset"), "valid_to"),
-    "offset_commits": (("group_id", "topic", "partition", "source_partition", "window_start_offset"),
-                       "window_end_offset"),
-    "rebalance_causes": (("group_id", "generation_id", "cause", "member_id", "source_partition", "source_offset"),
-                         None),
-    "violations": (("group_id", "generation_id", "kind", "topic", "partition", "source_partition", "source_offset"),
-                   None),
+NATURAL_KEYS: dict[str, tuple[str, ...]] = {
+    "generations": ("group_id", "generation_id", "source_partition", "source_offset"),
+    "assignments": ("group_id", "generation_id", "member_id", "topic", "partition", "source_partition",
+                    "source_offset"),
+    "offset_commits": ("group_id", "topic", "partition", "source_partition", "window_start_offset"),
+    "rebalance_causes": ("group_id", "generation_id", "cause", "member_id", "source_partition", "source_offset"),
+    "violations": ("group_id", "generation_id", "kind", "topic", "partition", "source_partition", "source_offset"),
 }
-"""Base table -> (natural key, closing column): the identity of a row across runs, and the column an
-earlier run leaves null that a later run fills."""
+"""Base table -> natural key: the identity of a row across runs (a later run re-emits, with the
+same key, a row an earlier run left open)."""
 
 OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {"generations": ("rebalance_started_at",)}
 """Columns read when the table has them: the broker's own join-phase start (given a broker log)."""

@@ -919,14 +919,13 @@ BASE_INPUTS: dict[str, tuple[str, ...]] = {
 assert BASE_INPUTS["offset_commits"] == ("topic", "partition", "first_commit_timestamp", "last_commit_timestamp"), \
     "CommitTimes are these columns, in this order"
 
-DERIVED_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "partition_ownership": (("group_id", "topic", "partition", "valid_from", "owned", "member_id"), "valid_to"),
-    "rebalances": (("group_id", "generation_id", "source_partition", "source_offset", "outcome"), None),
-    "group_health": (("group_id", "day"), None),
+DERIVED_KEYS: dict[str, tuple[str, ...]] = {
+    "partition_ownership": ("group_id", "topic", "partition", "valid_from", "owned", "member_id"),
+    "rebalances": ("group_id", "generation_id", "source_partition", "source_offset", "outcome"),
+    "group_health": ("group_id", "day"),
 }
-"""Derived table -> (natural key, closing column): a row's identity across runs (a run replaces its
-groups' stored rows by key, `jobs.delta_io.Merge.scope`), and the column an earlier run may have
-left null that a later run fills."""
+"""Derived table -> natural key: a row's identity across runs (a run replaces its groups' stored
+rows by key, `jobs.delta_io.Merge.scope`)."""
 
 
 _GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}

@@ -215,7 +215,7 @@ def test_history_reads_every_row_a_full_scan_keeps(spark, two_windows: Path) -> 
     history = stored_history(spark, str(two_windows), groups, run_window=windows[1], since=since)
     assert history is not None
     for table, df in history.items():
-        key = [*NATURAL_KEYS[table][0], "run_id"]
+        key = [*NATURAL_KEYS[table], "run_id"]
         column, open_when_null = _ALIVE[table]
 
         def alive(r: dict, column: str = column, open_when_null: bool = open_when_null) -> bool:
