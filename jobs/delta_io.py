@@ -69,8 +69,8 @@ commit of the table, tagged with the run id like the first; `home_windows` restr
 to the partitions that can hold the rows (a nightly merge reads a few partitions, not a year of
 them). The derived tables are merged by replacement (`Merge.scope`): a run derives its groups'
 rows anew, writes those it re-derives with authority into its window, and the merge deletes the
-stored rows of those groups they replace and updates the intervals the run closed before its
-reach; so every row is stored once, and re-running the latest window gives the same rows again. When a later commit of the run fails, every table this run committed is RESTOREd to its
+stored rows of those groups they replace and updates the intervals the run closes before its
+reach (the merge's source is those); so every row is stored once, and re-running the latest window gives the same rows again. When a later commit of the run fails, every table this run committed is RESTOREd to its
 version before the run (both writers), so the guarantees above hold with merges too.
 """
 
@@ -186,14 +186,13 @@ class Merge:
     """Columns a matched row keeps where the merged row has null (facts from other inputs, e.g. the
     broker's account of a generation, that this run may not have)."""
     scope: str | None = None
-    """With it, the merge replaces stored rows instead of adding any: `rows` are everything the run
-    derived for the groups `scope_groups`, and the run's own commit wrote those that meet `scope`
-    (an SQL condition on a row, `{r}` standing for its alias and a dot) into its window. In every
-    other window (of `home_windows`): a stored row of those groups that meets `scope` and matches,
-    by key, no merged row meeting it is deleted (the run's window holds what replaces it); one that
-    matches a merged row not meeting it (an interval now closed before the run's reach) is updated
-    to that row; a stored row that matches a merged row meeting `scope` is deleted. No row is
-    inserted."""
+    """With it, the merge replaces stored rows instead of adding any: the run's own commit wrote the
+    rows it derived for the groups `scope_groups` that meet `scope` (an SQL condition on a row, `{r}`
+    standing for its alias and a dot) into its window, and `rows` are the others it derived. In every
+    other window (of `home_windows`), a stored row of those groups that meets `scope` is deleted (the
+    run's window holds what replaces it), unless it matches one of `rows` by key (an interval the
+    run now closes before its reach, e.g. of a member that crashed in an earlier window): that row
+    is updated where it lives. No row is inserted."""
     scope_groups: tuple[str, ...] = ()
 
     def update_expression(self, column: str) -> str:
@@ -485,14 +484,14 @@ def _target_windows(m: Merge, run_window: str, *, quote: str = "") -> str:
     return " AND ".join(parts) or "true"
 
 
-def _scope_clauses(m: Merge, run_window: str, *, quote: str = "") -> tuple[str, str, str]:
-    """A scoped merge's conditions (`Merge.scope`): (delete a matched stored row, update a matched
-    stored row, delete a stored row no merged row matches)."""
+def _scope_clauses(m: Merge, run_window: str, *, quote: str = "") -> tuple[str, str]:
+    """A scoped merge's conditions (`Merge.scope`): (update a matched stored row, delete a stored row
+    no merged row matches)."""
     assert m.scope is not None
-    target, source = m.scope.format(r="t."), m.scope.format(r="s.")
+    target = m.scope.format(r="t.")
     groups = _sql_list(m.scope_groups)
     mine = f"t.{quote}group_id{quote} IN ({groups})" if groups else "false"
-    return source, f"{target} AND NOT {source}", f"{target} AND {mine} AND {_target_windows(m, run_window, quote=quote)}"
+    return target, f"{target} AND {mine} AND {_target_windows(m, run_window, quote=quote)}"
 
 
 def _merge_source(m: Merge, run_id: str, run_window: str) -> DataFrame:
@@ -731,9 +730,8 @@ def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run
     if m.scope is None:
         merger.when_matched_update(updates).when_not_matched_insert_all().execute()
         return int(arrow.num_rows)
-    replaced, closed, gone = _scope_clauses(m, run_window, quote="`")
-    metrics = (merger.when_matched_delete(replaced).when_matched_update(updates, closed)
-               .when_not_matched_by_source_delete(gone).execute())
+    closed, gone = _scope_clauses(m, run_window, quote="`")
+    metrics = merger.when_matched_update(updates, closed).when_not_matched_by_source_delete(gone).execute()
     return int(metrics["num_target_rows_updated"]) + int(metrics["num_target_rows_deleted"])
 
 
@@ -963,9 +961,8 @@ def _merge_native(spark: SparkSession, dt: Any, m: Merge, table: str, run_id: st
             if m.scope is None:
                 merger.whenMatchedUpdate(set=updates).whenNotMatchedInsertAll().execute()
             else:
-                replaced, closed, gone = _scope_clauses(m, run_window, quote="`")
-                (merger.whenMatchedDelete(replaced).whenMatchedUpdate(closed, set=updates)
-                 .whenNotMatchedBySourceDelete(gone).execute())
+                closed, gone = _scope_clauses(m, run_window, quote="`")
+                merger.whenMatchedUpdate(closed, set=updates).whenNotMatchedBySourceDelete(gone).execute()
                 metrics = dt.history(1).first()["operationMetrics"] or {}
                 n = int(metrics.get("numTargetRowsUpdated", 0)) + int(metrics.get("numTargetRowsDeleted", 0))
         finally:

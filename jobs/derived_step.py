@@ -198,7 +198,8 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
         if homes == ():
             continue  # no other window holds a row of the table the run re-derives
         key = DERIVED_KEYS[name]
-        merges[name] = Merge(with_time_columns(derived[name], name), ("group_id",),
+        beyond = derived[name].where(~F.expr(scope[name].format(r="")))  # (a row's scope is never null)
+        merges[name] = Merge(with_time_columns(beyond, name), ("group_id",),
                              tuple(k for k in key if k != "group_id"), homes,
                              scope=scope[name], scope_groups=tuple(group_ids))
     return {name: df.where(F.expr(scope[name].format(r=""))) for name, df in derived.items()}, merges
