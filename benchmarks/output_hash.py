@@ -7,8 +7,9 @@ that with two outputs it exits 1 when a table differs.
 Every table under OUT is read with delta-rs at its current version. What differs from run to run is
 left out: the `run_id` column (and `runs`' times, durations, config, versions and base run id: only its counts
 and table rows are hashed). The schema is hashed by column names, types and nullability, as Delta
-stores them. The rows are each serialized as JSON with sorted keys (and a map's entries sorted), sorted,
-and hashed in that order.
+stores them. The rows are those `jobs.compare` compares (`canonical_rows`: JSON with sorted keys, a
+map's entries sorted, in sorted order), hashed in that order. To check that N nightly runs equal one
+run, use `python -m jobs.compare` (it leaves out `run_window` and the run bookkeeping tables).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
+
+from jobs.compare import canonical_rows, output_tables
 
 RUN_VARYING = {"run_id", "started_at", "finished_at", "duration_ms", "config_json", "code_version", "spark_version",
                "input", "base_run_id"}
@@ -30,31 +32,21 @@ nightly chain, the id of the run a run continues)."""
 
 
 def table_hash(path: Path) -> tuple[int, str, str]:
-    """(rows, schema SHA-256, rows SHA-256) of the Delta table at `path`."""
-    table = DeltaTable(str(path)).to_pyarrow_table()
-    keep = [c for c in table.column_names if c not in RUN_VARYING]
-    table = table.select(keep)
+    """(rows, schema SHA-256, rows SHA-256) of the Delta table at `path`: its rows as
+    `jobs.compare.canonical_rows` gives them (but the `RUN_VARYING` columns), hashed in that order."""
     schema = json.dumps([(f.name, str(f.type), f.nullable) for f in pa.schema(DeltaTable(str(path)).schema()
                                                                                .to_arrow())], sort_keys=True)
-    maps = [f.name for f in table.schema if pa.types.is_map(f.type)]  # entries in no particular order
-    rows = sorted(json.dumps({**r, **{m: sorted(r[m]) if r[m] is not None else None for m in maps}},
-                             sort_keys=True, default=_plain) for r in table.to_pylist())
+    rows = canonical_rows(path, ignore=tuple(RUN_VARYING))
     h = hashlib.sha256()
     for r in rows:
         h.update(r.encode())
         h.update(b"\n")
-    return table.num_rows, hashlib.sha256(schema.encode()).hexdigest()[:16], h.hexdigest()[:16]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
+    return len(rows), hashlib.sha256(schema.encode()).hexdigest()[:16], h.hexdigest()[:16]
 
 
 def output_hashes(out: Path) -> dict[str, tuple[int, str, str]]:
     """`table_hash` of every table directory under `out` (one holding a `_delta_log`)."""
-    return {p.name: table_hash(p) for p in sorted(out.iterdir()) if (p / "_delta_log").is_dir()}
+    return {name: table_hash(p) for name, p in output_tables(out).items()}
 
 
 def main(argv: list[str] | None = None) -> int:

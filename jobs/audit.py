@@ -629,6 +629,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         # Read twice (the derived tables, the write), the base tables are projections of the replay's
         # persisted output: building a cache of each costs more than filtering the cached frame again.
         carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
+        derived_merges: dict[str, delta_io.Merge] = {}
         if derive_in_replay:
             if not set(DERIVED_TABLES) <= set(main.staged):  # (the replay's own files hold the window's rows only)
                 tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=since,
@@ -640,8 +641,10 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             closed = {**carried, **{name: staged_rows(spark, name, files.files)
                                     for name, files in main.carried_files.items()}}
             base = {name: df.unionByName(closed[name]) if name in closed else df for name, df in new_rows.items()}
-            tables.update(derived_tables_for_run(spark, base, run_id=run_id, run_window=run_window, since=since,
-                                                 until=cfg.until, base_path=cfg.output_path, stage=stage, log=_log))
+            derived, derived_merges = derived_tables_for_run(spark, base, run_window=run_window, since=since,
+                                                             until=cfg.until, base_path=cfg.output_path,
+                                                             stage=stage, log=_log)
+            tables.update(derived)
         merged_rows: dict[str, int] = {}
         if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
             with stage(spark, "count the earlier windows' rows this run closes"):
@@ -690,6 +693,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
                 df = carried[name]
                 homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
                 merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep)
+        merges.update(derived_merges)
 
         finished = datetime.now(UTC)
         runs_row = {

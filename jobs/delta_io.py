@@ -67,7 +67,10 @@ Spark's `DeltaTable.merge` on the native one), matched rows updated where they l
 `run_window` is kept), unmatched ones inserted into this run's window. The merge is a second
 commit of the table, tagged with the run id like the first; `home_windows` restricts the target
 to the partitions that can hold the rows (a nightly merge reads a few partitions, not a year of
-them). When a later commit of the run fails, every table this run committed is RESTOREd to its
+them). The derived tables are merged by replacement (`Merge.scope`): a run derives its groups'
+rows anew, writes those it re-derives with authority into its window, and the merge deletes the
+stored rows of those groups they replace and updates the intervals the run closes before its
+reach (the merge's source is those); so every row is stored once, and re-running the latest window gives the same rows again. When a later commit of the run fails, every table this run committed is RESTOREd to its
 version before the run (both writers), so the guarantees above hold with merges too.
 """
 
@@ -181,6 +184,15 @@ class Merge:
     keep_target: tuple[str, ...] = ()
     """Columns a matched row keeps where the merged row has null (facts from other inputs, e.g. the
     broker's account of a generation, that this run may not have)."""
+    scope: str | None = None
+    """With it, the merge replaces stored rows instead of adding any: the run's own commit wrote the
+    rows it derived for the groups `scope_groups` that meet `scope` (an SQL condition on a row, `{r}`
+    standing for its alias and a dot) into its window, and `rows` are the others it derived. In every
+    other window (of `home_windows`), a stored row of those groups that meets `scope` is deleted (the
+    run's window holds what replaces it), unless it matches one of `rows` by key (an interval the
+    run now closes before its reach, e.g. of a member that crashed in an earlier window): that row
+    is updated where it lives. No row is inserted."""
+    scope_groups: tuple[str, ...] = ()
 
     def update_expression(self, column: str) -> str:
         if column in self.keep_target:
@@ -444,17 +456,41 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
                            merges=merge_rows, compression=compression)
 
 
-def _merge_condition(m: Merge, *, quote: str = "") -> str:
+def _merge_condition(m: Merge, run_window: str, *, quote: str = "") -> str:
     """The MERGE ON condition of `m` (target alias t, source alias s); `quote` quotes column names."""
     def q(c: str) -> str:
         return f"{quote}{c}{quote}"
 
     parts = [f"t.{q(k)} = s.{q(k)}" for k in m.keys]
     parts += [f"(t.{q(k)} = s.{q(k)} OR (t.{q(k)} IS NULL AND s.{q(k)} IS NULL))" for k in m.null_safe_keys]
+    return " AND ".join([*parts, _target_windows(m, run_window, quote=quote)])
+
+
+def _sql_list(values: Sequence[str]) -> str:
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in sorted(values))
+
+
+def _target_windows(m: Merge, run_window: str, *, quote: str = "") -> str:
+    """The condition on a stored row (alias t) that it is in a window `m` may change: one of its
+    home windows, or any; a scoped merge never changes the run's own window, `run_window`."""
+    column = f"t.{quote}{PARTITION_COLUMN}{quote}"
+    parts = []
     if m.home_windows is not None:
-        windows = ", ".join("'" + w.replace("'", "") + "'" for w in sorted(m.home_windows))
-        parts.append(f"t.{q(PARTITION_COLUMN)} IN ({windows})" if windows else "false")
-    return " AND ".join(parts)
+        windows = _sql_list(m.home_windows)
+        parts.append(f"{column} IN ({windows})" if windows else "false")
+    if m.scope is not None:
+        parts.append(f"{column} <> {_sql_list([run_window])}")
+    return " AND ".join(parts) or "true"
+
+
+def _scope_clauses(m: Merge, run_window: str, *, quote: str = "") -> tuple[str, str]:
+    """A scoped merge's conditions (`Merge.scope`): (update a matched stored row, delete a stored row
+    no merged row matches)."""
+    assert m.scope is not None
+    target = m.scope.format(r="t.")
+    groups = _sql_list(m.scope_groups)
+    mine = f"t.{quote}group_id{quote} IN ({groups})" if groups else "false"
+    return target, f"{target} AND {mine} AND {_target_windows(m, run_window, quote=quote)}"
 
 
 def _merge_source(m: Merge, run_id: str, run_window: str) -> DataFrame:
@@ -679,20 +715,23 @@ def _merge_embedded(spark: SparkSession, st: _Staged, m: Merge, run_id: str, run
         arrow = arrow.append_column(PARTITION_COLUMN, pa.repeat(pa.scalar(run_window, pa.string()), arrow.num_rows))
     else:
         arrow = _merge_source(m, run_id, run_window).toArrow()
-    if arrow.num_rows == 0:
+    if arrow.num_rows == 0 and m.scope is None:
         return 0
     dt = DeltaTable(st.uri)
     target = pa.schema(dt.schema().to_arrow())
     arrow = arrow.select(target.names).cast(pa.schema([pa.field(f.name, f.type) for f in target]))
     meta = _user_metadata(st.table, run_id, run_window, "merge", rows_merged=arrow.num_rows)
     columns = [c for c in target.names if c != PARTITION_COLUMN]
-    (dt.merge(arrow, _merge_condition(m, quote="`"), source_alias="s", target_alias="t",
-              writer_properties=WriterProperties(compression=_DELTA_RS_CODECS[compression]),
-              commit_properties=CommitProperties(custom_metadata={"userMetadata": meta}))
-     .when_matched_update({f"`{c}`": m.update_expression(c) for c in columns})
-     .when_not_matched_insert_all()
-     .execute())
-    return int(arrow.num_rows)
+    updates = {f"`{c}`": m.update_expression(c) for c in columns}
+    merger = dt.merge(arrow, _merge_condition(m, run_window, quote="`"), source_alias="s", target_alias="t",
+                      writer_properties=WriterProperties(compression=_DELTA_RS_CODECS[compression]),
+                      commit_properties=CommitProperties(custom_metadata={"userMetadata": meta}))
+    if m.scope is None:
+        merger.when_matched_update(updates).when_not_matched_insert_all().execute()
+        return int(arrow.num_rows)
+    closed, gone = _scope_clauses(m, run_window, quote="`")
+    metrics = merger.when_matched_update(updates, closed).when_not_matched_by_source_delete(gone).execute()
+    return int(metrics["num_target_rows_updated"]) + int(metrics["num_target_rows_deleted"])
 
 
 def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[str, Any]], run_id: str,
@@ -807,7 +846,7 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
                 except BaseException:
                     done.append(done_first)
                     raise
-                result = replace(result, rows_merged=n, merged=n > 0,
+                result = replace(result, rows_merged=n, merged=n > 0 or m.scope is not None,
                                  version=DeltaTable(st.uri).version())
         except BaseException as exc:
             problems = []
@@ -875,7 +914,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
             m = (merges or {}).get(name)
             if m is not None:
                 n = _merge_native(spark, dt_after, m, name, run_id, run_window, compression)
-                if n:
+                if n or m.scope is not None:
                     _, dt_merged = handle(name)
                     results[name] = replace(results[name], rows_merged=n, merged=True,
                                             version=int(dt_merged.history(1).first()["version"]))
@@ -906,7 +945,7 @@ def _merge_native(spark: SparkSession, dt: Any, m: Merge, table: str, run_id: st
     src = _merge_source(m, run_id, run_window).persist()
     try:
         n = src.count()
-        if n == 0:
+        if n == 0 and m.scope is None:
             return 0
         columns = [c for c in src.columns if c != PARTITION_COLUMN]
         settings = {"spark.databricks.delta.commitInfo.userMetadata":
@@ -916,10 +955,15 @@ def _merge_native(spark: SparkSession, dt: Any, m: Merge, table: str, run_id: st
         for key, value in settings.items():
             spark.conf.set(key, value)
         try:
-            (dt.alias("t").merge(src.alias("s"), _merge_condition(m, quote="`"))
-             .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
-             .whenNotMatchedInsertAll()
-             .execute())
+            merger = dt.alias("t").merge(src.alias("s"), _merge_condition(m, run_window, quote="`"))
+            updates = {c: m.update_expression(c) for c in columns}
+            if m.scope is None:
+                merger.whenMatchedUpdate(set=updates).whenNotMatchedInsertAll().execute()
+            else:
+                closed, gone = _scope_clauses(m, run_window, quote="`")
+                merger.whenMatchedUpdate(closed, set=updates).whenNotMatchedBySourceDelete(gone).execute()
+                metrics = dt.history(1).first()["operationMetrics"] or {}
+                n = int(metrics.get("numTargetRowsUpdated", 0)) + int(metrics.get("numTargetRowsDeleted", 0))
         finally:
             for key, before in previous.items():
                 if before is None:

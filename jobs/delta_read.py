@@ -89,7 +89,7 @@ def _outside(value: Any, low: Any, high: Any) -> bool:
     return not (isinstance(value, str) and isinstance(high, str) and value.startswith(high))
 
 
-def may_reach(action: Mapping[str, Any], column: str, floor: int, *, or_null: bool) -> bool:
+def may_reach(action: Mapping[str, Any], column: str, floor: int | str, *, or_null: bool) -> bool:
     """Whether a data file may hold a row whose `column` is at least `floor` (with `or_null`: or
     null), judged by its add action's statistics (`DeltaTable.get_add_actions(flatten=False)` rows:
     `num_records`, `null_count`, `max`). A file without statistics may; an empty file may not."""

@@ -1,33 +1,54 @@
 """The audit job's last step before writing: the derived tables (`udfs.derived`) of the run's groups.
 
 A nightly run sees one window of the log, but an interval, a rebalance or a day can start in an
-earlier window. So the derivation reads, besides the run's own base tables, the rows earlier runs
-stored for the same groups (other windows of the same output, rows still current at or after one
-day before the run's window: `HISTORY_LOOKBACK_MS`), reduces them to one row per natural key
-(`udfs.derived.latest_rows`: closing values win), derives, and keeps the rows overlapping the run's
-window (`udfs.derived.overlapping_window`). Readers reduce the derived tables alike, so an interval
-left open by one run and closed by the next is read closed.
+earlier window, and a row an earlier run stored can change with what this run reads (a member that
+crashed in an earlier window owns its partitions until its last commit there, which only the record
+removing it, in this window, tells). So the derivation reads, besides the run's own base tables,
+the rows earlier runs stored for the same groups (other windows of the same output, rows still
+current at or after one day before the run's window: `HISTORY_LOOKBACK_MS`), a stored row replaced
+by the run's row of the same natural key (`NATURAL_KEYS`: the run closed or continued it), and
+derives every row of the run's groups. Those the history fully determines, or that are still
+current at the window's start (`udfs.derived.rederived_condition`: from the floor on, or current),
+replace the stored ones: the run writes them into its window, and a merge
+(`jobs.delta_io.Merge.scope`) deletes its groups' stored rows meeting the condition and updates,
+where it lives, an interval now closed before the floor's reach (a long-held partition whose
+owner crashed in an earlier window). So the tables hold each row once, as one run over the whole
+log gives it; a reader needs no de-duplication.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from jobs.delta_io import PARTITION_COLUMN, _is_delta_table, delta_spark_available, read_table
+from jobs.delta_io import PARTITION_COLUMN, Merge, _is_delta_table, delta_spark_available, read_table
 from jobs.delta_read import may_reach
-from udfs.derived import BASE_INPUTS, derive_wide, overlapping_window, split_wide, wide_schema
-from udfs.schemas import epoch_ms
+from udfs.derived import (
+    BASE_INPUTS,
+    DERIVED_KEYS,
+    DERIVED_TABLES,
+    NATURAL_KEYS,
+    derive_wide,
+    first_whole_day,
+    overlapping_window,
+    rederived_condition,
+    split_wide,
+    wide_schema,
+)
+from udfs.schemas import epoch_ms, with_time_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["EXACT_MEDIAN_ROWS", "HIGHLIGHT_COLUMNS", "HISTORY_LOOKBACK_MS", "derived_highlights", "derived_highlights_arrow", "derived_tables_for_run", "has_history", "stored_history"]
+__all__ = ["EXACT_MEDIAN_ROWS", "HIGHLIGHT_COLUMNS", "HISTORY_LOOKBACK_MS", "derived_highlights", "derived_highlights_arrow",
+           "derived_tables_for_run", "has_history", "history_floor", "run_groups", "stored_history"]
 
 HISTORY_LOOKBACK_MS = 86_400_000
 """Stored rows still current this long before the run's window are read back as history."""
@@ -71,7 +92,7 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
     if not has_history(base_path):
         return None
     uris = _base_uris(base_path)
-    floor = None if since is None else epoch_ms(since) - HISTORY_LOOKBACK_MS
+    floor = history_floor(since)
     native = delta_spark_available(spark)
     ids = F.broadcast(spark.createDataFrame([(g,) for g in sorted(group_ids)], "group_id string"))
     out = {}
@@ -95,37 +116,92 @@ def stored_history(spark: SparkSession, base_path: str, group_ids: Sequence[str]
     return out
 
 
-def _nothing_to_derive(group_ids: Sequence[str]) -> bool:
-    """Whether a run whose `generations` rows (new and closed) are of `group_ids` derives no row: a
-    group's rows derive from its generations (`udfs.history.derive_group` gives none without one),
-    and the history read back is that of the run's groups. So a run in which no generation opened or
-    closed (a quiet night: offset commits only) needs no stage."""
-    return not group_ids
+def run_groups(tables: Mapping[str, DataFrame]) -> list[str]:
+    """The groups with a row in the run's base tables (new, or continuing an earlier run's): those
+    whose derived rows the run can change (an offset commit alone moves a day's `last_commit_at`)."""
+    frames = [tables[name].select("group_id") for name in BASE_INPUTS]
+    return sorted(r[0] for r in functools.reduce(lambda a, b: a.unionByName(b), frames).distinct().collect())
 
 
-def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_id: str, run_window: str,
-                           since: datetime | None, until: datetime | None, base_path: str | None,
-                           stage: Callable[..., Any], log: Callable[[str], None] = print) -> dict[str, DataFrame]:
-    """{derived table: DataFrame} for the run (module docstring), computed once (checkpointed), in a
-    stage of its own: for a run whose derivation reads more than its own rows (earlier runs' rows,
-    a broker account); otherwise the replay derives the tables (`udfs.replay.replay_frame`). Empty,
-    without a stage, when the run has no `generations` row (`log` says so)."""
+def _replace_stored(history: DataFrame, run_rows: DataFrame, table: str) -> DataFrame:
+    """The stored rows `history` but those the run's rows replace (the same natural key)."""
+    key = NATURAL_KEYS[table]
+    keys = run_rows.select(*[F.col(k).alias(f"_run_{k}") for k in key]).distinct()
+    return history.join(keys, [history[k].eqNullSafe(keys[f"_run_{k}"]) for k in key], "left_anti")
+
+
+def history_floor(since: datetime | None) -> int | None:
+    """Epoch ms from which stored rows are read back as history: `HISTORY_LOOKBACK_MS` before the
+    window's start (None: every stored row)."""
+    return None if since is None else epoch_ms(since) - HISTORY_LOOKBACK_MS
+
+
+def _may_hold_rederived(action: Mapping[str, Any], table: str, since_ms: int, floor_ms: int) -> bool:
+    """Whether a derived table's data file may hold a row `rederived_condition` names, by its
+    statistics (`may_reach`)."""
+    if table == "partition_ownership":
+        return (may_reach(action, "valid_to", since_ms, or_null=True)
+                or may_reach(action, "valid_from", floor_ms, or_null=False))
+    if table == "rebalances":
+        return may_reach(action, "observed_at", floor_ms, or_null=False)
+    return may_reach(action, "day", first_whole_day(floor_ms), or_null=False)
+
+
+def _rederived_windows(base_path: str, table: str, run_window: str, since: datetime | None) -> tuple[str, ...]:
+    """The other windows of a derived table whose data files may hold a row the run re-derives
+    (`rederived_condition`), by their statistics."""
+    uri = f"{base_path.rstrip('/')}/{table}"
+    if not _is_delta_table(uri):
+        return ()
+    since_ms, floor_ms = epoch_ms(since), history_floor(since)
+    windows: set[str] = set()
+    for a in pa.table(DeltaTable(uri).get_add_actions(flatten=False)).to_pylist():
+        window = (a.get("partition") or {}).get(PARTITION_COLUMN)
+        if window is None or window == run_window:
+            continue
+        if since_ms is None or floor_ms is None or _may_hold_rederived(a, table, since_ms, floor_ms):
+            windows.add(str(window))
+    return tuple(sorted(windows))
+
+
+def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_window: str,
+                           since: datetime | None, until: datetime | None, base_path: str | None, stage: Callable[..., Any],
+                           log: Callable[[str], None] = print) -> tuple[dict[str, DataFrame], dict[str, Merge]]:
+    """({derived table: the rows the run writes into its window}, {derived table: the merge replacing
+    the stored rows of its groups}) (module docstring), computed once (checkpointed), in a stage of
+    its own: for a run whose derivation reads more than its own rows (earlier runs' rows, a broker
+    account); otherwise the replay derives the tables (`udfs.replay.replay_frame`). Nothing, without
+    a stage, when the run has no base row (`log` says so)."""
     base = {name: tables[name] for name in BASE_INPUTS}
-    group_ids = [r[0] for r in tables["generations"].select("group_id").distinct().collect()]
-    if _nothing_to_derive(group_ids):
-        log("derived tables: no generation opened or closed in this run: nothing to derive")
-        return split_wide(spark.createDataFrame([], wide_schema()))
+    group_ids = run_groups(base)
+    if not group_ids:
+        log("derived tables: no group has a record in this run: nothing to derive")
+        return split_wide(spark.createDataFrame([], wide_schema())), {}
     history = None
     if base_path:
         history = stored_history(spark, base_path, group_ids, run_window=run_window, since=since)
     if history is not None:
-        base = {name: df.withColumn("run_id", F.lit(run_id)).unionByName(history[name], allowMissingColumns=True)
+        base = {name: df.unionByName(_replace_stored(history[name], df, name), allowMissingColumns=True)
                 for name, df in base.items()}
     with stage(spark, "derived tables (ownership, rebalances, health; mapInArrow by group)"):
         # computed once for the three tables (localCheckpoint: the blocks go with the frames)
-        wide = derive_wide(base).localCheckpoint(eager=True)
-        derived = overlapping_window(split_wide(wide), since=since, until=until)
-    return derived
+        derived = split_wide(derive_wide(base).localCheckpoint(eager=True))
+    if history is None:  # its own rows only, as the replay derives them
+        return overlapping_window(derived, since=since, until=until), {}
+    assert base_path is not None
+    scope = {name: rederived_condition(name, epoch_ms(since), history_floor(since)) for name in DERIVED_TABLES}
+    merges: dict[str, Merge] = {}
+    native = delta_spark_available(spark)  # (Delta Spark prunes the target by the condition itself)
+    for name in DERIVED_TABLES:
+        homes = None if native else _rederived_windows(base_path, name, run_window, since)
+        if homes == ():
+            continue  # no other window holds a row of the table the run re-derives
+        key = DERIVED_KEYS[name]
+        beyond = derived[name].where(~F.expr(scope[name].format(r="")))  # (a row's scope is never null)
+        merges[name] = Merge(with_time_columns(beyond, name), ("group_id",),
+                             tuple(k for k in key if k != "group_id"), homes,
+                             scope=scope[name], scope_groups=tuple(group_ids))
+    return {name: df.where(F.expr(scope[name].format(r=""))) for name, df in derived.items()}, merges
 
 
 def derived_highlights(t: Mapping[str, DataFrame]) -> dict[str, str]:

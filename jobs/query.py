@@ -4,9 +4,8 @@
     python -m jobs.query --tables out/delta timeline --group G [--since TIME] [--until TIME]
     python -m jobs.query --tables out/delta worst [--day YYYY-MM-DD] [--limit N]
 
-The tables are read with `jobs.delta_read` (filtered by group where one is given) and reduced to one row
-per natural key across runs (`udfs.history.latest`: an interval one run left open and a later run
-closed is read closed). Times print as UTC ISO-8601 with milliseconds, durations in seconds.
+The tables are read as stored with `jobs.delta_read` (filtered by group where one is given): each row
+is stored once, however many nightly runs wrote the output (`jobs.derived_step`). Times print as UTC ISO-8601 with milliseconds, durations in seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from deltalake.exceptions import TableNotFoundError
 from coordinator_core.errors import CoordinatorAuditError
 from jobs.config import parse_timestamp
 from jobs.delta_read import read_arrow
-from udfs.history import latest
 
 __all__ = ["WORST_LIMIT", "QueryError", "human_duration", "human_time", "load_rows", "main", "owner_at", "timeline",
            "worst"]
@@ -68,10 +66,6 @@ def load_rows(tables: str, table: str, *, group: str | None = None) -> list[dict
     return rows
 
 
-def _derived(tables: str, table: str, *, group: str | None = None) -> list[dict[str, Any]]:
-    return latest(load_rows(tables, table, group=group), table)
-
-
 def _known_group(tables: str, group: str, rows: list[dict[str, Any]]) -> None:
     if not rows:
         raise QueryError(f"group {group!r}: not in {tables.rstrip('/')}/partition_ownership "
@@ -81,7 +75,7 @@ def _known_group(tables: str, group: str, rows: list[dict[str, Any]]) -> None:
 def owner_at(tables: str, *, group: str, topic: str, partition: int, at: int) -> list[dict[str, Any]]:
     """The interval(s) of partition_ownership covering `at` (two when a violation gave a partition
     two owners); raises QueryError when the group or the partition is unknown."""
-    rows = _derived(tables, "partition_ownership", group=group)
+    rows = load_rows(tables, "partition_ownership", group=group)
     _known_group(tables, group, rows)
     mine = [r for r in rows if r["topic"] == topic and r["partition"] == partition]
     if not mine:
@@ -110,8 +104,8 @@ def describe_interval(r: dict[str, Any]) -> str:
 def timeline(tables: str, *, group: str, since: int | None = None, until: int | None = None
              ) -> list[tuple[int, str]]:
     """(time, line) of the group's rebalances, unowned stretches and violations, in time order."""
-    rebalances = _derived(tables, "rebalances", group=group)
-    ownership = _derived(tables, "partition_ownership", group=group)
+    rebalances = load_rows(tables, "rebalances", group=group)
+    ownership = load_rows(tables, "partition_ownership", group=group)
     if not rebalances and not ownership:
         raise QueryError(f"group {group!r}: not in {tables.rstrip('/')}/rebalances nor partition_ownership")
     violations = load_rows(tables, "violations", group=group)
@@ -152,7 +146,7 @@ def timeline(tables: str, *, group: str, since: int | None = None, until: int | 
 
 def worst(tables: str, *, day: str | None = None, limit: int = WORST_LIMIT) -> tuple[str, list[dict[str, Any]]]:
     """(day, the day's group_health rows, worst first): by flapping score, then violations."""
-    rows = _derived(tables, "group_health")
+    rows = load_rows(tables, "group_health")
     if not rows:
         raise QueryError(f"{tables.rstrip('/')}/group_health is empty")
     day = day or max(r["day"] for r in rows)

@@ -27,7 +27,7 @@ import plotly.io as pio
 
 from coordinator_core.errors import CoordinatorAuditError
 from jobs.query import QueryError, human_duration, human_time, load_rows
-from udfs.history import FLAPPING_THRESHOLDS, latest
+from udfs.history import FLAPPING_THRESHOLDS
 
 __all__ = ["RANKING_ROWS", "UNOWNED_COLOURS", "build_report", "main"]
 
@@ -197,7 +197,7 @@ def _violation_table(violations: list[dict[str, Any]], *, with_group: bool = Fal
 
 def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = MAX_GROUPS) -> str:
     """The report's HTML (module docstring). Raises QueryError when the tables are missing or empty."""
-    health = latest(load_rows(tables, "group_health"), "group_health")
+    health = load_rows(tables, "group_health")
     if not health:
         raise QueryError(f"{tables.rstrip('/')}/group_health is empty: nothing to report")
     health.sort(key=lambda r: (-r["flapping_score"], -r["violations"], r["group_id"], r["day"]))
@@ -206,22 +206,20 @@ def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = M
     if groups and not chosen:
         raise QueryError(f"no group in {tables.rstrip('/')}/group_health matches {', '.join(groups)}")
 
-    def by_group(table: str, reduce: bool) -> dict[str, list[dict[str, Any]]]:
+    def by_group(table: str) -> dict[str, list[dict[str, Any]]]:
         rows = load_rows(tables, table)
-        if reduce:
-            rows = latest(rows, table)
         out: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in rows:
             if r["group_id"] in chosen:
                 out[r["group_id"]].append(r)
         return out
 
-    ownership, rebalances = by_group("partition_ownership", True), by_group("rebalances", True)
+    ownership, rebalances = by_group("partition_ownership"), by_group("rebalances")
     all_violations = load_rows(tables, "violations")
-    violations, causes = by_group("violations", False), by_group("rebalance_causes", False)
+    violations, causes = by_group("violations"), by_group("rebalance_causes")
     generations = {g: list({(r["generation_id"], r["source_offset"]): r for r in sorted(
         rows, key=lambda r: (r["ended_at"] is not None, r["run_id"]))}.values())
-        for g, rows in by_group("generations", False).items()}
+        for g, rows in by_group("generations").items()}
 
     parts = [f"<h1>coordinator-audit report</h1><p class='note'>Tables: {_esc(tables)}; generated "
              f"{human_time(int(datetime.now(UTC).timestamp() * 1000))}. {len(ranked)} groups, "

@@ -2,21 +2,23 @@
 the base tables: a thin adapter over `udfs.history.derive_group`, run once per group with
 `mapInArrow` over input repartitioned and sorted by group (as the replay does).
 
-The base tables may come from the job's own run (in memory) or from Delta, written by several runs
-(nightly windows): `latest_rows` keeps one row per natural key, the one that carries closing values
-(an earlier run may have left a generation or an assignment open that a later run closed), else the
-latest run's; `derive_group` then closes what is still open with the next record it knows of.
+The base tables may come from the job's own run (in memory) or also from Delta, written by several
+runs (nightly windows): they hold one row per natural key (`NATURAL_KEYS`; `jobs.derived_step`
+replaces a stored row by the run's row of the same key); `derive_group` then closes what is still
+open with the next record it knows of. A run writes its derived rows still current at or after its
+window's start or derived from rows all still current at its history's floor
+(`rederived_condition`), and replaces the stored rows of its groups that are
+(`jobs.delta_io.Merge.scope`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
@@ -39,9 +41,10 @@ __all__ = [
     "derive_partition",
     "derive_tables",
     "derive_wide",
-    "latest_rows",
+    "first_whole_day",
     "overlapping_window",
     "pack_base",
+    "rederived_condition",
     "split_wide",
     "wide_schema",
 ]
@@ -51,33 +54,19 @@ DERIVED_TABLES: tuple[str, ...] = tuple(schemas.DERIVED_TABLES)
 DERIVED_SCHEMAS = {name: schemas.TABLE_SCHEMAS[name] for name in DERIVED_TABLES}
 """Content schema of each derived table (without the run columns `jobs.delta_io` appends)."""
 
-NATURAL_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "generations": (("group_id", "generation_id", "source_partition", "source_offset"), "ended_at"),
-    "assignments": (("group_id", "generation_id", "member_id", "topic", "partition", "source_partition",
-                     "source_offset"), "valid_to"),
-    "offset_commits": (("group_id", "topic", "partition", "source_partition", "window_start_offset"),
-                       "window_end_offset"),
-    "rebalance_causes": (("group_id", "generation_id", "cause", "member_id", "source_partition", "source_offset"),
-                         None),
-    "violations": (("group_id", "generation_id", "kind", "topic", "partition", "source_partition", "source_offset"),
-                   None),
+NATURAL_KEYS: dict[str, tuple[str, ...]] = {
+    "generations": ("group_id", "generation_id", "source_partition", "source_offset"),
+    "assignments": ("group_id", "generation_id", "member_id", "topic", "partition", "source_partition",
+                    "source_offset"),
+    "offset_commits": ("group_id", "topic", "partition", "source_partition", "window_start_offset"),
+    "rebalance_causes": ("group_id", "generation_id", "cause", "member_id", "source_partition", "source_offset"),
+    "violations": ("group_id", "generation_id", "kind", "topic", "partition", "source_partition", "source_offset"),
 }
-"""Base table -> (natural key, closing column): the identity of a row across runs, and the column an
-earlier run leaves null that a later run fills."""
+"""Base table -> natural key: the identity of a row across runs (a later run re-emits, with the
+same key, a row an earlier run left open)."""
 
 OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {"generations": ("rebalance_started_at",)}
 """Columns read when the table has them: the broker's own join-phase start (given a broker log)."""
-
-
-def latest_rows(df: DataFrame, table: str) -> DataFrame:
-    """One row per natural key (NATURAL_KEYS / DERIVED_KEYS): the one with its closing column set,
-    then the latest run's. Frames without `run_id` (a run's own, in memory) are returned as they are."""
-    key, closing = {**NATURAL_KEYS, **DERIVED_KEYS}[table]
-    if "run_id" not in df.columns:
-        return df
-    order = [F.col(closing).isNull().asc()] if closing else []
-    w = Window.partitionBy(*key).orderBy(*order, F.col("run_id").desc())
-    return df.withColumn("_rank", F.row_number().over(w)).where("_rank = 1").drop("_rank")
 
 
 _TAG = "_base_table"
@@ -203,7 +192,7 @@ def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:
     """The base tables' needed columns in one frame, a `_TAG` column naming each row's table."""
     packed = None
     for name, columns in BASE_INPUTS.items():
-        df = latest_rows(base[name], name)
+        df = base[name]
         cols = [F.col(c) for c in columns]
         for c in OPTIONAL_INPUTS.get(name, ()):
             if c in df.columns:  # epoch milliseconds, whether stored as a timestamp or a long
@@ -217,9 +206,8 @@ def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:
 
 def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | None,
                        until: datetime | None) -> dict[str, DataFrame]:
-    """The derived rows a run writes into its window: those overlapping [since, until) (an interval
-    or a rebalance that crosses the window's bounds appears in both windows; readers keep one with
-    `latest_rows`). Unbounded windows keep everything."""
+    """The derived rows a run writes into its window when it derives from its own rows only (the
+    replay): those overlapping [since, until). Unbounded windows keep everything."""
     if since is None and until is None:
         return dict(tables)
     lo = F.lit(schemas.epoch_ms(since)) if since is not None else None
@@ -240,3 +228,27 @@ def overlapping_window(tables: Mapping[str, DataFrame], *, since: datetime | Non
         "rebalances": reb.where(overlaps(F.coalesce("started_at", "observed_at"), F.col("observed_at"))),
         "group_health": hea.where(overlaps(day_start, day_start + F.lit(86_400_000 - 1))),
     }
+
+
+def rederived_condition(table: str, since_ms: int | None, floor_ms: int | None) -> str:
+    """The SQL condition that a derived row is one a run re-derives, for its groups, from its own rows
+    and the stored ones still current at `floor_ms` (`jobs.derived_step`): a row still current at the
+    window's start `since_ms` (an ownership interval open or ending then or later), or one that starts
+    at or after the floor (an ownership interval from then, a rebalance revealed then, a health row of
+    a UTC day starting then: every base row it derives from is still current at the floor). `{r}`
+    stands for the row's alias and its dot (`t.`, `s.`, or nothing). TRUE without a floor."""
+    if since_ms is None or floor_ms is None:
+        return "TRUE"
+    if table == "partition_ownership":
+        return f"({{r}}`valid_from` >= {floor_ms} OR {{r}}`valid_to` IS NULL OR {{r}}`valid_to` >= {since_ms})"
+    if table == "rebalances":
+        return f"{{r}}`observed_at` >= {floor_ms}"
+    if table == "group_health":
+        return f"{{r}}`day` >= '{first_whole_day(floor_ms)}'"
+    raise ValueError(f"rederived_condition: {table} is no derived table ({', '.join(DERIVED_TABLES)})")
+
+
+def first_whole_day(floor_ms: int) -> str:
+    """The first UTC day (`yyyy-MM-dd`) that starts at or after `floor_ms`."""
+    day = -(-floor_ms // 86_400_000) * 86_400_000
+    return datetime.fromtimestamp(day / 1000, UTC).strftime("%Y-%m-%d")

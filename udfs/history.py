@@ -4,8 +4,8 @@ Standard library only: `udfs.derived` runs `derive_group` once per group inside 
 (`mapInArrow`), the tests call it directly. Its inputs are the group's rows of `generations`,
 `assignments`, `rebalance_causes` and `violations` as dicts, and of `offset_commits` as tuples of
 the four columns it reads (`CommitTimes`: the most numerous rows; `commit_times` makes them from
-dicts), any number of runs of the job, already reduced to one row per natural key by
-`udfs.derived.latest_rows`; its outputs are the rows of three tables:
+dicts), any number of runs of the job, one row per natural key (`udfs.derived.NATURAL_KEYS`);
+its outputs are the rows of three tables:
 
 * `partition_ownership` (`OwnershipRow`): per (group, topic, partition), consecutive intervals,
   each owned (member, instance id, client id, host, generation) or unowned, with why, and how each
@@ -78,7 +78,6 @@ __all__ = [
     "derive_group",
     "flapping_score",
     "health_status",
-    "latest",
     "values_getter",
 ]
 
@@ -922,27 +921,13 @@ BASE_INPUTS: dict[str, tuple[str, ...]] = {
 assert BASE_INPUTS["offset_commits"] == ("topic", "partition", "first_commit_timestamp", "last_commit_timestamp"), \
     "CommitTimes are these columns, in this order"
 
-DERIVED_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "partition_ownership": (("group_id", "topic", "partition", "valid_from", "owned", "member_id"), "valid_to"),
-    "rebalances": (("group_id", "generation_id", "source_partition", "source_offset", "outcome"), None),
-    "group_health": (("group_id", "day"), None),
+DERIVED_KEYS: dict[str, tuple[str, ...]] = {
+    "partition_ownership": ("group_id", "topic", "partition", "valid_from", "owned", "member_id"),
+    "rebalances": ("group_id", "generation_id", "source_partition", "source_offset", "outcome"),
+    "group_health": ("group_id", "day"),
 }
-"""Derived table -> (natural key, closing column): a row's identity across runs, and the column an
-earlier run may have left null that a later run fills (readers keep one row per key: `latest`)."""
-
-
-def latest(rows: Iterable[Mapping[str, Any]], table: str) -> list[dict[str, Any]]:
-    """One row per natural key (DERIVED_KEYS): the one with its closing column set, then the latest
-    run's (`run_id` sorts by time); the pure twin of `udfs.derived.latest_rows`."""
-    key_cols, closing = DERIVED_KEYS[table]
-    best: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in rows:
-        k = tuple(r.get(c) for c in key_cols)
-        rank = (closing is None or r.get(closing) is not None, r.get("run_id") or "")
-        old = best.get(k)
-        if old is None or rank > (closing is None or old.get(closing) is not None, old.get("run_id") or ""):
-            best[k] = dict(r)
-    return list(best.values())
+"""Derived table -> natural key: a row's identity across runs (a run replaces its groups' stored
+rows by key, `jobs.delta_io.Merge.scope`)."""
 
 
 _GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}

@@ -14,15 +14,16 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from jobs import derived_step, query
+from jobs import query
 from jobs.audit import run_audit
+from jobs.compare import compare_outputs
 from jobs.config import load_config
 from jobs.delta_io import read_table
 from jobs.delta_read import _outside, may_hold, may_reach, plain_type, read_arrow
 from jobs.derived_step import _ALIVE, HISTORY_LOOKBACK_MS, stored_history
 from tests.spark.test_spark_nightly import _scale_log
 from udfs.derived import NATURAL_KEYS
-from udfs.history import commit_times, derive_group, latest
+from udfs.history import commit_times, derive_group
 from udfs.schemas import TIME_COMPANIONS, stored_schema
 
 pytestmark = pytest.mark.spark
@@ -109,18 +110,13 @@ def two_windows(spark, derived_input: Path, tmp_path_factory: pytest.TempPathFac
     return out
 
 
-def test_two_nightly_windows_give_the_same_ownership_as_one_run(two_windows: Path, derived_run: Path) -> None:
-    """Reduced with `latest`, the two windows' intervals are those of one run over all."""
+def test_two_nightly_windows_give_the_same_tables_as_one_run(two_windows: Path, derived_run: Path) -> None:
+    """Read as stored (no de-duplication), every table of the two windows, the derived ones
+    included, is that of one run over all (`jobs.compare`)."""
     assert len({r["run_window"] for r in _rows(two_windows, "partition_ownership")}) == 2
-    two = latest(_rows(two_windows, "partition_ownership"), "partition_ownership")
-    one = _rows(derived_run, "partition_ownership")
-    assert _content(two) == _content(one)
-    columns = ("group_id", "generation_id", "outcome", "started_at", "start_evidence", "ended_at", "members_before",
-               "members_after", "partitions_moved", "partitions_unowned", "unowned_ms_sum")
-    def pick(rows: list[dict]) -> list[tuple]:
-        return sorted((tuple(r[c] for c in columns) for r in rows), key=repr)
-    two_rebalances = latest(_rows(two_windows, "rebalances"), "rebalances")
-    assert pick(two_rebalances) == pick(_rows(derived_run, "rebalances"))
+    results = compare_outputs(two_windows, derived_run)
+    assert set(DERIVED) <= {r.table for r in results}
+    assert all(r.equal for r in results), "\n".join(r.describe() for r in results if not r.equal)
 
 
 def _view_typed_files(table: Path) -> list[str]:
@@ -129,31 +125,29 @@ def _view_typed_files(table: Path) -> list[str]:
             if any(pa.types.is_string_view(f.type) for f in pq.read_schema(u))]
 
 
-def test_a_window_without_a_generation_runs_no_derivation_and_misses_no_row(spark, tmp_path, monkeypatch,
-                                                                            capfd) -> None:
-    """A quiet window (offset commits only: no generation opens or closes) skips the derived stage,
-    and every table equals the same chain's whose quiet window runs the stage anyway."""
+def test_a_window_of_offset_commits_only_updates_the_days_health(spark, tmp_path, capfd) -> None:
+    """A quiet window (offset commits only: no generation opens or closes) still changes its
+    groups' health of the day (`last_commit_at`, the observed part of the day): it derives them, and
+    the two windows' tables as stored equal one run's."""
     log = _scale_log(tmp_path / "log" / "log.parquet", 5)
     rows = pq.read_table(log, columns=["key", "timestamp"]).to_pylist()
     last_group_record = max(r["timestamp"] for r in rows if r["key"][:2] == b"\x00\x02")  # key version 2
     cut = (last_group_record.replace(microsecond=0) + timedelta(seconds=1)).astimezone(UTC).isoformat()
     assert sum(r["timestamp"] >= datetime.fromisoformat(cut) for r in rows) > 1000  # commits after the cut
-    outputs = {}
-    for forced in (False, True):
-        if forced:
-            monkeypatch.setattr(derived_step, "_nothing_to_derive", lambda group_ids: False)
-        out = tmp_path / f"forced-{forced}"
-        for since, until in (("2000-01-01", cut), (cut, "2100-01-01")):
-            capfd.readouterr()
-            run_audit(spark, load_config(None, {"input.path": str(log), "input.format": "parquet",
-                                                "output.path": str(out), "job.shards": 2,
-                                                "window.since": since, "window.until": until}))
-        err = capfd.readouterr().err
-        assert ("nothing to derive" in err) is not forced
-        assert ("stage derived tables" in err) is forced
-        outputs[forced] = {t: _content(_rows(out, t)) for t in (*DERIVED, *BASE_TABLES, "group_state")}
-    assert outputs[False] == outputs[True]
-    assert all(outputs[False][t] for t in DERIVED)  # the first window derived rows
+
+    def run(out: Path, since: str | None, until: str | None) -> None:
+        window = {"window.since": since, "window.until": until}
+        run_audit(spark, load_config(None, {"input.path": str(log), "input.format": "parquet",
+                                            "output.path": str(out), "job.shards": 2,
+                                            **{k: v for k, v in window.items() if v is not None}}))
+
+    run(tmp_path / "one", None, None)
+    for since, until in ((None, cut), (cut, None)):
+        capfd.readouterr()
+        run(tmp_path / "windows", since, until)
+    assert "stage derived tables" in capfd.readouterr().err
+    results = compare_outputs(tmp_path / "windows", tmp_path / "one")
+    assert all(r.equal for r in results), "\n".join(r.describe() for r in results if not r.equal)
 
 
 def test_tables_a_merge_rewrote_are_read_and_filtered(two_windows: Path) -> None:
@@ -221,7 +215,7 @@ def test_history_reads_every_row_a_full_scan_keeps(spark, two_windows: Path) -> 
     history = stored_history(spark, str(two_windows), groups, run_window=windows[1], since=since)
     assert history is not None
     for table, df in history.items():
-        key = [*NATURAL_KEYS[table][0], "run_id"]
+        key = [*NATURAL_KEYS[table], "run_id"]
         column, open_when_null = _ALIVE[table]
 
         def alive(r: dict, column: str = column, open_when_null: bool = open_when_null) -> bool:

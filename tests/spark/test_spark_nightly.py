@@ -1,9 +1,11 @@
 """Nightly runs that carry state (`jobs.nightly`): N consecutive windows written into one output give
-the same tables as one run over the whole log, whether each run's input holds the whole log or only
-its window; compaction gives `history_gap` causes that explain every difference; re-running the
-latest window replaces it; overlapping and earlier windows are refused; a run after a skipped night
-audits it when its input holds it (else the offsets it lacks are history gaps, and re-running the latest
-window with an input that holds them recovers it); an empty window is a successful run that says so; a run killed while committing heals when re-run; warm-up rebuilds the
+the same tables as one run over the whole log, read as stored and compared on every column but
+`run_id`/`run_window` (`jobs.compare`; the derived tables included), whether each run's input holds
+the whole log or only its window; compaction gives `history_gap` causes that explain every difference;
+re-running the latest window changes nothing; overlapping and earlier windows are refused; a run after
+a skipped night audits it when its input holds it (else the offsets it lacks are history gaps, and
+re-running the latest window with an input that holds them recovers it); an empty window is a
+successful run that says so; a run killed while committing heals when re-run; warm-up rebuilds the
 state from the input's records before the window.
 
 The default run draws a fixed sample of cut points; `NIGHTLY_FULL=1` runs every combination."""
@@ -28,8 +30,9 @@ from deltalake import DeltaTable, write_deltalake
 
 from coordinator_core.records import decode, partition_for
 from coordinator_core.sim.scale import ScaleConfig, generate
-from jobs import delta_io, offsets_path
+from jobs import delta_io, derived_step, offsets_path, query
 from jobs.audit import RunSummary, run_audit
+from jobs.compare import compare_outputs
 from jobs.config import load_config
 from jobs.delta_io import read_table, window_label
 from jobs.nightly import ChainRun, WindowConflict, plan_run, read_note
@@ -96,7 +99,6 @@ def _read_log(path: Path) -> pa.Table:
 def _run(spark, inp: Path, out: Path, since: datetime | None = None, until: datetime | None = None,
          **overrides) -> RunSummary:
     values = {"input.path": str(inp), "input.format": "parquet", "output.path": str(out), "job.shards": 2,
-              "job.derived_tables": False,  # tests/spark/test_spark_derived.py covers them over nightly runs
               "window.since": since.isoformat() if since else None,
               "window.until": until.isoformat() if until else None}
     values.update(overrides)
@@ -116,6 +118,17 @@ def _rows(spark, out: Path, table: str) -> Counter:
 
 def _diff(a: Counter, b: Counter) -> str:
     return f"only in one run: {sorted(a - b)[:3]} ...; only in the windows: {sorted(b - a)[:3]} ..."
+
+
+DERIVED = ("partition_ownership", "rebalances", "group_health")
+
+
+def _assert_same(out: Path, single: Path) -> None:
+    """Every table of `out` as stored equals one run's (`jobs.compare.compare_outputs`), the derived
+    tables among them."""
+    results = compare_outputs(out, single)
+    assert {*COMPARED, *DERIVED} <= {r.table for r in results}
+    assert all(r.equal for r in results), "\n".join(r.describe() for r in results if not r.equal)
 
 
 def _cuts(log: pa.Table, n: int, rng: random.Random) -> list[datetime]:
@@ -209,7 +222,7 @@ def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, input
     return out, summaries
 
 
-CASES = [("real_broker", 1, "whole"), ("real_broker", 2, "window"), ("scale_7", 5, "whole"),
+CASES = [("real_broker", 1, "whole"), ("real_broker", 3, "window"), ("scale_7", 3, "window"), ("scale_7", 5, "whole"),
          ("sim_samples", 2, "whole")]
 if FULL:
     CASES = [(log, n, inputs) for log in ("real_broker", "scale_7", "scale_11", "sim_samples")
@@ -221,9 +234,7 @@ def test_windows_in_order_equal_one_run(spark, tmp_path, logs, single_runs, log,
     cuts = _cuts(_read_log(logs[log]), n_cuts, random.Random(f"{log}-{n_cuts}-{inputs}"))
     out, summaries = _chain(spark, tmp_path, logs[log], cuts, inputs=inputs)
     single = single_runs(log)
-    for table in COMPARED:
-        a, b = _rows(spark, single, table), _rows(spark, out, table)
-        assert a == b, f"{table}: {_diff(a, b)}"
+    _assert_same(out, single)
     assert [s.resume for s in summaries] == ["fresh"] + ["resume"] * n_cuts
     # the chain carried something: later runs closed or continued rows earlier runs left open
     assert any(s.rows_merged for s in summaries[1:])
@@ -250,9 +261,7 @@ def test_a_growing_export_directory_is_read_a_night_at_a_time(spark, tmp_path, l
     log = _read_log(logs["scale_7"])
     cuts = _cuts(log, 2, random.Random("exports"))
     out, summaries = _chain(spark, tmp_path / "skipping", logs["scale_7"], cuts, inputs="exports")
-    for table in COMPARED:
-        a, b = _rows(spark, single, table), _rows(spark, out, table)
-        assert a == b, f"{table}: {_diff(a, b)}"
+    _assert_same(out, single)
     nights = [_filtered(log, since, until).num_rows for since, until in _windows(cuts)]
     assert left_out == [0, nights[0], nights[0] + nights[1]]
     monkeypatch.setattr(offsets_path, "SKIP_OUTSIDE_WINDOW", False)
@@ -281,9 +290,7 @@ def test_a_growing_delta_export_read_by_spark_is_read_a_night_at_a_time(spark, t
     cuts = _cuts(log, 2, random.Random("delta-exports"))
     out, summaries = _chain(spark, tmp_path / "skipping", logs["scale_7"], cuts, inputs="delta-exports",
                             **{"job.scan_reader": "spark"})
-    for table in COMPARED:
-        a, b = _rows(spark, single, table), _rows(spark, out, table)
-        assert a == b, f"{table}: {_diff(a, b)}"
+    _assert_same(out, single)
     nights = [_filtered(log, since, until).num_rows for since, until in _windows(cuts)]
     # the first run has no lower bound (its window is open below): it reads all there is
     assert read == [(nights[0], nights[0]), (nights[1], sum(nights[:2])), (nights[2], sum(nights))]
@@ -302,9 +309,7 @@ def test_compaction_before_each_window_changes_nothing(spark, tmp_path, logs, si
     cuts = _cuts(_read_log(logs["scale_11"]), 2, random.Random(5))
     out, _ = _chain(spark, tmp_path, logs["scale_11"], cuts, inputs="compacted")
     single = single_runs("scale_11")
-    for table in COMPARED:
-        a, b = _rows(spark, single, table), _rows(spark, out, table)
-        assert a == b, f"{table}: {_diff(a, b)}"
+    _assert_same(out, single)
 
 
 def test_compacted_windows_report_history_gaps_that_explain_every_difference(spark, tmp_path, logs,
@@ -332,16 +337,66 @@ def test_compacted_windows_report_history_gaps_that_explain_every_difference(spa
 # windows that do not simply follow
 
 
-def test_rerunning_the_latest_window_replaces_it(spark, tmp_path, logs, single_runs) -> None:
-    log = logs["real_broker"]
-    cuts = _cuts(_read_log(log), 2, random.Random(3))
-    out, summaries = _chain(spark, tmp_path, log, cuts, inputs="whole")
-    again = _run(spark, log, out, cuts[-1], None)
-    assert again.resume == "rerun" and again.base_run_id == summaries[-2].run_id
+CRASH_CUTS = [datetime(2026, 11, 21, 23, 43, 40, tzinfo=UTC), datetime(2026, 11, 21, 23, 44, 5, tzinfo=UTC)]
+"""The README's nightly recipe on the real broker's log: grp-s02's consumer c3 is killed at 23:43:59,
+in the second window; the record that removes it falls in the third."""
+
+
+def _owner(out: Path, at: str, capsys: pytest.CaptureFixture[str]) -> str:
+    assert query.main(["--tables", str(out), "owner", "--group", "grp-s02", "--topic", "tp-s02-a", "--partition", "4",
+                       "--at", at]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_member_crashed_in_an_earlier_window_is_unowned_from_its_last_commit(spark, tmp_path, logs, single_runs,
+                                                                               capsys) -> None:
+    """c3's interval, left open by the second window, closes at its last commit when the third window
+    reads the record that removed it: the tables as stored are one run's, and the owner of
+    tp-s02-a-4 is the one run's answer (UNOWNED, owner_departed, then c2), never c3 "still current"."""
+    out, _ = _chain(spark, tmp_path, logs["real_broker"], CRASH_CUTS, inputs="whole")
     single = single_runs("real_broker")
-    for table in COMPARED:
-        a, b = _rows(spark, single, table), _rows(spark, out, table)
-        assert a == b, f"{table}: {_diff(a, b)}"
+    _assert_same(out, single)
+    answers = {at: _owner(out, at, capsys) for at in ("2026-11-21T23:44:02Z", "2026-11-21T23:44:10Z")}
+    assert answers == {at: _owner(single, at, capsys) for at in answers}
+    assert "UNOWNED (owner_departed" in answers["2026-11-21T23:44:02Z"]
+    assert "owned by grp-s02-c2-" in answers["2026-11-21T23:44:10Z"]
+    assert not any("grp-s02-c3" in a or "still current" in a for a in answers.values())
+    c3 = [r for r in DeltaTable(str(out / "partition_ownership")).to_pyarrow_table().to_pylist()
+          if r["group_id"] == "grp-s02" and (r["member_id"] or "").startswith("grp-s02-c3")]
+    assert c3 and all(r["valid_to"] is not None for r in c3)
+
+
+def test_a_long_held_partition_of_a_crashed_member_closes_where_it_is_stored(spark, tmp_path, logs, single_runs,
+                                                                             capsys, monkeypatch) -> None:
+    """The same crash with history read back only 10 s before the last window (as a partition held
+    for more than a day before its owner crashed): c3's interval starts before that floor and ends
+    before the window, so the run does not re-derive it whole; the merge closes the stored row
+    where it lives, and the ownership is one run's."""
+    monkeypatch.setattr(derived_step, "HISTORY_LOOKBACK_MS", 10_000)
+    out, summaries = _chain(spark, tmp_path, logs["real_broker"], CRASH_CUTS, inputs="whole")
+    single = single_runs("real_broker")
+    [ownership] = [r for r in compare_outputs(out, single) if r.table == "partition_ownership"]
+    assert ownership.equal, ownership.describe()
+    assert summaries[-1].rows_merged.get("partition_ownership")
+    c3 = [r for r in DeltaTable(str(out / "partition_ownership")).to_pyarrow_table().to_pylist()
+          if (r["member_id"] or "").startswith("grp-s02-c3") and r["generation_id"] == 2]
+    assert all(r["valid_from"] < _ms(CRASH_CUTS[1]) - 10_000 for r in c3)  # before the floor
+    assert c3 and all(r["to_evidence"] == "last_commit" and r["run_window"] != summaries[-1].run_window for r in c3)
+    assert "UNOWNED (owner_departed" in _owner(out, "2026-11-21T23:44:02Z", capsys)
+
+
+def _ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def test_rerunning_the_latest_window_changes_nothing(spark, tmp_path, logs, single_runs) -> None:
+    log = logs["real_broker"]
+    out, summaries = _chain(spark, tmp_path, log, CRASH_CUTS, inputs="whole")
+    before = {t: DeltaTable(str(out / t)).to_pyarrow_table().num_rows for t in (*COMPARED, *DERIVED)}
+    again = _run(spark, log, out, CRASH_CUTS[-1], None)
+    assert again.resume == "rerun" and again.base_run_id == summaries[-2].run_id
+    assert {t: DeltaTable(str(out / t)).to_pyarrow_table().num_rows for t in before} == before
+    _assert_same(out, single_runs("real_broker"))
 
 
 def test_overlapping_and_earlier_windows_are_refused(spark, tmp_path, logs) -> None:
@@ -405,12 +460,6 @@ def _groups_of(records: pa.Table) -> set[str]:
                                                    records.column("value").to_pylist(), strict=True)}
 
 
-def _assert_equal_to(spark, single: Path, out: Path) -> None:
-    for table in COMPARED:
-        a, b = _rows(spark, single, table), _rows(spark, out, table)
-        assert a == b, f"{table}: {_diff(a, b)}"
-
-
 def _chain_run(run_id: str, since: datetime | None, until: datetime | None, ends: dict[int, int],
                minute: int) -> ChainRun:
     return ChainRun(run_id, window_label(since, until), since, until, None, ends,
@@ -472,12 +521,12 @@ def test_a_skipped_night_with_the_whole_log_as_input_equals_one_run(spark, tmp_p
         assert f"{p}: {lo}-{hi} ({len(offsets)} records, first read)" in row["note"]
     assert row["note"] == third.note and third.note.startswith(f"window [{cut1:%Y-%m-%dT%H:%M:%SZ}, ...)")
     single = single_runs("real_broker")
-    _assert_equal_to(spark, single, out)
+    _assert_same(out, single)
     with pytest.raises(WindowConflict, match=f"overlaps run {third.run_id} .*re-run that window \\(--since {cut1:%Y-%m-%dT%H:%M:%SZ}\\) with"):
         _run(spark, log_path, out, cut1, cut2)
     again = _run(spark, log_path, out, cut2, None)
     assert (again.resume, again.base_run_id, again.run_window) == ("rerun", first.run_id, third.run_window)
-    _assert_equal_to(spark, single, out)
+    _assert_same(out, single)
 
 
 def test_a_skipped_night_missing_from_the_input_is_a_history_gap(spark, tmp_path, logs, single_runs) -> None:
@@ -527,7 +576,7 @@ def test_a_skipped_night_missing_from_the_input_is_a_history_gap(spark, tmp_path
     healed = _run(spark, log_path, out, b, None)
     assert (healed.resume, healed.base_run_id, healed.run_window) == ("rerun", first.run_id, after.run_window)
     assert not _runs_row(out, healed.run_id)["missing_offsets"]
-    _assert_equal_to(spark, single, out)
+    _assert_same(out, single)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -565,9 +614,7 @@ def test_a_run_killed_while_committing_heals_when_rerun(spark, tmp_path, logs, s
     healed = _run(spark, log, out, cuts[0], None)
     assert healed.resume == "resume"
     single = single_runs("real_broker")
-    for table in COMPARED:
-        a, b = _rows(spark, single, table), _rows(spark, out, table)
-        assert a == b, f"{table}: {_diff(a, b)}"
+    _assert_same(out, single)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -619,9 +666,7 @@ def test_states_saved_by_an_earlier_version_continue_the_chain(spark, tmp_path, 
                     mode="overwrite", partition_by=["run_window"])
     _run(spark, logs["scale_7"], out, since=cut)
     single = single_runs("scale_7")
-    for table in COMPARED:
-        a, b = _rows(spark, single, table), _rows(spark, out, table)
-        assert a == b, f"{table}: {_diff(a, b)}"
+    _assert_same(out, single)
     later = DeltaTable(location).to_pyarrow_table().filter(pc.ends_with(pc.field("run_window"), "--open"))
     states = [json.loads(s) for s in later.column("auditor_state").to_pylist()]
     assert states and all(s["format"] == 2 and "value" not in (s["group_record"] or {}) for s in states)

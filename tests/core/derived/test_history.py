@@ -25,7 +25,6 @@ from udfs.history import (
     derive_group,
     flapping_score,
     health_status,
-    latest,
 )
 
 G = "g"
@@ -211,15 +210,6 @@ def test_score_thresholds() -> None:
     assert flapping_score(peak_hour_rebalances=0, rebalancing_ms=0, unowned_partition_ms=DAY_MS // 10, partitions=2,
                           observed_ms=DAY_MS) == 1.0
     assert [health_status(s) for s in (0.2, 0.5, 1.0)] == ["healthy", "unstable", "flapping"]
-
-
-def test_latest_prefers_closed_rows_then_the_latest_run() -> None:
-    base = {"group_id": G, "topic": "t", "partition": 0, "valid_from": 1, "owned": True, "member_id": "a"}
-    rows = [{**base, "valid_to": None, "run_id": "2"}, {**base, "valid_to": 5, "run_id": "1"},
-            {**base, "valid_from": 5, "valid_to": None, "run_id": "1"}, {**base, "valid_from": 5, "valid_to": None,
-                                                                         "run_id": "3"}]
-    got = sorted((r["valid_from"], r["valid_to"], r["run_id"]) for r in latest(rows, "partition_ownership"))
-    assert got == [(1, 5, "1"), (5, None, "3")]
 
 
 def test_readme_documents_every_derived_column_and_command() -> None:
