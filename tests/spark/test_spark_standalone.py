@@ -27,12 +27,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from jobs.audit import AUDIT_OUTPUT_TABLES
+from jobs.compare import IGNORED_COLUMNS, canonical_rows, compare_outputs
 from jobs.spark_session import LOCAL_JIT_OPTIONS
 from tests.support.standalone import LOOPBACK, StandaloneCluster, standalone_cluster
 
@@ -56,65 +55,23 @@ as JSON, which name the master) differ between any two runs."""
 # comparison of two outputs as stored
 
 
-def _canonical(value: Any, type_: pa.DataType) -> Any:
-    """A stored value in a hashable form: a map's entries sorted (their order means nothing),
-    lists and structs as tuples."""
-    if value is None:
-        return None
-    if pa.types.is_map(type_):
-        return tuple(sorted(((_canonical(k, type_.key_type), _canonical(v, type_.item_type)) for k, v in value),
-                            key=repr))
-    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
-        return tuple(_canonical(v, type_.value_type) for v in value)
-    if pa.types.is_struct(type_):
-        return tuple((f.name, _canonical(value[f.name], f.type)) for f in type_)
-    return value
-
-
-def _stored_rows(path: Path, columns: Sequence[str] | None = None) -> tuple[pa.Schema, list[tuple[Any, ...]]]:
-    """A Delta table's rows as stored (its current version, no de-duplication), without `run_id` and
-    `run_window` (or only `columns`), each row canonical, sorted."""
+def _stored(path: Path, columns: Sequence[str]) -> list[Any]:
+    """Some columns of a Delta table as stored, a row a sorted entry (`jobs.compare.canonical_rows`)."""
     table = DeltaTable(str(path)).to_pyarrow_table()
-    keep = list(columns) if columns is not None else [c for c in table.column_names
-                                                       if c not in ("run_id", "run_window")]
-    table = table.select(keep)
-    types = [table.schema.field(c).type for c in keep]
-    rows = [tuple(_canonical(row[c], t) for c, t in zip(keep, types, strict=True)) for row in table.to_pylist()]
-    return table.schema, sorted(rows, key=repr)
+    return canonical_rows(path, ignore=[c for c in table.column_names if c not in columns])
 
 
-def local_compare_outputs(left: Path, right: Path) -> list[str]:
-    """Where two outputs' tables, read as stored, differ: every table a run writes on all columns but
-    `run_id`/`run_window`, and `runs` on `RUNS_COMPARED`. Empty when they are equal. (A stand-in for
-    the project's comparison of two outputs.)"""
-    problems: list[str] = []
-    for name in (*AUDIT_OUTPUT_TABLES, "runs"):
-        columns = RUNS_COMPARED if name == "runs" else None
-        (ls, lrows), (rs, rrows) = _stored_rows(left / name, columns), _stored_rows(right / name, columns)
-        if ls != rs:
-            problems.append(f"{name}: schemas differ:\n{ls}\n--- against ---\n{rs}")
-        elif lrows != rrows:
-            only_left = [r for r in lrows if r not in rrows][:3]
-            only_right = [r for r in rrows if r not in lrows][:3]
-            problems.append(f"{name}: {len(lrows)} rows against {len(rrows)}; only in {left.name}: {only_left}; "
-                            f"only in {right.name}: {only_right}")
+def differences(left: Path, right: Path) -> list[str]:
+    """Where two outputs, read as stored, differ: every table `jobs.compare` compares, the saved
+    states (`group_state`) and what each run read and wrote (`runs` on `RUNS_COMPARED`). Empty when
+    they are equal."""
+    problems = [r.describe() for r in compare_outputs(left, right) if not r.equal]
+    for name in ("group_state", "runs"):
+        columns = RUNS_COMPARED if name == "runs" else [
+            c for c in DeltaTable(str(left / name)).schema().to_arrow().names if c not in IGNORED_COLUMNS]
+        if _stored(left / name, columns) != _stored(right / name, columns):
+            problems.append(f"{name}: the stored rows differ")
     return problems
-
-
-def test_local_compare_outputs_sees_a_changed_value(tmp_path: Path) -> None:
-    """The comparison is not blind: one changed value in one table is reported, with the table."""
-    from deltalake import write_deltalake
-
-    for side, owner in (("a", "c1"), ("b", "c2")):
-        for name in (*AUDIT_OUTPUT_TABLES, "runs"):
-            if name == "runs":
-                data = {c: [1] for c in RUNS_COMPARED} | {"run_id": ["r1"]}
-            else:
-                data = {"run_id": [side], "run_window": [side], "group_id": ["g"],
-                        "member_id": [owner if name == "partition_ownership" else "c1"]}
-            write_deltalake(str(tmp_path / side / name), pa.table(data))
-    problems = local_compare_outputs(tmp_path / "a", tmp_path / "b")
-    assert len(problems) == 1 and problems[0].startswith("partition_ownership: 1 rows against 1"), problems
 
 
 # ------------------------------------------------------------------------------------------------
@@ -233,4 +190,4 @@ def test_cluster_tables_equal_local_mode_tables(name: str, outputs: dict[tuple[s
     runs = [r for r in DeltaTable(str(cluster_out / "runs")).to_pyarrow_table().to_pylist()]
     assert sorted(r["run_id"] for r in runs) == sorted(run_id for run_id, _ in RUNS[name])
     assert DeltaTable(str(cluster_out / "generations")).to_pyarrow_table().num_rows > 0
-    assert local_compare_outputs(cluster_out, local_out) == []
+    assert differences(cluster_out, local_out) == []
