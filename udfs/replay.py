@@ -33,16 +33,7 @@ its saved state as it is (`GroupAuditor.at_rest`; its state JSON and offset wind
 they came in, its counts zero), which is what resuming and finishing it would give, without
 decoding its GroupMetadata record, replaying it or rebuilding its rows (`_at_rest` says when: under
 `resume`, no gap on its partitions). A nightly run over a cluster whose groups are mostly idle
-pays for the groups that moved. Most groups that did move only committed offsets: a saved group
-whose records in the run are all the single pass's stretches (no GroupMetadata record, no
-regression candidate) is not resumed either, when `_at_rest` would carry it forward and each
-stretch has a saved window to merge into without stepping back in a Stable window. Its stretches
-wait for the next flush, where those of every such group are merged into their saved windows at
-once, on Arrow columns (`_merge_at_rest`, `OffsetSummary.merge`'s rule column by column; several
-stretches of one window in rounds): the changed windows come out as carried `offset_commits` rows,
-every window into its `_state` row, and its state JSON is the saved one with the positions read
-(the output is the same as resuming the group, for a fraction of its Python work). A group it
-cannot merge so is resumed then and its stretches merged one by one (`absorb`).
+pays for the groups that moved.
 
 Derived tables (`replay_frame(derive=True)`). When a run's own rows are all the derivation needs
 (a fresh output: no earlier run's rows to add; no broker account to attach), each group's
@@ -125,7 +116,7 @@ from udfs.history import (
     OwnershipRun,
     derive_from_tables,
 )
-from udfs.scan import KIND_PARTIAL, KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
+from udfs.scan import KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
 from udfs.schemas import (
     AUDIT_TABLES,
     DERIVED_TABLES,
@@ -479,8 +470,7 @@ class _KeptWindows:
 
 def _state_windows(items: list[_OpenWindows | _KeptWindows], built: _BlockArrays | None = None) -> pa.Array:
     """The `offset_windows` column of some `_state` rows, in order: built from the open rows
-    (`_open_windows`) or taken from an array (`_KeptWindows`: the input's, or `_merge_at_rest`'s; a
-    null taken as empty), run by run."""
+    (`_open_windows`) or taken from an array (`_KeptWindows`: the input's; a null taken as empty), run by run."""
     parts: list[pa.Array] = []
     for kept, run in itertools.groupby(items, key=lambda w: isinstance(w, _KeptWindows)):
         if not kept:
@@ -503,8 +493,8 @@ class _Output:
     With `files`, the new rows of the tables it writes go to its Parquet files at a flush instead
     (`udfs.table_files`), and the files it wrote come out as `FILES_TABLE` rows at the end."""
 
-    __slots__ = ("carried", "carried_columns", "carried_rows", "counts", "deferred_rows", "files", "held", "held_rows",
-                 "keep", "rows", "run_rows", "schema", "states", "written")
+    __slots__ = ("carried", "counts", "files", "held", "held_rows", "keep", "rows", "run_rows", "schema", "states",
+                 "written")
 
     def __init__(self, schema: pa.Schema, files: TableFiles | None = None,
                  keep: frozenset[str] | None = None) -> None:
@@ -514,11 +504,6 @@ class _Output:
         """The tables whose rows come out (None: all); the others' rows are dropped at the flush."""
         self.rows: list[Any] = []
         self.carried: list[Any] = []
-        self.carried_columns: list[list[pa.Array]] = []
-        """Carried `offset_commits` rows given as Arrow columns (`add_merged`)."""
-        self.carried_rows = 0
-        self.deferred_rows = 0
-        """Stretches of groups whose merge waits for the flush (`_replay`'s `settle`)."""
         self.counts: list[tuple[Any, ...]] = []
         self.states: list[tuple[Any, ...]] = []
         self.written: list[tuple[str, str, int]] = []
@@ -529,7 +514,7 @@ class _Output:
 
     def __len__(self) -> int:
         return (len(self.rows) + len(self.carried) + len(self.counts) + len(self.states) + self.held_rows
-                + self.run_rows + self.carried_rows + self.deferred_rows)
+                + self.run_rows)
 
     def add_held(self, blocks: list[_HeldRows]) -> None:
         """New `offset_commits` rows given as held blocks, when that table's rows come out."""
@@ -564,22 +549,6 @@ class _Output:
             self.add_counts(rest.group_id, NO_COUNTS, (0.0, 0.0, 0.0))
         if self.wants(STATE_TABLE):
             self.states.append((rest.group_id, state, *rest.window, rest.window_record_value, False, windows))
-
-    def add_merged(self, merges: list[_AtRestMerge], windows: pa.Array, carried: list[pa.Array],
-                   merge_seconds: float) -> None:
-        """The rows of saved groups that read only offset stretches, merged into their saved windows
-        (`_merge_at_rest`): `windows` their offset windows (a list array, one row each, in order),
-        `carried` the windows the stretches changed as `offset_commits` columns (rows continuing the
-        previous run's open rows); `merge_seconds` the time each group's merge took."""
-        if self.wants(_OFFSET_COMMITS_OUT.name) and len(carried[0]):
-            self.carried_columns.append(carried)
-            self.carried_rows += len(carried[0])
-        for k, m in enumerate(merges):
-            if self.wants(COUNTS_TABLE):
-                self.add_counts(m.rest.group_id, NO_COUNTS, (0.0, merge_seconds, 0.0))
-            if self.wants(STATE_TABLE):
-                self.states.append((m.rest.group_id, m.state_json(), *m.rest.window, m.rest.window_record_value,
-                                    True, _KeptWindows(windows, k)))
 
     def close_files(self) -> None:
         """Closes the task's files (the rows are all flushed): they come out at the next flush."""
@@ -632,13 +601,6 @@ class _Output:
                 files.add(out.name, _columns(out, rows), carried=True)
             else:
                 batches.append(_wide_batch(out, rows, schema=schema, carried=True))
-        if self.carried_columns:  # (`add_merged` kept them only when the table's rows come out)
-            name = _OFFSET_COMMITS_OUT.name
-            columns = [pa.concat_arrays(list(parts)) for parts in zip(*self.carried_columns, strict=True)]
-            if files is not None and files.writes_carried(name):
-                files.add(name, columns, carried=True)
-            else:
-                batches.append(_wide_batch(_OFFSET_COMMITS_OUT, [], schema=schema, carried=True, columns=columns))
         if self.counts:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts, schema=schema))
         if self.states:
@@ -652,8 +614,6 @@ class _Output:
             batches.append(_wide_batch(_FILES_OUT, self.written, schema=schema))
         self.rows = []
         self.carried = []
-        self.carried_columns = []
-        self.carried_rows = 0
         self.counts = []
         self.states = []
         self.written = []
@@ -1379,141 +1339,6 @@ def _rest_data(saved: _Saved, mode: ResumeMode, gaps: Mapping[int, HistoryGap]
     return rest, text, data
 
 
-_Pending = tuple[_Stretches, list[Any], list[Any], list[Any], int, int]
-"""Stretches of a saved group not resumed yet: an input batch's stretch and record columns, and the
-rows [start, end) (`_replay`)."""
-
-MERGE_AT_REST = True
-"""Whether the replay merges the stretches of saved groups that read nothing else into their saved
-windows without resuming them (`_merge_at_rest`; the tests turn it off to hold both ways equal)."""
-
-_W = {name: _OFFSET_COMMIT_FIELDS.index(name) for name in (
-    "topic", "partition", "commits", "tombstones", "regressions", "first_offset", "last_offset",
-    "first_commit_timestamp", "last_commit_timestamp", "last_source_offset")}
-"""Where the merge reads (`_merge_at_rest`) in a held row's columns (`_HELD_TYPES`)."""
-
-
-@dataclasses.dataclass(slots=True)
-class _AtRestMerge:
-    """A saved group that read only offset stretches (`pending`), its merge into the saved windows
-    deferred to the next flush (`_merge_at_rest`, many groups at once)."""
-
-    group_id: Any
-    state: _Saved
-    kept: _KeptWindows
-    pending: list[_Pending]
-    rest: AtRest
-    data: dict[str, Any]
-    windows: pa.Array
-    """Its saved windows (`OFFSET_WINDOW_STRUCT` values: its slice of `kept.array`'s)."""
-
-    def stretches(self) -> int:
-        return sum(b - a for *_, a, b in self.pending)
-
-    def state_json(self) -> str:
-        """The saved auditor state with the positions the stretches read (`GroupAuditor.reached`, as
-        `merge_stretch` notes each stretch's last record): what resuming it would save again."""
-        positions = {int(p): int(o) for p, o in self.data["positions"]}
-        for x, parts, _, _, a, b in self.pending:
-            lasts = x["last_source_offset"]
-            if parts[a:b].count(parts[a]) == b - a:  # a group's records: one partition
-                pairs: Iterable[tuple[Any, Any]] = ((parts[a], max(lasts[a:b])),)
-            else:
-                pairs = zip(parts[a:b], lasts[a:b], strict=True)
-            for p, o in pairs:
-                if positions.get(p, o - 1) < o:
-                    positions[p] = o
-        data = {**self.data, "positions": [[p, o] for p, o in sorted(positions.items())]}
-        return json.dumps(data, separators=(",", ":"))
-
-
-def _at_rest_merge(group_id: Any, state: _Saved, kept: _KeptWindows, pending: list[_Pending], mode: ResumeMode,
-                   gaps: Mapping[int, HistoryGap]) -> _AtRestMerge | None:
-    """A saved group whose stretches `pending` (all it read this run) may merge into its saved
-    windows without resuming it (`_merge_at_rest` decides): its state is one `_at_rest` carries
-    forward and it has saved windows of the current layout. None: resume it."""
-    found = _rest_data(state, mode, gaps)
-    windows = _saved_windows(kept.array, kept.index) if found is not None else None
-    if found is None or windows is None or windows.type != STATE_WINDOWS_TYPE.value_type:
-        return None
-    return _AtRestMerge(group_id, state, kept, list(pending), found[0], found[2], windows)
-
-
-def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.Array, list[pa.Array],
-                                                         list[_AtRestMerge]]:
-    """What resuming each group, merging its stretches and finishing it would give, computed on the
-    saved windows' and the stretches' columns at once, without resuming an audit: (the groups merged,
-    their offset windows as a list array (one row each, in order), the windows the stretches changed
-    as `offset_commits` columns (each group's in its saved order), the groups left to resume).
-
-    Each stretch merges into its topic-partition's saved window as `GroupAuditor.merge_stretch`
-    merges it (`OffsetSummary.merge`: counts added, the first commit's values kept, the last ones
-    taken when the stretch has commits, its own regressions only in a Stable window), several
-    stretches of one topic-partition (a task's edge cut it) one after the other. A group is left to
-    resume when a stretch's topic-partition has no saved window, or a stretch starts below the last
-    commit before it in a Stable window (an `offset_regression`, whose row only the auditor writes)."""
-    w = (pa.concat_arrays([m.windows for m in merges]) if len(merges) > 1 else merges[0].windows).flatten()
-    w_group = np.repeat(np.arange(len(merges)), [len(m.windows) for m in merges])
-    blocks = [_HeldBlock(_HeldRun(x, parts, offsets, timestamps, range(a, b)), m.rest.group_id, m.rest.window)
-              for m in merges for x, parts, offsets, timestamps, a, b in m.pending]
-    s = _blocks_columns(blocks)
-    s_group = np.repeat(np.arange(len(merges)), [m.stretches() for m in merges])
-    # each stretch's saved window: a join on (group, topic, partition)
-    left = pa.table({"g": s_group, "t": s[_W["topic"]], "p": s[_W["partition"]], "si": np.arange(len(s_group))})
-    right = pa.table({"g": w_group, "t": w[_W["topic"]], "p": w[_W["partition"]], "wi": np.arange(len(w_group))})
-    joined = left.join(right, keys=["g", "t", "p"], join_type="left outer", use_threads=False).sort_by("si")
-    found = joined.column("wi")
-    unmatched = pc.is_null(found).to_numpy(zero_copy_only=False)
-    wi = pc.fill_null(found, 0).to_numpy().astype(np.int64)
-    bad = np.zeros(len(merges), dtype=bool)
-    bad[s_group[unmatched]] = True
-    stable = np.array([m.rest.window[1] == "Stable" for m in merges])[s_group]
-    # in rounds: each topic-partition's k-th stretch (in log order) merges into what the ones before
-    # it left, as the auditor merges them one after the other
-    by_window = np.lexsort((np.arange(len(wi)), wi))
-    ordered = wi[by_window]
-    firsts = np.concatenate([[True], ordered[1:] != ordered[:-1]])
-    rank = np.empty(len(wi), dtype=np.int64)
-    rank[by_window] = np.arange(len(wi)) - np.maximum.accumulate(np.where(firsts, np.arange(len(wi)), 0))
-    rank[unmatched] = -1
-    n = len(w_group)
-    current = [_typed(column, t) for column, t in zip(w, _HELD_TYPES, strict=True)]
-    for r in range(int(rank.max()) + 1):
-        pick = np.flatnonzero(rank == r)
-        idx = wi[pick]
-        new = [column.take(pa.array(pick)) for column in s]
-        old = [column.take(pa.array(idx)) for column in current]
-        had = pc.fill_null(pc.greater(old[_W["commits"]], 0), False)
-        back = pc.fill_null(pc.and_(had, pc.less(new[_W["first_offset"]], old[_W["last_offset"]])), False)
-        bad[s_group[pick[back.to_numpy(zero_copy_only=False) & stable[pick]]]] = True
-        has = pc.greater(new[_W["commits"]], 0)
-        merged = list(old)
-        for name in ("commits", "tombstones", "regressions"):
-            merged[_W[name]] = pc.add(old[_W[name]], new[_W[name]])
-        for k in (_W["first_offset"], _W["first_commit_timestamp"]):
-            merged[k] = pc.if_else(had, old[k], new[k])
-        for k in (_W["last_offset"], _W["last_commit_timestamp"], _LAST_COMMIT):
-            merged[k] = pc.if_else(has, new[k], old[k])
-        merged[_W["last_source_offset"]] = new[_W["last_source_offset"]]
-        source = np.arange(n, dtype=np.int64)
-        source[idx] = n + np.arange(len(idx), dtype=np.int64)
-        taken = pa.array(source)
-        current = [pa.concat_arrays([c, _typed(m, t)]).take(taken)
-                   for c, m, t in zip(current, merged, _HELD_TYPES, strict=True)]
-    # the groups merged: their saved windows as the stretches left them, and those they changed
-    done = [m for m, b in zip(merges, bad, strict=True) if not b]
-    left = [m for m, b in zip(merges, bad, strict=True) if b]
-    kept_rows = pa.array(np.flatnonzero(~bad[w_group]))
-    columns = [column.take(kept_rows) for column in current]
-    ends = np.concatenate([[0], np.cumsum([len(m.windows) for m in done])]).astype(np.int32)
-    windows = pa.ListArray.from_arrays(pa.array(ends), pa.StructArray.from_arrays(
-        columns, fields=list(STATE_WINDOWS_TYPE.value_type)), type=STATE_WINDOWS_TYPE)
-    changed = np.unique(wi[~unmatched])  # in saved order
-    changed = pa.array(changed[~bad[w_group[changed]]])
-    carried = [column.take(changed) for column in current[:_LAST_COMMIT]]
-    return done, windows, carried, left
-
-
 def _resumed(group_id: Any, saved: _Saved, summaries: dict[tuple[str, int], OffsetSummary], load_path: bool,
              observe: bool) -> GroupAuditor:
     """The auditor of a saved state (`STATE_FIELDS`' auditor_state and window_value; an empty state:
@@ -1547,67 +1372,17 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     saved: tuple[_Saved, _KeptWindows] | None = None
     """The current group's saved state and offset windows, until its first record resumes it (a
     group that reads none is carried forward without resuming, when `_at_rest` allows)."""
-    pending: list[_Pending] = []
-    """The stretches a saved group read before any other record (`saved` still set): merged into its
-    saved windows without resuming it, at the next flush, when that gives the same (`_merge_at_rest`: most
-    groups of a nightly run read offset commits only), else resumed and merged (`absorb`)."""
-    merges_at_rest = MERGE_AT_REST and mode == "resume" and observe and not derive
-    deferred: list[_AtRestMerge] = []
-    """Saved groups whose pending stretches merge at the next flush (`settle`)."""
-
-    def resumed(group_id: Any, state: _Saved, kept: _KeptWindows) -> _Group:
-        return _Group(_resumed(group_id, state, _summaries(kept.array, kept.index), load_path, observe), mode, gaps, keep=derive)
 
     def resume() -> _Group:
         nonlocal saved
         assert saved is not None
         state, kept = saved
         saved = None
-        return resumed(current, state, kept)
-
-    def absorb(into: _Group, stretches: list[_Pending]) -> None:
-        """Stretches a saved group read before it was resumed, merged into it as the loop below
-        merges stretches (and `stretches` emptied)."""
-        into.changed = True
-        for x, parts, offsets, timestamps, a, b in stretches:
-            t0 = perf_counter()
-            for r in into.hold(x, parts, offsets, timestamps, a, b, out):
-                for row in _stretch_rows(into.auditor, x, r, parts[r], offsets[r], timestamps[r]):
-                    into.route(row, out)
-            into.merge_seconds += perf_counter() - t0
-        stretches.clear()
-
-    def settle() -> None:
-        """The deferred merges (`_merge_at_rest`), and the groups it leaves, resumed and finished."""
-        if not deferred:
-            return
-        t0 = perf_counter()
-        done, windows, carried, left = _merge_at_rest(deferred)
-        deferred.clear()
-        out.deferred_rows = 0
-        if done:  # (each group's merge time: its share)
-            out.add_merged(done, windows, carried, (perf_counter() - t0) / len(done))
-        for m in left:
-            again = resumed(m.group_id, m.state, m.kept)
-            absorb(again, m.pending)
-            finish(again, m.group_id if isinstance(m.group_id, str) else None)
-
-    def flushed() -> pa.RecordBatch:
-        settle()
-        return out.flush()
+        return _Group(_resumed(current, state, _summaries(kept.array, kept.index), load_path, observe), mode, gaps,
+                      keep=derive)
 
     def close() -> None:
         nonlocal group, saved
-        if group is None and saved is not None and pending:
-            merge = _at_rest_merge(current, saved[0], saved[1], pending, mode, gaps)
-            if merge is not None:
-                deferred.append(merge)
-                out.deferred_rows += merge.stretches()
-                saved = None
-                pending.clear()
-                return
-            group = resume()
-            absorb(group, pending)
         if group is None and saved is not None:
             rest = _at_rest(saved[0], mode, gaps)
             if rest is not None:
@@ -1652,17 +1427,11 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                 start += 1
             if start == end:
                 continue
-            if (group is None and saved is not None and merges_at_rest and kinds is not None
-                    and kinds[start:end].count(KIND_PARTIAL) == end - start):  # offset stretches only, so far
-                pending.append((cast(_Stretches, stretch), partitions, offsets, timestamps, start, end))
-                continue
             if group is None:
                 group = (resume() if saved is not None else
                          _Group(GroupAuditor(gid, load_path=load_path, observe=observe, assignment_runs=True,
                                              embedded=embedded), None,
                                 gaps, keep=derive))
-                if pending:  # a record other than a stretch: the saved group is resumed after all
-                    absorb(group, pending)
             group.changed = True
             auditor = group.auditor
             i = start
@@ -1695,20 +1464,20 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
                         group.route(row, out)
                         if len(out) >= batch_rows:
                             group.feed_seconds += perf_counter() - t0
-                            yield flushed()
+                            yield out.flush()
                             t0 = perf_counter()
                 group.feed_seconds += perf_counter() - t0
                 i = j
             if len(out) >= batch_rows:
-                yield flushed()
+                yield out.flush()
         if len(out) >= batch_rows:
-            yield flushed()
+            yield out.flush()
     close()
     if len(out):
-        yield flushed()
+        yield out.flush()
     if files is not None:  # the rows are in the files: close them, report them
         out.close_files()
-        yield flushed()
+        yield out.flush()
 
 
 def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
