@@ -15,8 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-import udfs.replay
-from coordinator_core.audit import GroupAuditor, HistoryGap, table_of
+from coordinator_core.audit import GroupAuditor, GroupReplay, HistoryGap, table_of
 from coordinator_core.sim.builders import LogBuilder, member, tps
 from udfs.derived import BASE_INPUTS, DERIVED_TABLES, derive_tables
 from udfs.replay import (
@@ -416,15 +415,15 @@ def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_wo
     inside or apart, and its GroupMetadata record's value apart (in the state row's `value`, as the
     job saves it) or inside (as states of format 1 have it: resumed, and saved in today's form)."""
     log = _log()
-    real = udfs.replay._at_rest
+    real = GroupReplay.carried_at_rest
     taken: list[bool] = []
 
-    def at_rest(*args: Any) -> Any:
-        rest = real(*args)
+    def at_rest(self: GroupReplay) -> Any:
+        rest = real(self)
         taken.append(rest is not None)
         return rest
 
-    monkeypatch.setattr("udfs.replay._at_rest", at_rest)
+    monkeypatch.setattr(GroupReplay, "carried_at_rest", at_rest)
     for k in range(1, 12):
         markers = []
         for group in ("grp-a", "grp-b"):
@@ -440,7 +439,7 @@ def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_wo
                            ("rerun", None)):
             carried = _replayed(table, mode=mode, gaps=gaps)
             with monkeypatch.context() as m:
-                m.setattr("udfs.replay._at_rest", lambda *_: None)
+                m.setattr(GroupReplay, "carried_at_rest", lambda _: None)
                 resumed = _replayed(table, mode=mode, gaps=gaps)
             assert carried.to_pylist() == resumed.to_pylist(), (k, mode, gaps)
             tables = Counter(carried.column("_table").to_pylist())
