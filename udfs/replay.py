@@ -19,30 +19,16 @@ A replay asked for some tables alone (`tables`, the offset path) outputs only th
 
 Carried state (nightly runs). A record with a non-null `state` column is not a record but a
 group's saved audit state (`GroupAuditor.to_dict()` as JSON, from the previous run's
-`group_state` table); it sorts first in its group (partition -1) and the group's audit resumes
-from it. Rows the previous run left open (the current generation, its assignments) come out again
-when they change: closed, or updated; `_carried` marks them (the writer merges them into the
-earlier run's rows instead of adding them), and an open row that comes out unchanged is dropped
-(it is already in the table). `ResumeMode` says how: `resume` (a later run: as just said), `rerun`
-(re-running the latest window: every carried row is merged again, changed or not, so the rows
-that run's first attempt touched are all rewritten), `warmup` (the state was rebuilt in this job
-from records before the window: no earlier rows exist, every row is new). One more row per group,
-`_table == "_state"`, carries its state after this run (`STATE_FIELDS`), so the next run can resume.
-A group's audit is resumed at its first record: a group that reads none is carried forward from
-its saved state as it is (`GroupAuditor.at_rest`; its state JSON and offset windows passed on as
-they came in, its counts zero), which is what resuming and finishing it would give, without
-decoding its GroupMetadata record, replaying it or rebuilding its rows (`_at_rest` says when: under
-`resume`, no gap on its partitions). A nightly run over a cluster whose groups are mostly idle
-pays for the groups that moved. Most groups that did move only committed offsets: a saved group
-whose records in the run are all the single pass's stretches (no GroupMetadata record, no
-regression candidate) is not resumed either, when `_at_rest` would carry it forward and each
-stretch has a saved window to merge into without stepping back in a Stable window. Its stretches
-wait for the next flush, where those of every such group are merged into their saved windows at
-once, on Arrow columns (`_merge_at_rest`, `OffsetSummary.merge`'s rule column by column; several
-stretches of one window in rounds): the changed windows come out as carried `offset_commits` rows,
-every window into its `_state` row, and its state JSON is the saved one with the positions read
-(the output is the same as resuming the group, for a fraction of its Python work). A group it
-cannot merge so is resumed then and its stretches merged one by one (`absorb`).
+`group_state` table); it sorts first in its group (partition -1) and starts the group's replay
+from it. Every group takes one path, the core's `GroupReplay` (`coordinator_core.audit.replayer`):
+fresh or resumed from its saved state at its first record or stretch, or, when it reads none,
+carried forward as saved (its state JSON and offset windows passed on as they came in, its counts
+zero) when that is what resuming and finishing it would give. It sorts the rows into new rows and
+rows the previous run left open that changed, which come out `_carried` (the writer merges them
+into the earlier run's rows instead of adding them); `ResumeMode` says how (`resume`, `rerun`,
+`warmup`). One more row per group, `_table == "_state"`, carries its state after this run
+(`STATE_FIELDS`), so the next run can resume. A nightly run over a cluster whose groups are mostly
+idle pays for the groups that moved.
 
 Derived tables (`replay_frame(derive=True)`). When a run's own rows are all the derivation needs
 (a fresh output: no earlier run's rows to add; no broker account to attach), each group's
@@ -75,13 +61,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from operator import attrgetter
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -109,12 +95,14 @@ from coordinator_core.audit import (
     AssignmentRun,
     AtRest,
     AuditCounts,
-    GenerationRow,
     GroupAuditor,
+    GroupReplay,
     HistoryGap,
     OffsetCommitRow,
     OffsetSummary,
     Regression,
+    ResumeMode,
+    SavedGroup,
 )
 from udfs.gc_batches import collected_in_bulk, freeze_survivors
 from udfs.handoff import Handoff, HandoffWriter, Parts, parts_by_bucket, read_bucket
@@ -125,7 +113,7 @@ from udfs.history import (
     OwnershipRun,
     derive_from_tables,
 )
-from udfs.scan import KIND_PARTIAL, KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
+from udfs.scan import KIND_REGRESSION, KIND_SIDE, SCAN_FIELDS, group_matcher
 from udfs.schemas import (
     AUDIT_TABLES,
     DERIVED_TABLES,
@@ -196,8 +184,6 @@ STATE_WINDOWS_COLUMN = "state_windows"
 `group_state.offset_windows` stores them (a list of `OFFSET_WINDOW_STRUCT`, `STATE_WINDOWS_TYPE`
 in Arrow), restored into the resumed audit (`GroupAuditor.restore_summaries`), or passed on as
 they are for a group that reads no record."""
-
-ResumeMode = Literal["resume", "rerun", "warmup"]
 
 COUNTS_TABLE = "_counts"
 COUNT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(AuditCounts))
@@ -479,8 +465,7 @@ class _KeptWindows:
 
 def _state_windows(items: list[_OpenWindows | _KeptWindows], built: _BlockArrays | None = None) -> pa.Array:
     """The `offset_windows` column of some `_state` rows, in order: built from the open rows
-    (`_open_windows`) or taken from an array (`_KeptWindows`: the input's, or `_merge_at_rest`'s; a
-    null taken as empty), run by run."""
+    (`_open_windows`) or taken from an array (`_KeptWindows`: the input's; a null taken as empty), run by run."""
     parts: list[pa.Array] = []
     for kept, run in itertools.groupby(items, key=lambda w: isinstance(w, _KeptWindows)):
         if not kept:
@@ -503,8 +488,8 @@ class _Output:
     With `files`, the new rows of the tables it writes go to its Parquet files at a flush instead
     (`udfs.table_files`), and the files it wrote come out as `FILES_TABLE` rows at the end."""
 
-    __slots__ = ("carried", "carried_columns", "carried_rows", "counts", "deferred_rows", "files", "held", "held_rows",
-                 "keep", "rows", "run_rows", "schema", "states", "written")
+    __slots__ = ("carried", "counts", "files", "held", "held_rows", "keep", "rows", "run_rows", "schema", "states",
+                 "written")
 
     def __init__(self, schema: pa.Schema, files: TableFiles | None = None,
                  keep: frozenset[str] | None = None) -> None:
@@ -514,11 +499,6 @@ class _Output:
         """The tables whose rows come out (None: all); the others' rows are dropped at the flush."""
         self.rows: list[Any] = []
         self.carried: list[Any] = []
-        self.carried_columns: list[list[pa.Array]] = []
-        """Carried `offset_commits` rows given as Arrow columns (`add_merged`)."""
-        self.carried_rows = 0
-        self.deferred_rows = 0
-        """Stretches of groups whose merge waits for the flush (`_replay`'s `settle`)."""
         self.counts: list[tuple[Any, ...]] = []
         self.states: list[tuple[Any, ...]] = []
         self.written: list[tuple[str, str, int]] = []
@@ -529,7 +509,7 @@ class _Output:
 
     def __len__(self) -> int:
         return (len(self.rows) + len(self.carried) + len(self.counts) + len(self.states) + self.held_rows
-                + self.run_rows + self.carried_rows + self.deferred_rows)
+                + self.run_rows)
 
     def add_held(self, blocks: list[_HeldRows]) -> None:
         """New `offset_commits` rows given as held blocks, when that table's rows come out."""
@@ -544,17 +524,13 @@ class _Output:
     def add_counts(self, group_id: str | None, counts: AuditCounts, seconds: tuple[float, float, float]) -> None:
         self.counts.append((group_id, *_COUNTS_VALUES(counts), *seconds))
 
-    def add_state(self, auditor: GroupAuditor, changed: bool, open_rows: list[OffsetCommitRow],
-                  held: list[_HeldRows]) -> None:
-        """The group's `_state` row; `open_rows`: the open window's `offset_commits` rows, which
-        `GroupAuditor.finish` gave at the group's end; `held`: the open rows of the stretches it
-        held back."""
-        summaries = auditor.open_summaries()
-        windows: _OpenWindows = (open_rows, [summaries[(r.topic, r.partition)].last_commit_source_offset
-                                             for r in open_rows], held)
-        self.states.append((auditor.group_id,
-                            json.dumps(auditor.to_dict(summaries=False, record_value=False), separators=(",", ":")),
-                            *auditor.window(), auditor.window_record_value(), changed, windows))
+    def add_state(self, group_id: str, state: str, window: tuple[Any, ...], value: bytes | None, changed: bool,
+                  windows: _OpenWindows) -> None:
+        """The group's `_state` row (`GroupReplay.state`): its auditor state as JSON, its open window and
+        the window's GroupMetadata value, whether this run fed it anything, and its open offset
+        windows (`_OpenWindows`: the open rows `GroupAuditor.finish` gave with each one's last
+        commit's log offset, and the open rows of the stretches it held back)."""
+        self.states.append((group_id, state, *window, value, changed, windows))
 
     def add_rest(self, rest: AtRest, state: str, windows: _KeptWindows) -> None:
         """The counts and `_state` rows of a group resumed from `state` (its saved auditor state, as
@@ -564,22 +540,6 @@ class _Output:
             self.add_counts(rest.group_id, NO_COUNTS, (0.0, 0.0, 0.0))
         if self.wants(STATE_TABLE):
             self.states.append((rest.group_id, state, *rest.window, rest.window_record_value, False, windows))
-
-    def add_merged(self, merges: list[_AtRestMerge], windows: pa.Array, carried: list[pa.Array],
-                   merge_seconds: float) -> None:
-        """The rows of saved groups that read only offset stretches, merged into their saved windows
-        (`_merge_at_rest`): `windows` their offset windows (a list array, one row each, in order),
-        `carried` the windows the stretches changed as `offset_commits` columns (rows continuing the
-        previous run's open rows); `merge_seconds` the time each group's merge took."""
-        if self.wants(_OFFSET_COMMITS_OUT.name) and len(carried[0]):
-            self.carried_columns.append(carried)
-            self.carried_rows += len(carried[0])
-        for k, m in enumerate(merges):
-            if self.wants(COUNTS_TABLE):
-                self.add_counts(m.rest.group_id, NO_COUNTS, (0.0, merge_seconds, 0.0))
-            if self.wants(STATE_TABLE):
-                self.states.append((m.rest.group_id, m.state_json(), *m.rest.window, m.rest.window_record_value,
-                                    True, _KeptWindows(windows, k)))
 
     def close_files(self) -> None:
         """Closes the task's files (the rows are all flushed): they come out at the next flush."""
@@ -632,13 +592,6 @@ class _Output:
                 files.add(out.name, _columns(out, rows), carried=True)
             else:
                 batches.append(_wide_batch(out, rows, schema=schema, carried=True))
-        if self.carried_columns:  # (`add_merged` kept them only when the table's rows come out)
-            name = _OFFSET_COMMITS_OUT.name
-            columns = [pa.concat_arrays(list(parts)) for parts in zip(*self.carried_columns, strict=True)]
-            if files is not None and files.writes_carried(name):
-                files.add(name, columns, carried=True)
-            else:
-                batches.append(_wide_batch(_OFFSET_COMMITS_OUT, [], schema=schema, carried=True, columns=columns))
         if self.counts:
             batches.append(_wide_batch(_COUNTS_OUT, self.counts, schema=schema))
         if self.states:
@@ -652,8 +605,6 @@ class _Output:
             batches.append(_wide_batch(_FILES_OUT, self.written, schema=schema))
         self.rows = []
         self.carried = []
-        self.carried_columns = []
-        self.carried_rows = 0
         self.counts = []
         self.states = []
         self.written = []
@@ -716,29 +667,6 @@ def sorted_runs(values: pa.Array) -> list[tuple[Any, int, int]]:
     changes = pc.indices_nonzero(pc.not_equal(values.slice(1), values.slice(0, n - 1))).to_pylist()
     starts = [0, *(i + 1 for i in changes)]
     return list(zip(values.take(starts).to_pylist(), starts, [*starts[1:], n], strict=True))
-
-
-def _each_row(rows: Iterable[Any]) -> Iterator[Any]:
-    """`rows` with each `AssignmentRun` as its rows."""
-    for row in rows:
-        if type(row) is AssignmentRun:
-            yield from row.rows()
-        else:
-            yield row
-
-
-def _identity_key(row: Any) -> tuple[Any, ...] | None:
-    """What identifies an open row across runs: the generation's opening record; an ownership
-    interval's member, partition and the record it starts at; an offset window's topic-partition,
-    first record's partition and opening record (None: a row that is never open)."""
-    if type(row) is GenerationRow:
-        return ("g", row.generation_id, row.source_partition, row.source_offset)
-    if type(row) is AssignmentRow:
-        return ("a", row.member_id, row.generation_id, row.topic, row.partition, row.source_partition,
-                row.source_offset)
-    if type(row) is OffsetCommitRow:
-        return ("o", row.topic, row.partition, row.source_partition, row.window_start_offset)
-    return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -1038,8 +966,9 @@ _HELD_COMMIT_INPUTS = tuple(_OFFSET_COMMIT_FIELDS.index(name) for name in BASE_I
 
 
 class _Group:
-    """One group's audit in the replay, resumed from a saved state or new; sorts its rows into new
-    rows and carried rows (rows the previous run left open, see the module docstring).
+    """One group's audit in the replay once it started (`GroupReplay`: fresh or resumed, and how its
+    rows are sorted into new and carried rows), with the single pass's stretches it holds back and
+    the Python time it took.
 
     Held-back stretches. Of a run of the single pass's stretches, those whose topic-partition opens
     its summary in the open window (it is not summarised there yet, no stretch of it is held back,
@@ -1051,72 +980,27 @@ class _Group:
     no summary or row object per stretch; a record the audit is given first merges them
     (`merge_held`), as they would have been, since it may close the window or read its summaries."""
 
-    __slots__ = ("auditor", "before", "changed", "derive_seconds", "feed_seconds", "folded", "held", "held_tps",
-                 "kept", "merge_seconds", "mode", "observed", "resumed_windows")
+    __slots__ = ("auditor", "derive_seconds", "feed_seconds", "folded", "held", "held_tps", "merge_seconds",
+                 "replay", "resumed_windows")
 
-    def __init__(self, auditor: GroupAuditor, mode: ResumeMode | None,
-                 gaps: Mapping[int, HistoryGap], *, keep: bool = False) -> None:
-        self.auditor = auditor
-        self.mode = mode
-        self.changed = False
+    def __init__(self, replay: GroupReplay) -> None:
+        self.replay = replay
+        self.auditor = replay.auditor  # (started here)
         self.feed_seconds = self.merge_seconds = self.derive_seconds = 0.0
-        self.kept: list[Any] | None = [] if keep else None
-        """The group's rows this run outputs (`keep`: the replay derives from them at the group's end)."""
-        self.before: dict[tuple[Any, ...], Any] = {}
-        self.observed = mode != "resume"
-        """Whether the open generation's rows are in `before` (or the group is not resumed). Under
-        `resume` they are taken only when the group is first fed records (`feeding`): only those can
-        change them (`GroupAuditor.generation_rows`), and the group's end drops them unchanged
-        otherwise. Most groups of a nightly run read offset commits only: their generation's rows
-        are then never built."""
-        if mode in ("resume", "rerun"):
-            self._keep_before(auditor.finish(generation=self.observed))
-        self.resumed_windows = any(key[0] == "o" for key in self.before)
+        self.resumed_windows = replay.resumed_windows
         """Whether the previous run left offset windows open (their rows are routed one by one:
         nothing is held back)."""
         self.held: list[_HeldRun] = []
         self.folded: dict[tuple[str, int], OffsetSummary] = {}
         """Topic-partitions whose stretches in one run are held back merged (`_fold`)."""
         self.held_tps: set[tuple[str, int]] = set()
-        if mode is not None:
-            for p in auditor.partitions:
-                if p in gaps:
-                    auditor.note_gap(gaps[p])
-                    break
-
-    def _keep_before(self, rows: Iterable[Any]) -> None:
-        for row in _each_row(rows):
-            key = _identity_key(row)
-            if key is not None:
-                self.before[key] = row
-
-    def feeding(self) -> None:
-        """Before the group's audit is fed records: its open generation's rows as they stand go into
-        `before` (`observed`), once."""
-        if not self.observed:
-            self.observed = True
-            self._keep_before(self.auditor.generation_rows())
 
     def route(self, row: Any, out: _Output) -> None:
-        if type(row) is AssignmentRun:
-            if self.before:  # rows an earlier run left open: compared one by one
-                for one in row.rows():
-                    self.route(one, out)
-                return
+        """One of the auditor's rows into `out`'s new or carried rows (`GroupReplay.route`)."""
+        replay = self.replay
+        if type(row) is AssignmentRun and not replay.before:
             out.run_rows += row.size - 1
-        elif self.before:
-            key = _identity_key(row)
-            if key is not None:
-                old = self.before.pop(key, None)
-                if old is not None:
-                    if self.mode == "rerun" or old != row:
-                        out.carried.append(row)
-                        if self.kept is not None:
-                            self.kept.append(row)
-                    return
-        out.rows.append(row)
-        if self.kept is not None:
-            self.kept.append(row)
+        replay.route(row, out.rows, out.carried)
 
     def hold(self, x: _Stretches, partitions: list[Any], offsets: list[Any], timestamps: list[Any],
              start: int, end: int, out: _Output) -> Iterable[int]:
@@ -1208,9 +1092,7 @@ class _Group:
             for row in _stretch_rows(self.auditor, what.x, ref, p, o, what.timestamps[ref]):
                 self.route(row, out)
         if merged_before:  # stretches merged at once came first: the summaries by first record, as fed
-            summaries = self.auditor.open_summaries()
-            self.auditor.restore_summaries(dict(sorted(
-                summaries.items(), key=lambda item: (item[1].source_partition, item[1].first_source_offset))))
+            self.auditor.summaries_in_log_order()
         self._let_go()
 
     def _let_go(self) -> None:
@@ -1238,9 +1120,10 @@ class _Group:
     def derived_rows(self, held: Sequence[_HeldRows] = ()) -> list[Any]:
         """The ownership, rebalance and health rows of the group's kept rows (`derive_group`) and of
         `held`, the open rows of the stretches it held back."""
-        assert self.kept is not None
+        kept = self.replay.kept
+        assert kept is not None
         inputs: dict[str, list[Any]] = {name: [] for name in BASE_INPUTS}
-        for row in self.kept:
+        for row in kept:
             spec = _BASE_ROWS.get(type(row))
             if spec is not None:
                 inputs[spec[0]].append(spec[1](row))
@@ -1248,7 +1131,7 @@ class _Group:
                 inputs["assignments"].append(row)
         for block in held:
             inputs["offset_commits"].extend(zip(*block.commit_inputs(), strict=True))
-        self.kept = []
+        self.replay.kept = []
         group_id = self.auditor.group_id
         assert group_id is not None
         return [row for rows in derive_from_tables(group_id, inputs) for row in rows]
@@ -1339,192 +1222,156 @@ def _summaries(windows: pa.Array | None, index: int) -> dict[tuple[str, int], Of
     return out
 
 
-class _Saved(NamedTuple):
-    """A saved group's state as the replay's input holds it: its `state` row's auditor state (JSON
-    bytes; empty for a group an earlier run saw only through offset commits) and, in its `value`
-    column, the saved GroupMetadata record's value (`group_state.window_value`), which a state saved
-    with `to_dict(record_value=False)` keeps apart (None when the input has none)."""
+class _Replay:
+    """The replay over one Spark partition's input (`run`: column lists in, wide RecordBatches out),
+    group after group, each through the core's `GroupReplay`: a saved state row starts its group's
+    replay with that state; the group's records and stretches feed its audit; at the group's end
+    its rows, counts and state come out (a saved group that read nothing: carried as saved)."""
 
-    state: Any
-    value: bytes | None
+    def __init__(self, *, batch_rows: int, load_path: bool, mode: ResumeMode, gaps: Mapping[int, HistoryGap],
+                 derive: bool, files: TableFiles | None, tables: frozenset[str] | None, observe: bool) -> None:
+        self.out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA, files, tables)
+        # offset windows only, and neither the quarantine rows nor the counts kept: the members' embedded
+        # bytes need not be decoded (`GroupAuditor(embedded=False)`)
+        self.embedded = observe or tables is None or not tables.isdisjoint(("quarantine", COUNTS_TABLE))
+        # most rows go to the task's files, not to the JVM: fewer, larger flushes
+        self.batch_rows = max(batch_rows, FILE_FLUSH_ROWS) if files is not None else batch_rows
+        self.load_path, self.mode, self.gaps, self.derive, self.observe = load_path, mode, gaps, derive, observe
+        self.files = files
+        self.current: object = object()  # no group yet (None is a real key: records whose key did not parse)
+        self.replay: GroupReplay | None = None
+        """The current group's replay (None until its first row)."""
+        self.kept: _KeptWindows | None = None
+        """The current group's saved offset windows, as they came in (None: no saved state)."""
+        self.group: _Group | None = None
+        """The current group's audit, once started (at its first record or stretch, or at its end)."""
 
+    def run(self, batches: Iterable[_Columns]) -> Iterator[pa.RecordBatch]:
+        out = self.out
+        for batch in batches:
+            groups, states, values, windows = batch[0], batch[6], batch[5], batch[9]
+            for gid, start, end in group_runs(groups):
+                if gid != self.current:
+                    self.close()
+                    self.current = gid
+                    self.replay = self.group = self.kept = None
+                while start < end and states[start] is not None:  # a saved state: its group's first row
+                    if self.replay is None:
+                        self.kept = _KeptWindows(windows, start)
+                        saved = SavedGroup(states[start], values[start], partial(_summaries, windows, start))
+                        self.replay = self._group_replay(gid, saved)
+                    start += 1
+                if start < end:
+                    yield from self.feed(batch, start, end)
+                if len(out) >= self.batch_rows:
+                    yield out.flush()
+            if len(out) >= self.batch_rows:
+                yield out.flush()
+        self.close()
+        if len(out):
+            yield out.flush()
+        if self.files is not None:  # the rows are in the files: close them, report them
+            out.close_files()
+            yield out.flush()
 
-def _at_rest(state: _Saved, mode: ResumeMode, gaps: Mapping[int, HistoryGap]) -> tuple[AtRest, str] | None:
-    """A saved group that read no record, carried forward without resuming its audit (`GroupAuditor.
-    at_rest`; with its saved state's JSON as saved), when that gives what resuming it would: under
-    `resume` (its unchanged open rows are dropped; `rerun` would carry them again), from a state
-    that is not empty (an empty one starts afresh) and keeps its offset summaries apart (as the job
-    saves them: the saved JSON is then what resuming would save again), with no offsets missing
-    before the run on its partitions (a gap would add a `history_gap` cause), and keeps its GroupMetadata
-    record's value apart (in the state row's `value`, as the job saves it). None otherwise."""
-    found = _rest_data(state, mode, gaps)
-    return None if found is None else found[:2]
+    def _group_replay(self, gid: Any, saved: SavedGroup | None) -> GroupReplay:
+        return GroupReplay(gid, saved, self.mode, self.gaps, load_path=self.load_path, observe=self.observe,
+                           embedded=self.embedded, keep=self.derive)
 
-
-def _rest_data(saved: _Saved, mode: ResumeMode, gaps: Mapping[int, HistoryGap]
-               ) -> tuple[AtRest, str, dict[str, Any]] | None:
-    """`_at_rest`'s answer and the saved state's JSON read."""
-    state = saved.state
-    if mode != "resume" or not state:
-        return None
-    text = state.decode() if isinstance(state, bytes) else str(state)
-    data = json.loads(text)
-    if data.get("window", {}).get("summaries"):
-        return None
-    if "value" in (data.get("group_record") or {}):  # (format 1): resuming saves it without the value
-        return None
-    rest = GroupAuditor.at_rest(data, record_value=saved.value)
-    if any(p in gaps for p in rest.partitions):
-        return None
-    return rest, text, data
-
-
-_Pending = tuple[_Stretches, list[Any], list[Any], list[Any], int, int]
-"""Stretches of a saved group not resumed yet: an input batch's stretch and record columns, and the
-rows [start, end) (`_replay`)."""
-
-MERGE_AT_REST = True
-"""Whether the replay merges the stretches of saved groups that read nothing else into their saved
-windows without resuming them (`_merge_at_rest`; the tests turn it off to hold both ways equal)."""
-
-_W = {name: _OFFSET_COMMIT_FIELDS.index(name) for name in (
-    "topic", "partition", "commits", "tombstones", "regressions", "first_offset", "last_offset",
-    "first_commit_timestamp", "last_commit_timestamp", "last_source_offset")}
-"""Where the merge reads (`_merge_at_rest`) in a held row's columns (`_HELD_TYPES`)."""
-
-
-@dataclasses.dataclass(slots=True)
-class _AtRestMerge:
-    """A saved group that read only offset stretches (`pending`), its merge into the saved windows
-    deferred to the next flush (`_merge_at_rest`, many groups at once)."""
-
-    group_id: Any
-    state: _Saved
-    kept: _KeptWindows
-    pending: list[_Pending]
-    rest: AtRest
-    data: dict[str, Any]
-    windows: pa.Array
-    """Its saved windows (`OFFSET_WINDOW_STRUCT` values: its slice of `kept.array`'s)."""
-
-    def stretches(self) -> int:
-        return sum(b - a for *_, a, b in self.pending)
-
-    def state_json(self) -> str:
-        """The saved auditor state with the positions the stretches read (`GroupAuditor.reached`, as
-        `merge_stretch` notes each stretch's last record): what resuming it would save again."""
-        positions = {int(p): int(o) for p, o in self.data["positions"]}
-        for x, parts, _, _, a, b in self.pending:
-            lasts = x["last_source_offset"]
-            if parts[a:b].count(parts[a]) == b - a:  # a group's records: one partition
-                pairs: Iterable[tuple[Any, Any]] = ((parts[a], max(lasts[a:b])),)
+    def feed(self, batch: _Columns, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        """The current group's rows [start, end) of `batch` (records and stretches) into its audit."""
+        if self.replay is None:
+            self.replay = self._group_replay(self.current, None)
+        if self.group is None:
+            self.group = _Group(self.replay)
+        group = self.group
+        group.replay.changed = True
+        stretch = batch[8]
+        kinds = stretch["_kind"] if stretch is not None else None
+        i = start
+        while i < end:
+            if kinds is not None and kinds[i] is not None:  # summarised stretches of offset commits
+                assert stretch is not None  # kinds come from it
+                k = i + 1
+                while k < end and kinds[k] is not None:
+                    k += 1
+                self.stretches(group, batch, stretch, i, k)
+                i = k
+                continue
+            j = i + 1
+            if kinds is None:
+                j = end
             else:
-                pairs = zip(parts[a:b], lasts[a:b], strict=True)
-            for p, o in pairs:
-                if positions.get(p, o - 1) < o:
-                    positions[p] = o
-        data = {**self.data, "positions": [[p, o] for p, o in sorted(positions.items())]}
-        return json.dumps(data, separators=(",", ":"))
+                while j < end and kinds[j] is None:
+                    j += 1
+            yield from self.records(group, batch, i, j)
+            i = j
 
+    def stretches(self, group: _Group, batch: _Columns, stretch: _Stretches, start: int, end: int) -> None:
+        """The single pass's stretches [start, end) of `batch`, held back or merged into the audit."""
+        t0 = perf_counter()
+        partitions, offsets, timestamps = batch[1], batch[2], batch[3]
+        out = self.out
+        for r in group.hold(stretch, partitions, offsets, timestamps, start, end, out):
+            for row in _stretch_rows(group.auditor, stretch, r, partitions[r], offsets[r], timestamps[r]):
+                group.route(row, out)
+        group.merge_seconds += perf_counter() - t0
 
-def _at_rest_merge(group_id: Any, state: _Saved, kept: _KeptWindows, pending: list[_Pending], mode: ResumeMode,
-                   gaps: Mapping[int, HistoryGap]) -> _AtRestMerge | None:
-    """A saved group whose stretches `pending` (all it read this run) may merge into its saved
-    windows without resuming it (`_merge_at_rest` decides): its state is one `_at_rest` carries
-    forward and it has saved windows of the current layout. None: resume it."""
-    found = _rest_data(state, mode, gaps)
-    windows = _saved_windows(kept.array, kept.index) if found is not None else None
-    if found is None or windows is None or windows.type != STATE_WINDOWS_TYPE.value_type:
-        return None
-    return _AtRestMerge(group_id, state, kept, list(pending), found[0], found[2], windows)
+    def records(self, group: _Group, batch: _Columns, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        """The records [start, end) of `batch` fed to the audit (the held-back stretches merged first:
+        the records may close the window or read its summaries), flushing when the output is full."""
+        t0 = perf_counter()
+        group.merge_held(self.out)
+        group.replay.feeding()
+        partitions, offsets, timestamps, keys, values, missing = batch[1], batch[2], batch[3], batch[4], batch[5], \
+            batch[7]
+        out, auditor = self.out, group.auditor
+        for seg_start, seg_end in _segments(group, partitions, offsets, timestamps, missing, start, end):
+            records = zip(partitions[seg_start:seg_end], offsets[seg_start:seg_end], timestamps[seg_start:seg_end],
+                          keys[seg_start:seg_end], values[seg_start:seg_end], strict=True)
+            for row in auditor.feed(records):
+                group.route(row, out)
+                if len(out) >= self.batch_rows:
+                    group.feed_seconds += perf_counter() - t0
+                    yield out.flush()
+                    t0 = perf_counter()
+        group.feed_seconds += perf_counter() - t0
 
+    def close(self) -> None:
+        """The current group's end: carried as saved when it read nothing and that gives what resuming
+        it would (`GroupReplay.carried_at_rest`); otherwise its rows, counts and state."""
+        replay = self.replay
+        if replay is None:
+            return
+        if self.group is None:
+            rest = replay.carried_at_rest()
+            if rest is not None:
+                assert self.kept is not None  # a group that reads nothing has a saved state
+                self.out.add_rest(*rest, self.kept)
+                return
+            self.group = _Group(replay)
+        self.finish(self.group, self.current if isinstance(self.current, str) else None)
 
-def _merge_at_rest(merges: list[_AtRestMerge]) -> tuple[list[_AtRestMerge], pa.Array, list[pa.Array],
-                                                         list[_AtRestMerge]]:
-    """What resuming each group, merging its stretches and finishing it would give, computed on the
-    saved windows' and the stretches' columns at once, without resuming an audit: (the groups merged,
-    their offset windows as a list array (one row each, in order), the windows the stretches changed
-    as `offset_commits` columns (each group's in its saved order), the groups left to resume).
-
-    Each stretch merges into its topic-partition's saved window as `GroupAuditor.merge_stretch`
-    merges it (`OffsetSummary.merge`: counts added, the first commit's values kept, the last ones
-    taken when the stretch has commits, its own regressions only in a Stable window), several
-    stretches of one topic-partition (a task's edge cut it) one after the other. A group is left to
-    resume when a stretch's topic-partition has no saved window, or a stretch starts below the last
-    commit before it in a Stable window (an `offset_regression`, whose row only the auditor writes)."""
-    w = (pa.concat_arrays([m.windows for m in merges]) if len(merges) > 1 else merges[0].windows).flatten()
-    w_group = np.repeat(np.arange(len(merges)), [len(m.windows) for m in merges])
-    blocks = [_HeldBlock(_HeldRun(x, parts, offsets, timestamps, range(a, b)), m.rest.group_id, m.rest.window)
-              for m in merges for x, parts, offsets, timestamps, a, b in m.pending]
-    s = _blocks_columns(blocks)
-    s_group = np.repeat(np.arange(len(merges)), [m.stretches() for m in merges])
-    # each stretch's saved window: a join on (group, topic, partition)
-    left = pa.table({"g": s_group, "t": s[_W["topic"]], "p": s[_W["partition"]], "si": np.arange(len(s_group))})
-    right = pa.table({"g": w_group, "t": w[_W["topic"]], "p": w[_W["partition"]], "wi": np.arange(len(w_group))})
-    joined = left.join(right, keys=["g", "t", "p"], join_type="left outer", use_threads=False).sort_by("si")
-    found = joined.column("wi")
-    unmatched = pc.is_null(found).to_numpy(zero_copy_only=False)
-    wi = pc.fill_null(found, 0).to_numpy().astype(np.int64)
-    bad = np.zeros(len(merges), dtype=bool)
-    bad[s_group[unmatched]] = True
-    stable = np.array([m.rest.window[1] == "Stable" for m in merges])[s_group]
-    # in rounds: each topic-partition's k-th stretch (in log order) merges into what the ones before
-    # it left, as the auditor merges them one after the other
-    by_window = np.lexsort((np.arange(len(wi)), wi))
-    ordered = wi[by_window]
-    firsts = np.concatenate([[True], ordered[1:] != ordered[:-1]])
-    rank = np.empty(len(wi), dtype=np.int64)
-    rank[by_window] = np.arange(len(wi)) - np.maximum.accumulate(np.where(firsts, np.arange(len(wi)), 0))
-    rank[unmatched] = -1
-    n = len(w_group)
-    current = [_typed(column, t) for column, t in zip(w, _HELD_TYPES, strict=True)]
-    for r in range(int(rank.max()) + 1):
-        pick = np.flatnonzero(rank == r)
-        idx = wi[pick]
-        new = [column.take(pa.array(pick)) for column in s]
-        old = [column.take(pa.array(idx)) for column in current]
-        had = pc.fill_null(pc.greater(old[_W["commits"]], 0), False)
-        back = pc.fill_null(pc.and_(had, pc.less(new[_W["first_offset"]], old[_W["last_offset"]])), False)
-        bad[s_group[pick[back.to_numpy(zero_copy_only=False) & stable[pick]]]] = True
-        has = pc.greater(new[_W["commits"]], 0)
-        merged = list(old)
-        for name in ("commits", "tombstones", "regressions"):
-            merged[_W[name]] = pc.add(old[_W[name]], new[_W[name]])
-        for k in (_W["first_offset"], _W["first_commit_timestamp"]):
-            merged[k] = pc.if_else(had, old[k], new[k])
-        for k in (_W["last_offset"], _W["last_commit_timestamp"], _LAST_COMMIT):
-            merged[k] = pc.if_else(has, new[k], old[k])
-        merged[_W["last_source_offset"]] = new[_W["last_source_offset"]]
-        source = np.arange(n, dtype=np.int64)
-        source[idx] = n + np.arange(len(idx), dtype=np.int64)
-        taken = pa.array(source)
-        current = [pa.concat_arrays([c, _typed(m, t)]).take(taken)
-                   for c, m, t in zip(current, merged, _HELD_TYPES, strict=True)]
-    # the groups merged: their saved windows as the stretches left them, and those they changed
-    done = [m for m, b in zip(merges, bad, strict=True) if not b]
-    left = [m for m, b in zip(merges, bad, strict=True) if b]
-    kept_rows = pa.array(np.flatnonzero(~bad[w_group]))
-    columns = [column.take(kept_rows) for column in current]
-    ends = np.concatenate([[0], np.cumsum([len(m.windows) for m in done])]).astype(np.int32)
-    windows = pa.ListArray.from_arrays(pa.array(ends), pa.StructArray.from_arrays(
-        columns, fields=list(STATE_WINDOWS_TYPE.value_type)), type=STATE_WINDOWS_TYPE)
-    changed = np.unique(wi[~unmatched])  # in saved order
-    changed = pa.array(changed[~bad[w_group[changed]]])
-    carried = [column.take(changed) for column in current[:_LAST_COMMIT]]
-    return done, windows, carried, left
-
-
-def _resumed(group_id: Any, saved: _Saved, summaries: dict[tuple[str, int], OffsetSummary], load_path: bool,
-             observe: bool) -> GroupAuditor:
-    """The auditor of a saved state (`STATE_FIELDS`' auditor_state and window_value; an empty state:
-    a group the earlier run saw only through offset commits, which starts afresh), its open offset
-    `summaries` (`_summaries`) put back when there are any."""
-    auditor = (GroupAuditor.from_dict(json.loads(saved.state), load_path=load_path, observe=observe,
-                                      assignment_runs=True, record_value=saved.value)
-               if saved.state else GroupAuditor(group_id, load_path=load_path, observe=observe, assignment_runs=True))
-    if summaries:
-        auditor.restore_summaries(summaries)
-    return auditor
+    def finish(self, group: _Group, key: str | None) -> None:
+        """The group's rows at its end (`key`: its group id when one is open)."""
+        out, replay, auditor = self.out, group.replay, group.auditor
+        closing, open_rows = replay.closing_rows()
+        for row in closing:
+            group.route(row, out)
+        held = group.take_held()
+        out.add_held(held)
+        if replay.kept is not None and auditor.group_id is not None:
+            t0 = perf_counter()
+            derived = group.derived_rows(held)
+            out.rows.extend(derived)
+            out.run_rows += sum(len(row.keys) - 1 for row in derived if type(row) is OwnershipRun)
+            group.derive_seconds += perf_counter() - t0
+        if out.wants(COUNTS_TABLE):
+            out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
+                           (group.feed_seconds, group.merge_seconds, group.derive_seconds))
+        if auditor.group_id is not None and out.wants(STATE_TABLE):
+            state, window, value, last_commits = replay.state(open_rows)
+            out.add_state(auditor.group_id, state, window, value, replay.changed, (open_rows, last_commits, held))
 
 
 def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mode: ResumeMode = "resume",
@@ -1535,180 +1382,8 @@ def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mo
     (with the derived tables' rows and columns when `derive`; without the new rows of the tables
     `files` writes, and with a row per file it wrote, when given; only `tables`' rows, when given;
     the offset windows only, without the generation observer, unless `observe`)."""
-    out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA, files, tables)
-    # offset windows only, and neither the quarantine rows nor the counts kept: the members' embedded
-    # bytes need not be decoded (`GroupAuditor(embedded=False)`)
-    embedded = observe or tables is None or not tables.isdisjoint(("quarantine", COUNTS_TABLE))
-    if files is not None:  # most rows go to the task's files, not to the JVM: fewer, larger flushes
-        batch_rows = max(batch_rows, FILE_FLUSH_ROWS)
-    gaps = gaps or {}
-    group: _Group | None = None
-    current: object = object()  # no group yet (None is a real key: records whose key did not parse)
-    saved: tuple[_Saved, _KeptWindows] | None = None
-    """The current group's saved state and offset windows, until its first record resumes it (a
-    group that reads none is carried forward without resuming, when `_at_rest` allows)."""
-    pending: list[_Pending] = []
-    """The stretches a saved group read before any other record (`saved` still set): merged into its
-    saved windows without resuming it, at the next flush, when that gives the same (`_merge_at_rest`: most
-    groups of a nightly run read offset commits only), else resumed and merged (`absorb`)."""
-    merges_at_rest = MERGE_AT_REST and mode == "resume" and observe and not derive
-    deferred: list[_AtRestMerge] = []
-    """Saved groups whose pending stretches merge at the next flush (`settle`)."""
-
-    def resumed(group_id: Any, state: _Saved, kept: _KeptWindows) -> _Group:
-        return _Group(_resumed(group_id, state, _summaries(kept.array, kept.index), load_path, observe), mode, gaps, keep=derive)
-
-    def resume() -> _Group:
-        nonlocal saved
-        assert saved is not None
-        state, kept = saved
-        saved = None
-        return resumed(current, state, kept)
-
-    def absorb(into: _Group, stretches: list[_Pending]) -> None:
-        """Stretches a saved group read before it was resumed, merged into it as the loop below
-        merges stretches (and `stretches` emptied)."""
-        into.changed = True
-        for x, parts, offsets, timestamps, a, b in stretches:
-            t0 = perf_counter()
-            for r in into.hold(x, parts, offsets, timestamps, a, b, out):
-                for row in _stretch_rows(into.auditor, x, r, parts[r], offsets[r], timestamps[r]):
-                    into.route(row, out)
-            into.merge_seconds += perf_counter() - t0
-        stretches.clear()
-
-    def settle() -> None:
-        """The deferred merges (`_merge_at_rest`), and the groups it leaves, resumed and finished."""
-        if not deferred:
-            return
-        t0 = perf_counter()
-        done, windows, carried, left = _merge_at_rest(deferred)
-        deferred.clear()
-        out.deferred_rows = 0
-        if done:  # (each group's merge time: its share)
-            out.add_merged(done, windows, carried, (perf_counter() - t0) / len(done))
-        for m in left:
-            again = resumed(m.group_id, m.state, m.kept)
-            absorb(again, m.pending)
-            finish(again, m.group_id if isinstance(m.group_id, str) else None)
-
-    def flushed() -> pa.RecordBatch:
-        settle()
-        return out.flush()
-
-    def close() -> None:
-        nonlocal group, saved
-        if group is None and saved is not None and pending:
-            merge = _at_rest_merge(current, saved[0], saved[1], pending, mode, gaps)
-            if merge is not None:
-                deferred.append(merge)
-                out.deferred_rows += merge.stretches()
-                saved = None
-                pending.clear()
-                return
-            group = resume()
-            absorb(group, pending)
-        if group is None and saved is not None:
-            rest = _at_rest(saved[0], mode, gaps)
-            if rest is not None:
-                out.add_rest(*rest, saved[1])
-                saved = None
-                return
-            group = resume()
-        if group is not None:
-            finish(group, current if isinstance(current, str) else None)
-
-    def finish(group: _Group, key: str | None) -> None:
-        """The group's rows at its end (`key`: its group id when one is open)."""
-        auditor = group.auditor
-        finished = auditor.finish(generation=group.observed)
-        for row in (*auditor.gap_rows(), *finished):
-            group.route(row, out)
-        held = group.take_held()
-        out.add_held(held)
-        if group.kept is not None and auditor.group_id is not None:
-            t0 = perf_counter()
-            derived = group.derived_rows(held)
-            out.rows.extend(derived)
-            out.run_rows += sum(len(row.keys) - 1 for row in derived if type(row) is OwnershipRun)
-            group.derive_seconds += perf_counter() - t0
-        if out.wants(COUNTS_TABLE):
-            out.add_counts(auditor.group_id if auditor.group_id is not None else key, auditor.counts,
-                           (group.feed_seconds, group.merge_seconds, group.derive_seconds))
-        if auditor.group_id is not None and out.wants(STATE_TABLE):
-            out.add_state(auditor, group.changed, [r for r in finished if type(r) is OffsetCommitRow], held)
-
-    for groups, partitions, offsets, timestamps, keys, values, states, missing, stretch, windows in batches:
-        kinds = stretch["_kind"] if stretch is not None else None
-        for gid, start, end in group_runs(groups):
-            if gid != current:
-                close()
-                group = None
-                saved = None
-                current = gid
-            while start < end and states[start] is not None:  # a saved state: resumed at the group's first record
-                if group is None and saved is None:
-                    saved = (_Saved(states[start], values[start]), _KeptWindows(windows, start))
-                start += 1
-            if start == end:
-                continue
-            if (group is None and saved is not None and merges_at_rest and kinds is not None
-                    and kinds[start:end].count(KIND_PARTIAL) == end - start):  # offset stretches only, so far
-                pending.append((cast(_Stretches, stretch), partitions, offsets, timestamps, start, end))
-                continue
-            if group is None:
-                group = (resume() if saved is not None else
-                         _Group(GroupAuditor(gid, load_path=load_path, observe=observe, assignment_runs=True,
-                                             embedded=embedded), None,
-                                gaps, keep=derive))
-                if pending:  # a record other than a stretch: the saved group is resumed after all
-                    absorb(group, pending)
-            group.changed = True
-            auditor = group.auditor
-            i = start
-            while i < end:
-                t0 = perf_counter()
-                if kinds is not None and kinds[i] is not None:  # summarised stretches of offset commits
-                    assert stretch is not None  # kinds come from it
-                    k = i + 1
-                    while k < end and kinds[k] is not None:
-                        k += 1
-                    for r in group.hold(stretch, partitions, offsets, timestamps, i, k, out):
-                        for row in _stretch_rows(auditor, stretch, r, partitions[r], offsets[r], timestamps[r]):
-                            group.route(row, out)
-                    i = k
-                    group.merge_seconds += perf_counter() - t0
-                    continue
-                group.merge_held(out)  # the records fed next may close the window or read its summaries
-                group.feeding()
-                j = i + 1
-                if kinds is None:
-                    j = end
-                else:
-                    while j < end and kinds[j] is None:
-                        j += 1
-                for seg_start, seg_end in _segments(group, partitions, offsets, timestamps, missing, i, j):
-                    records = zip(partitions[seg_start:seg_end], offsets[seg_start:seg_end],
-                                  timestamps[seg_start:seg_end], keys[seg_start:seg_end], values[seg_start:seg_end],
-                                  strict=True)
-                    for row in auditor.feed(records):
-                        group.route(row, out)
-                        if len(out) >= batch_rows:
-                            group.feed_seconds += perf_counter() - t0
-                            yield flushed()
-                            t0 = perf_counter()
-                group.feed_seconds += perf_counter() - t0
-                i = j
-            if len(out) >= batch_rows:
-                yield flushed()
-        if len(out) >= batch_rows:
-            yield flushed()
-    close()
-    if len(out):
-        yield flushed()
-    if files is not None:  # the rows are in the files: close them, report them
-        out.close_files()
-        yield flushed()
+    return _Replay(batch_rows=batch_rows, load_path=load_path, mode=mode, gaps=gaps or {}, derive=derive, files=files,
+                   tables=tables, observe=observe).run(batches)
 
 
 def _arrow_columns(batch: pa.RecordBatch) -> _Columns:

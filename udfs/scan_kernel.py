@@ -19,7 +19,9 @@ Arrow array, as numpy views) and never build a Python object per record:
   record for the replay, or a v4+ value with tagged fields for the codec to judge;
 * `summarise`: one partial summary per (topic-partition, stretch between two records of its group
   the replay reads, Kafka partition), kept open across the task's chunks until the stretch ends,
-  and every backwards step inside one;
+  and every backwards step inside one: the columnar form of the offset-commit rules, whose one
+  scalar definition is `coordinator_core.audit.offsets.OffsetSummary` (`tests/spark/
+  test_spark_scan_rules.py::test_kernel_partials_merged_are_the_core_fold` holds the two equal);
 * `copy_ranges`: the names of newly learnt keys out of the key table, as an Arrow string column.
 
 Two numba costs they avoid in their per-record loops: a row of a 2-D array taken as a view (numba

@@ -1,7 +1,9 @@
 """The audit: one group's `__consumer_offsets` records in, the rows of six tables out.
 
 Entry points: `audit_group(records)` for a whole group in one call, `GroupAuditor` for streaming in
-several batches, reading the counts, and saving/resuming state (`to_dict`/`from_dict`). Row types
+several batches, reading the counts, and saving/resuming state (`to_dict`/`from_dict`),
+`GroupReplay` for one group's part of a run in a chain of runs (fresh, resumed from a saved state or
+carried as saved; its rows sorted into new rows and rows continuing an earlier run's). Row types
 are in `coordinator_core.audit.rows`; the offset-commit rules are `OffsetSummary`'s
 (`coordinator_core.audit.offsets`). This module is the audit's public face: code outside the
 package imports from here.
@@ -20,6 +22,7 @@ from coordinator_core.audit.auditor import (
 from coordinator_core.audit.causes import CAUSE_PRIORITY, CAUSES
 from coordinator_core.audit.observer import HistoryGap
 from coordinator_core.audit.offsets import OffsetSummary, Regression
+from coordinator_core.audit.replayer import GroupReplay, ResumeMode, SavedGroup
 from coordinator_core.audit.rows import (
     ROW_TYPES,
     TABLES,
@@ -51,6 +54,7 @@ __all__ = [
     "AuditRow",
     "GenerationRow",
     "GroupAuditor",
+    "GroupReplay",
     "GroupSnapshot",
     "HistoryGap",
     "OffsetCommitRow",
@@ -58,6 +62,8 @@ __all__ = [
     "QuarantineRow",
     "RebalanceCauseRow",
     "Regression",
+    "ResumeMode",
+    "SavedGroup",
     "ViolationRow",
     "audit_group",
     "table_of",

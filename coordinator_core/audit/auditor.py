@@ -57,7 +57,7 @@ from typing import Any
 
 from coordinator_core.audit.observer import GenerationObserver, HistoryGap
 from coordinator_core.audit.offsets import OffsetSummary, Regression, TopicPartition
-from coordinator_core.audit.rows import AuditRow, QuarantineRow
+from coordinator_core.audit.rows import AuditRow, OffsetCommitRow, QuarantineRow
 from coordinator_core.audit.snapshot import GroupSnapshot, check_unique_members
 from coordinator_core.audit.windows import OffsetWindow
 from coordinator_core.coordinator import CoordinatorConfig, GroupCoordinator
@@ -323,6 +323,20 @@ class GroupAuditor:
     def restore_summaries(self, summaries: dict[TopicPartition, OffsetSummary]) -> None:
         """Puts back the open window's summaries kept apart from `to_dict(summaries=False)`."""
         self._window.summaries = summaries
+
+    def summaries_in_log_order(self) -> None:
+        """Orders the open window's summaries by their first records, as merging every stretch in
+        log order leaves them: for a caller that merged some stretches before earlier ones (held
+        back, then merged)."""
+        w = self._window
+        w.summaries = dict(sorted(w.summaries.items(),
+                                  key=lambda item: (item[1].source_partition, item[1].first_source_offset)))
+
+    def last_commit_offsets(self, rows: Iterable[OffsetCommitRow]) -> list[int | None]:
+        """The log offset of the last commit of each open window's `offset_commits` row of `rows`
+        (those `finish` gave), as `to_dict` would save it with the window's summaries."""
+        summaries = self._window.summaries
+        return [summaries[(r.topic, r.partition)].last_commit_source_offset for r in rows]
 
     @property
     def partitions(self) -> tuple[int, ...]:

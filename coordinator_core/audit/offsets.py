@@ -1,9 +1,17 @@
 """The offset-commit rules, defined once: `OffsetSummary` is what the audit keeps per committed
 partition and generation window, and its methods are the rules every path implements.
 
-Definitions (the pure-Python audit calls these methods; the Spark job's scan kernel and its
-replay, which merges the kernel's stretches with `GroupAuditor.merge_stretch`, must give the same
-rows, held to `OffsetSummary.merge` by a property test):
+One scalar definition, one columnar form: the pure-Python audit folds records with these methods
+(`commit`, `tombstone`) and merges stretches with `merge` (`GroupAuditor.merge_stretch`, which the
+Spark job's replay calls for the single pass's stretches); the pass's numba kernel
+(`udfs.scan_kernel.summarise`) is the rules' one columnar form, giving a stretch's summary from
+Arrow buffers. `tests/spark/test_spark_scan_rules.py::test_kernel_partials_merged_are_the_core_fold`
+is the contract between the two: on random commit sequences (commits, tombstones, GroupMetadata
+records of Stable, Empty and Dead windows, undecodable commits, other record types, of two groups
+over three topic-partitions, cut anywhere into chunks), the kernel's stretches merged with `merge`
+equal this module's record-by-record fold.
+
+Definitions:
 
 * Records considered: one group's records after dropping repeated (partition, offset) pairs, in log
   order = ascending (partition, offset). A group's records all live in one `__consumer_offsets`

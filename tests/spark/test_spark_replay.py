@@ -15,8 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-import udfs.replay
-from coordinator_core.audit import GroupAuditor, HistoryGap, table_of
+from coordinator_core.audit import GroupAuditor, GroupReplay, HistoryGap, table_of
 from coordinator_core.sim.builders import LogBuilder, member, tps
 from udfs.derived import BASE_INPUTS, DERIVED_TABLES, derive_tables
 from udfs.replay import (
@@ -416,15 +415,15 @@ def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_wo
     inside or apart, and its GroupMetadata record's value apart (in the state row's `value`, as the
     job saves it) or inside (as states of format 1 have it: resumed, and saved in today's form)."""
     log = _log()
-    real = udfs.replay._at_rest
+    real = GroupReplay.carried_at_rest
     taken: list[bool] = []
 
-    def at_rest(*args: Any) -> Any:
-        rest = real(*args)
+    def at_rest(self: GroupReplay) -> Any:
+        rest = real(self)
         taken.append(rest is not None)
         return rest
 
-    monkeypatch.setattr("udfs.replay._at_rest", at_rest)
+    monkeypatch.setattr(GroupReplay, "carried_at_rest", at_rest)
     for k in range(1, 12):
         markers = []
         for group in ("grp-a", "grp-b"):
@@ -440,7 +439,7 @@ def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_wo
                            ("rerun", None)):
             carried = _replayed(table, mode=mode, gaps=gaps)
             with monkeypatch.context() as m:
-                m.setattr("udfs.replay._at_rest", lambda *_: None)
+                m.setattr(GroupReplay, "carried_at_rest", lambda _: None)
                 resumed = _replayed(table, mode=mode, gaps=gaps)
             assert carried.to_pylist() == resumed.to_pylist(), (k, mode, gaps)
             tables = Counter(carried.column("_table").to_pylist())
@@ -450,8 +449,7 @@ def test_a_saved_group_that_reads_no_record_is_carried_forward_as_resuming_it_wo
 
 
 # ------------------------------------------------------------------------------------------------
-# saved groups that read only offset stretches: merged into their saved windows without resuming
-# them (`udfs.replay._merge_at_rest`), the same rows as resuming them
+# saved groups that read only offset stretches: resumed, the stretches merged into their saved windows
 
 
 STRETCH_INPUT_SCHEMA = pa.schema([
@@ -537,37 +535,19 @@ def _sorted_rows(table: pa.Table) -> list[str]:
     return sorted(rows)
 
 
-def test_saved_groups_that_read_only_stretches_merge_as_resuming_them_would(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Random nightly inputs (`_random_nightly`), in batches that cut groups and not: the same rows
-    with `MERGE_AT_REST` as resuming every group (states, counts and carried rows included), and
-    both ways taken (groups merged, some with two stretches of one topic-partition; groups left to
-    resume)."""
-    real = udfs.replay._merge_at_rest
-    merged = left = cut = 0
-
-    def counted(merges: Any) -> Any:
-        nonlocal merged, left, cut
-        done, windows, carried, rest = real(merges)
-        merged, left = merged + len(done), left + len(rest)
-        for m in done:  # merged with two stretches of one topic-partition
-            keys = [(x["topic"][i], x["partition_key"][i]) for x, _, _, _, a, b in m.pending for i in range(a, b)]
-            cut += len(set(keys)) < len(keys)
-        return done, windows, carried, rest
-
-    monkeypatch.setattr("udfs.replay._merge_at_rest", counted)
+def test_saved_groups_that_read_only_stretches_give_the_same_rows_however_the_input_is_cut() -> None:
+    """Random nightly inputs (`_random_nightly`): saved groups resumed with the stretches merged
+    into their saved windows give the same rows whether their input comes in batches of 7 rows
+    (groups cut between batches) or in one, and every group saves its state."""
     rng = random.Random(18)
-    for _ in range(6):
+    for _ in range(3):
         table = _random_nightly(rng, 40)
-        for size in (7, 10_000):
-            batches = table.to_batches(max_chunksize=size)
-            fast = pa.Table.from_batches(list(make_replay_fn(mode="resume", batch_rows=50)(iter(batches))))
-            with monkeypatch.context() as m:
-                m.setattr("udfs.replay.MERGE_AT_REST", False)
-                slow = pa.Table.from_batches(list(make_replay_fn(mode="resume", batch_rows=50)(iter(batches))))
-            assert _sorted_rows(fast) == _sorted_rows(slow)
-            states = [r for r in fast.to_pylist() if r["_table"] == STATE_TABLE]
-            assert len(states) == 40
-    assert merged > 100 and left > 20 and cut > 5
+        cut, whole = (pa.Table.from_batches(list(make_replay_fn(mode="resume", batch_rows=50)(
+            iter(table.to_batches(max_chunksize=size))))) for size in (7, 10_000))
+        assert _sorted_rows(cut) == _sorted_rows(whole)
+        states = [r for r in whole.to_pylist() if r["_table"] == STATE_TABLE]
+        assert len(states) == 40
+        assert any(r["_carried"] for r in whole.to_pylist() if r["_table"] == "offset_commits")
 
 
 def test_side_records_missing_counts_leave_out_the_rejected_records_below_them() -> None:

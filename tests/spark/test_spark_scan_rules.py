@@ -54,7 +54,9 @@ def _records(events: list[tuple]) -> tuple[list[tuple[bytes, bytes | None]], lis
             key, value = _commit(g, t, p, 1, T)
             records.append((key, value[:8]))
         elif e[0] == "other":
-            records.append((b"\x00\x03" + len(e[1]).to_bytes(2, "big") + e[1].encode(), b"\x00\x00"))
+            # a key of a record type with no known layout: skipped and counted (a known type whose
+            # value does not decode, such as a ConsumerGroupMetadata value cut short, is quarantined)
+            records.append((b"\x00\x63" + len(e[1]).to_bytes(2, "big") + e[1].encode(), b"\x00\x00"))
         else:
             _, g, state = e
             gen += 1
@@ -138,6 +140,10 @@ def _stretches(meta: list[tuple]) -> set[tuple]:
           ("other", "g"), ("commit", "g", ("t", 0), 5)], [])
 @given(st.lists(_event, min_size=1, max_size=60), st.lists(st.integers(0, 60), max_size=6))
 def test_kernel_partials_merged_are_the_core_fold(events, cuts) -> None:
+    """The contract between the offset-commit rules' scalar definition (`OffsetSummary.commit`,
+    `tombstone`, `merge`) and their columnar form (the kernel's `summarise`): on random commit
+    sequences cut anywhere into chunks, the kernel's stretches merged in log order are the core's
+    record-by-record fold, per group, topic-partition and window."""
     records, meta = _records(events)
     core = _core(meta)
     assert _kernel(records, meta, cuts)[0] == core
