@@ -372,7 +372,7 @@ class ConsumerGroupAudit:
             "generation_id": epoch, "protocol_name": preferred, "member_count": len(members),
             "static_member_count": sum(1 for m in members if m.instance_id is not None),
             "record_timestamp": ts, "source_partition": p, "source_offset": o, "missing_generations": missing,
-            "static_replacements": 0, "assignment_epoch": None, "assignment_timestamp": None, "stable_at": None,
+            "static_replacements": 0, "assignment_epoch": None, "assignment_timestamp": None, "reached_at": None,
         }
         self._last_epoch = epoch
         self._check_stable(ts)
@@ -383,11 +383,11 @@ class ConsumerGroupAudit:
             self._gen = None
 
     def _generation_row(self, g: dict[str, Any], ended_at: int | None, ended_by: int | None) -> GenerationRow:
-        stable_at = g["stable_at"]
+        reached_at = g["reached_at"]
         members = g["member_count"]
         if members == 0:
             state = "Empty"
-        elif stable_at is not None:
+        elif reached_at is not None:
             state = "Stable"
         else:  # the epoch ended (or stands) before the group reached it
             state = "Reconciling" if g["assignment_epoch"] is not None else "Assigning"
@@ -396,18 +396,18 @@ class ConsumerGroupAudit:
             g["static_member_count"], state, None, g["record_timestamp"], None, ended_at,
             ended_at - g["record_timestamp"] if ended_at is not None else None, g["source_partition"],
             g["source_offset"], g["missing_generations"], ended_by, g["static_replacements"], None, "java",
-            "consumer", g["assignment_epoch"], g["assignment_timestamp"], stable_at,
-            stable_at - g["record_timestamp"] if stable_at is not None else None)
+            "consumer", g["assignment_epoch"], g["assignment_timestamp"], reached_at,
+            reached_at - g["record_timestamp"] if reached_at is not None else None)
 
     def _check_stable(self, ts: int) -> None:
         """Marks the open epoch reached when the target assignment is at it and every member is
         reconciled to it (`ConsumerGroup#maybeUpdateGroupState` would say Stable)."""
         g = self._gen
-        if g is None or g["stable_at"] is not None or self.assignment_epoch != g["generation_id"]:
+        if g is None or g["reached_at"] is not None or self.assignment_epoch != g["generation_id"]:
             return
         live = [m for m in self.members.values() if m.epoch != LEAVE_EPOCH]
         if all(m.state == STABLE and m.epoch == self.assignment_epoch for m in live if m.epoch != STATIC_LEAVE_EPOCH):
-            g["stable_at"] = ts
+            g["reached_at"] = ts
 
     def _delete_group(self, p: int, o: int, ts: int, rows: list[AuditRow]) -> None:
         if not self.exists:

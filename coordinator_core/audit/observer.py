@@ -392,5 +392,5 @@ def _generation_row(g: dict[str, Any], ended_at: int | None, lifetime_ms: int | 
         g["static_member_count"], g["state"], g["state_timestamp"], g["record_timestamp"], g["sync_latency_ms"],
         ended_at, lifetime_ms, g["source_partition"], g["source_offset"], g["missing_generations"], ended_by_offset,
         g["static_replacements"], g["rebalance_protocol"], g.get("coordinator_flavour", "unknown"),
-        g.get("group_type", "classic"), g.get("assignment_epoch"), g.get("assignment_timestamp"), g.get("stable_at"),
+        g.get("group_type", "classic"), g.get("assignment_epoch"), g.get("assignment_timestamp"), g.get("reached_at"),
         g.get("reconciliation_ms"))

@@ -83,7 +83,7 @@ class GenerationRow:
     starts a group at without writing it). For a consumer group: `generation_id` is the group epoch,
     `protocol_type` "consumer", `protocol_name` the server assignor the members prefer (None: the
     broker's default), `state` the broker's group state the epoch last had: "Empty" (no member),
-    "Stable" (reached, `stable_at`), "Reconciling" (target assignment computed, members not all at it),
+    "Stable" (reached, `reached_at`), "Reconciling" (target assignment computed, members not all at it),
     "Assigning" (no target assignment for the epoch); `leader_id`, `state_timestamp`,
     `sync_latency_ms` and `rebalance_protocol` None."""
     assignment_epoch: int | None
@@ -91,12 +91,12 @@ class GenerationRow:
     (None: none was written while the epoch lasted). None for classic generations."""
     assignment_timestamp: int | None
     """Consumer groups: the timestamp of that target-assignment record."""
-    stable_at: int | None
+    reached_at: int | None
     """Consumer groups: the timestamp of the record at which the group reached this epoch: every
     member's current assignment (key type 8) at the target assignment's epoch and STABLE (the
     broker's `Stable` state). None while reconciling, or when the epoch ended first."""
     reconciliation_ms: int | None
-    """stable_at - record_timestamp: how long the group took from the epoch bump to stable."""
+    """reached_at - record_timestamp: how long the group took from the epoch bump to stable."""
 
 
 @dataclass(frozen=True, slots=True)
