@@ -187,6 +187,7 @@ class ConsumerGroupAudit:
         self._intervals: dict[str, dict[TopicKey, _Interval]] = {}
         self._events: list[list[Any]] = []  # [cause, member_id, instance_id, detail, evidence] since the bump
         self._converted_from: int | None = None  # the classic generation a conversion started from
+        self._departed: dict[str, tuple[str, _Member]] = {}  # static members removed since the last epoch
 
     # ------------------------------------------------------------------------------------------
     # public face
@@ -330,6 +331,7 @@ class ConsumerGroupAudit:
         prev = self._gen["generation_id"] if self._gen is not None else self._last_epoch
         self._close_generation(ts, o, rows)
         events, self._events = self._events, []
+        self._departed = {}
         missing: int | None = None
         prev_gen: int | None = prev
         converted = self._converted_from
@@ -432,7 +434,7 @@ class ConsumerGroupAudit:
                                       "tombstone of the consumer group's epoch record (type 3): the group is deleted",
                                       f"partition {p} offset {o}", False, ts, p, o))
         self.exists = False
-        self.members, self.targets, self.regexes, self._events = {}, {}, {}, []
+        self.members, self.targets, self.regexes, self._events, self._departed = {}, {}, {}, [], {}
         self.assignment_epoch, self.epoch, self.epoch_written, self.metadata_hash = -1, 0, False, 0
 
     # ------------------------------------------------------------------------------------------
@@ -445,34 +447,44 @@ class ConsumerGroupAudit:
         topics = tuple(sorted(v.subscribed_topic_names))
         regex = v.subscribed_topic_regex or None
         classic = v.classic_member_metadata is not None and bool(v.classic_member_metadata.supported_protocols)
+        how = "the classic protocol" if classic else "the consumer protocol"
         if m is None or not m.has_metadata:
             if m is None:
                 m = self.members[member_id] = _Member()
-            if self._converted_from is None:
-                replaced = [k for k, x in self.members.items()
-                            if k != member_id and v.instance_id is not None and x.instance_id == v.instance_id]
-                how = "the classic protocol" if classic else "the consumer protocol"
-                if replaced:
-                    self._event("static_member_rejoined", member_id, v.instance_id,
-                                f"static instance {v.instance_id!r} is back as {member_id} (was "
-                                f"{', '.join(replaced)}), using {how}", where)
-                    if self._gen is not None:
-                        self._gen["static_replacements"] += 1
-                else:
-                    sub = f"regex {regex!r}" if regex else f"[{', '.join(topics)}]"
-                    self._event("member_joined", member_id, v.instance_id,
-                                f"{member_id} joined using {how}, subscribed to {sub}", where)
+            departed = self._departed.pop(v.instance_id, None) if v.instance_id is not None else None
+            if departed is not None and self._converted_from is None:
+                # GroupMetadataManager#replaceMember: the old member's tombstones, then the new member
+                # with the old one's subscription, target and assignment; a new epoch only if the
+                # subscription changed
+                old_id, old = departed
+                self._events = [e for e in self._events if not (e[0] == "member_left_or_expired" and e[1] == old_id)]
+                gen = self._gen["generation_id"] if self._gen is not None else None
+                rows.append(RebalanceCauseRow(
+                    self.group_id, gen, gen, "static_member_rejoined", member_id, v.instance_id,
+                    f"static instance {v.instance_id!r} is back as {member_id} (was {old_id}), using {how}: it "
+                    f"takes over the old member's assignment without a new epoch", where, False, ts, p, o))
+                if self._gen is not None:
+                    self._gen["static_replacements"] += 1
+                self._subscription_events(member_id, old, topics, regex, v, where)
+            elif self._converted_from is None:
+                sub = f"regex {regex!r}" if regex else f"[{', '.join(topics)}]"
+                self._event("member_joined", member_id, v.instance_id,
+                            f"{member_id} joined using {how}, subscribed to {sub}", where)
         else:
-            if (m.topics, m.regex) != (topics, regex):
-                self._event("subscription_changed", member_id, v.instance_id,
-                            f"{member_id} subscription [{', '.join(m.topics)}]{f' regex {m.regex!r}' if m.regex else ''}"
-                            f" -> [{', '.join(topics)}]{f' regex {regex!r}' if regex else ''}", where)
-            if m.assignor != v.server_assignor:
-                self._event("assignor_changed", member_id, v.instance_id,
-                            f"{member_id} server assignor {m.assignor!r} -> {v.server_assignor!r}", where)
+            self._subscription_events(member_id, m, topics, regex, v, where)
         m.has_metadata = True
         m.instance_id, m.client_id, m.client_host = v.instance_id, v.client_id, v.client_host
         m.topics, m.regex, m.assignor, m.classic = topics, regex, v.server_assignor, classic
+
+    def _subscription_events(self, member_id: str, m: _Member, topics: tuple[str, ...], regex: str | None,
+                             v: ConsumerGroupMemberMetadataValue, where: str) -> None:
+        if (m.topics, m.regex) != (topics, regex):
+            self._event("subscription_changed", member_id, v.instance_id,
+                        f"{member_id} subscription [{', '.join(m.topics)}]{f' regex {m.regex!r}' if m.regex else ''}"
+                        f" -> [{', '.join(topics)}]{f' regex {regex!r}' if regex else ''}", where)
+        if m.assignor != v.server_assignor:
+            self._event("assignor_changed", member_id, v.instance_id,
+                        f"{member_id} server assignor {m.assignor!r} -> {v.server_assignor!r}", where)
 
     def _remove_member(self, member_id: str, p: int, o: int, ts: int, rows: list[AuditRow]) -> None:
         """`GroupMetadataManager#replay(ConsumerGroupMemberMetadataKey, null)`."""
@@ -492,6 +504,8 @@ class ConsumerGroupAudit:
                                         + " (GroupMetadataManager#replay refuses it)", p, o, ts))
         self._close_member(member_id, ts, rows)
         del self.members[member_id]
+        if m.instance_id is not None:
+            self._departed[m.instance_id] = (member_id, m)  # a static member may be replaced next
         if self._converted_from is None:
             self._event("member_left_or_expired", member_id, m.instance_id,
                         f"{member_id} was removed (tombstones of its current assignment, target assignment and "
@@ -616,6 +630,7 @@ class ConsumerGroupAudit:
             "intervals": {k: [[t, p, iv.epoch, iv.valid_from, iv.partition, iv.offset, iv.owned_before, iv.pending_at]
                               for (t, p), iv in sorted(v.items())] for k, v in sorted(self._intervals.items())},
             "events": [list(e) for e in self._events],
+            "departed": {i: [k, m.to_list()] for i, (k, m) in sorted(self._departed.items())},
             "converted_from": self._converted_from,
         }
 
@@ -633,5 +648,6 @@ class ConsumerGroupAudit:
         self._intervals = {k: {(t, p): _Interval(e, vf, sp, so, ob, pa) for t, p, e, vf, sp, so, ob, pa in v}
                            for k, v in d["intervals"].items()}
         self._events = [list(e) for e in d["events"]]
+        self._departed = {i: (k, _Member.from_list(m)) for i, (k, m) in d["departed"].items()}
         self._converted_from = d["converted_from"]
         return self

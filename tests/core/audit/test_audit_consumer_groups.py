@@ -339,3 +339,40 @@ def test_a_deleted_classic_group_still_reports_its_deletion() -> None:
     log.group(1, [member("b-1", tps("t", 0))])
     later = list(auditor.feed(log.records[2:]))
     assert [getattr(r, "cause", None) for r in later][:1] == ["group_deleted"]
+
+
+def test_a_static_member_leaving_for_a_while_and_coming_back_makes_no_new_epoch() -> None:
+    """A static member's leave writes member epoch -2 and no bump; its return under a new member id
+    replaces it (`GroupMetadataManager#replaceMember`: the old member's tombstones, then the new
+    member with the old one's assignment) without a new epoch."""
+    g = "static"
+    log = LogBuilder(g, partition=0, offset=0)
+    value = dataclasses.replace(_member_value("s"), instance_id="i1")
+    at = log.ts
+    _consumer(log, ConsumerGroupMemberMetadataKey(g, "s-1"), value, at)
+    _consumer(log, ConsumerGroupMetadataKey(g), ConsumerGroupMetadataValue(2, 9), at)
+    _consumer(log, ConsumerGroupTargetAssignmentMemberKey(g, "s-1"),
+              ConsumerGroupTargetAssignmentMemberValue((TopicIdPartitions(T1, (0, 1)),)), at)
+    _consumer(log, ConsumerGroupTargetAssignmentMetadataKey(g), ConsumerGroupTargetAssignmentMetadataValue(2), at)
+    _consumer(log, ConsumerGroupCurrentMemberAssignmentKey(g, "s-1"), _current(2, (0, 1)), at)
+    left = at + 4000
+    _consumer(log, ConsumerGroupCurrentMemberAssignmentKey(g, "s-1"),
+              dataclasses.replace(_current(2, (0, 1)), member_epoch=-2), left)
+    back = left + 3000
+    _consumer(log, ConsumerGroupCurrentMemberAssignmentKey(g, "s-1"), None, back)
+    _consumer(log, ConsumerGroupTargetAssignmentMemberKey(g, "s-1"), None, back)
+    _consumer(log, ConsumerGroupMemberMetadataKey(g, "s-1"), None, back)
+    _consumer(log, ConsumerGroupMemberMetadataKey(g, "s-2"), value, back)
+    _consumer(log, ConsumerGroupTargetAssignmentMemberKey(g, "s-2"),
+              ConsumerGroupTargetAssignmentMemberValue((TopicIdPartitions(T1, (0, 1)),)), back)
+    _consumer(log, ConsumerGroupCurrentMemberAssignmentKey(g, "s-2"),
+              dataclasses.replace(_current(0, (0, 1)), previous_member_epoch=0), back)
+    _consumer(log, ConsumerGroupCurrentMemberAssignmentKey(g, "s-2"), _current(2, (0, 1)), back + 500)
+    t = _audit(log.records)
+    assert t["violations"] == [] and t["quarantine"] == []
+    assert [(g.generation_id, g.static_member_count, g.static_replacements) for g in t["generations"]] == [(2, 1, 1)]
+    assert [(c.cause, c.generation_id, c.member_id, c.is_primary) for c in t["rebalance_causes"]] == [
+        ("group_created", 2, None, True), ("member_joined", 2, "s-1", False),
+        ("static_member_left_temporarily", 2, "s-1", False), ("static_member_rejoined", 2, "s-2", False)]
+    intervals = sorted({(a.member_id, a.generation_id, a.valid_from, a.valid_to) for a in t["assignments"]})
+    assert intervals == [("s-1", 2, at, back), ("s-2", 0, back, back + 500), ("s-2", 2, back + 500, None)]
