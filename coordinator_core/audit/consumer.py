@@ -192,11 +192,6 @@ class ConsumerGroupAudit:
     # ------------------------------------------------------------------------------------------
     # public face
 
-    @property
-    def live(self) -> bool:
-        """The group exists (a record created it and no tombstone of type 3 deleted it)."""
-        return self.exists
-
     def converted_from_classic(self, generation: int | None) -> None:
         """The classic group (last generation `generation`) was deleted to become this consumer group
         (`GroupMetadataManager#convertToConsumerGroup` writes the GroupMetadata tombstone, then the

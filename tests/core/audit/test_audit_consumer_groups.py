@@ -14,7 +14,13 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_core.audit import GroupAuditor, audit_group
+from coordinator_core.audit import (
+    CAUSES,
+    CONSUMER_CAUSES,
+    CONSUMER_VIOLATION_KINDS,
+    GroupAuditor,
+    audit_group,
+)
 from coordinator_core.audit.consumer import topic_id_text
 from coordinator_core.records import (
     CoordinatorRecord,
@@ -71,7 +77,12 @@ def _truth(group: str) -> dict[str, Any]:
 
 
 def _audit(records: list[Raw]) -> dict[str, list[Any]]:
-    return rows_by_table(audit_group(records))
+    t = rows_by_table(audit_group(records))
+    consumer_gens = {g.generation_id for g in t["generations"] if g.group_type == "consumer"}
+    for c in t["rebalance_causes"]:
+        assert c.cause in CONSUMER_CAUSES or (c.cause in CAUSES and c.generation_id not in consumer_gens), c
+    assert all(v.kind in CONSUMER_VIOLATION_KINDS for v in t["violations"])
+    return t
 
 
 @pytest.fixture(scope="module")
