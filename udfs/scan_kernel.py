@@ -260,7 +260,9 @@ def _intern_keys(offsets: Any, data: Any, null: Any, first: int, kind: Any, ids:
                  g_slots: Any, g_hash: Any, g_start: Any, g_len: Any, g_arena: Any, g_counts: Any) -> int:
     """Classifies keys `first..` of a binary array (`offsets`, `data`, `null`) into `kind`: 1 an
     offset-commit key (type 0 or 1, group and topic strings and the int32 partition complete; trailing
-    bytes allowed), 2 a GroupMetadata key (type 2) whose group string is complete, 0 anything else.
+    bytes allowed), 2 a group's own record whose group string is complete: GroupMetadata (type 2) or a
+    KIP-848 consumer group's (types 3-8 and 16, keyed the same way: the group string after the type),
+    0 anything else.
     `ids`: for kind 1 the id of the key's topic-partition (its group, topic and partition bytes) in
     the key table `k_*` (`k_group`: the id of each entry's group), for kind 2 its group's id in the
     group table `g_*`. Returns the index of the first key a full table stopped (len(null) when
@@ -277,7 +279,7 @@ def _intern_keys(offsets: Any, data: Any, null: Any, first: int, kind: Any, ids:
             continue
         t = data[s + 1]
         glen = be_signed(data, s + 2, 2)
-        if t == 2:
+        if t == 2 or 3 <= t <= 8 or t == 16:
             if 0 <= glen <= klen - 4:
                 g = intern(data, s + 4, glen, g_slots, g_hash, g_start, g_len, g_arena, g_counts)
                 if g < 0:
