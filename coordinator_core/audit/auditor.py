@@ -20,8 +20,10 @@ snapshot, the open generation, and one summary per committed partition of the op
   ownership intervals, causes and violations); a group converted between the classic and the
   consumer protocol is one history: the `group_deleted` cause of the tombstone that ends one
   protocol's records is held until the group's next record, and dropped for a conversion cause
-  when that record is the other protocol's (a tombstone with no record after it keeps its cause,
-  which `finish` reports as it stands);
+  when that record is the other protocol's (Kafka writes a conversion as one batch: the
+  tombstone and the new protocol's records at one timestamp); `finish` reports a held cause as it
+  stands, once: a run that ends with a tombstone reports the deletion, the state it saves after
+  `finish` no longer holds it (a conversion split exactly there then shows both);
 * the topic id an OffsetCommit value v4 carries beside the topic name (read once per
   topic-partition, when its key is first seen) names the consumer group's topics, which its
   records give by id;
@@ -195,6 +197,7 @@ class GroupAuditor:
         self._topic_names: dict[str, str] = {}  # topic id text -> name, from OffsetCommit values v4
         self._held: RebalanceCauseRow | None = None  # a group_deleted cause waiting for the group's next record
         self._held_protocol = "classic"  # whose tombstone `_held` is: "classic" or "consumer"
+        self._held_reported = False  # `finish` gave `_held` as it stands: not again, and not saved
         self._converting: int | None = None  # a consumer group's last epoch, while it becomes a classic group
         # this run's counts
         self._records_in = self._duplicates = self._quarantined = self._skipped = 0
@@ -400,6 +403,7 @@ class GroupAuditor:
         rows = self.generation_rows() if generation else []
         if self._held is not None:
             rows.append(self._held)
+            self._held_reported = True
         rows.extend(self._window.rows(self._group_id or "", end_offset=None))
         return rows
 
@@ -434,7 +438,7 @@ class GroupAuditor:
             state["consumer_group"] = self._consumer.to_dict()
         if self._topic_names:
             state["topic_names"] = dict(sorted(self._topic_names.items()))
-        if self._held is not None:
+        if self._held is not None and not self._held_reported:
             state["held_cause"] = {"row": dataclasses.asdict(self._held), "protocol": self._held_protocol}
         return state
 
@@ -684,6 +688,7 @@ class GroupAuditor:
                 del rows[i]
                 self._held = row
                 self._held_protocol = protocol
+                self._held_reported = False
                 return
 
     def _release_held(self, key: Any, value: Any) -> list[AuditRow]:
@@ -707,7 +712,7 @@ class GroupAuditor:
                 self._held = None
                 return []
         self._held = None
-        return [held]
+        return [] if self._held_reported else [held]
 
     def _converted_to_classic(self, rows: list[AuditRow], generation: int, p: int, o: int,
                               ts: int) -> list[AuditRow]:

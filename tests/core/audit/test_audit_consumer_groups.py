@@ -346,10 +346,15 @@ def test_a_deleted_classic_group_still_reports_its_deletion() -> None:
     auditor = GroupAuditor()
     rows = list(auditor.feed(log.records))
     assert "group_deleted" not in {getattr(r, "cause", None) for r in rows}  # held for the group's next record
-    assert [r.cause for r in auditor.finish() if hasattr(r, "cause")] == ["group_deleted"]
+    saved = json.loads(json.dumps(auditor.to_dict()))
+    assert saved["held_cause"]["row"]["cause"] == "group_deleted"  # a run that goes on holds it
     log.group(1, [member("b-1", tps("t", 0))])
-    later = list(auditor.feed(log.records[2:]))
-    assert [getattr(r, "cause", None) for r in later][:1] == ["group_deleted"]
+    resumed = GroupAuditor.from_dict(saved)
+    assert [getattr(r, "cause", None) for r in resumed.feed(log.records[2:])][:1] == ["group_deleted"]
+    # a run that ends reports it once, and the state it saves then does not hold it again
+    assert [r.cause for r in auditor.finish() if hasattr(r, "cause")] == ["group_deleted"]
+    assert "held_cause" not in auditor.to_dict()
+    assert "group_deleted" not in {getattr(r, "cause", None) for r in auditor.feed(log.records[2:])}
 
 
 def test_a_static_member_leaving_for_a_while_and_coming_back_makes_no_new_epoch() -> None:
