@@ -1354,8 +1354,9 @@ def _at_rest(state: _Saved, mode: ResumeMode, gaps: Mapping[int, HistoryGap]) ->
     `resume` (its unchanged open rows are dropped; `rerun` would carry them again), from a state
     that is not empty (an empty one starts afresh) and keeps its offset summaries apart (as the job
     saves them: the saved JSON is then what resuming would save again), with no offsets missing
-    before the run on its partitions (a gap would add a `history_gap` cause), and keeps its GroupMetadata
-    record's value apart (in the state row's `value`, as the job saves it). None otherwise."""
+    before the run on its partitions (a gap would add a `history_gap` cause), keeps its GroupMetadata
+    record's value apart (in the state row's `value`, as the job saves it), and holds no tombstone's
+    cause (`GroupAuditor.finish` reports it). None otherwise."""
     found = _rest_data(state, mode, gaps)
     return None if found is None else found[:2]
 
@@ -1371,6 +1372,8 @@ def _rest_data(saved: _Saved, mode: ResumeMode, gaps: Mapping[int, HistoryGap]
     if data.get("window", {}).get("summaries"):
         return None
     if "value" in (data.get("group_record") or {}):  # (format 1): resuming saves it without the value
+        return None
+    if "held_cause" in data:  # resuming reports the held cause of a tombstone and saves the state without it
         return None
     rest = GroupAuditor.at_rest(data, record_value=saved.value)
     if any(p in gaps for p in rest.partitions):
