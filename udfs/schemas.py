@@ -226,8 +226,9 @@ TABLE_SCHEMAS["generations"] = StructType(TABLE_SCHEMAS["generations"].fields + 
 """Content schema of every output table (without the run columns)."""
 
 MILLIS_COLUMNS: dict[str, tuple[str, ...]] = {
-    "generations": ("state_timestamp", "record_timestamp", "ended_at", "rebalance_started_at", "stabilized_at"),
-    "assignments": ("valid_from", "valid_to"),
+    "generations": ("state_timestamp", "record_timestamp", "ended_at", "assignment_timestamp", "reached_at",
+                    "rebalance_started_at", "stabilized_at"),
+    "assignments": ("valid_from", "valid_to", "pending_revocation_at"),
     "rebalance_causes": ("record_timestamp",),
     "violations": ("record_timestamp",),
     "offset_commits": ("first_commit_timestamp", "last_commit_timestamp"),

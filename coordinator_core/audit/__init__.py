@@ -20,6 +20,7 @@ from coordinator_core.audit.auditor import (
     audit_group,
 )
 from coordinator_core.audit.causes import CAUSE_PRIORITY, CAUSES
+from coordinator_core.audit.consumer import CONSUMER_CAUSES, CONSUMER_VIOLATION_KINDS
 from coordinator_core.audit.observer import HistoryGap
 from coordinator_core.audit.offsets import OffsetSummary, Regression
 from coordinator_core.audit.replayer import GroupReplay, ResumeMode, SavedGroup
@@ -42,6 +43,8 @@ from coordinator_core.audit.violations import VIOLATION_KINDS
 __all__ = [
     "CAUSES",
     "CAUSE_PRIORITY",
+    "CONSUMER_CAUSES",
+    "CONSUMER_VIOLATION_KINDS",
     "NO_COUNTS",
     "ROW_TYPES",
     "STATE_FORMAT",

@@ -15,9 +15,21 @@ snapshot, the open generation, and one summary per committed partition of the op
   the coordinator's load path (`_LoadPath`, the one place that calls it); the generation observer
   (`coordinator_core.audit.observer`) then compares the new persisted state with the previous one
   (`causes`, `violations`), and the record closes the offset window and opens the next;
-* other record types (KIP-848 consumer, share and streams groups, unknown types) are skipped and
-  counted once they decode: a record of a type with a known layout (`GROUP_RECORD_TYPES`) that does
-  not decode is quarantined like any other;
+* KIP-848 consumer-group records (key types 3-8 and 16) are decoded and replayed by the group's
+  `ConsumerGroupAudit` (`coordinator_core.audit.consumer`: the broker's load path, epochs,
+  ownership intervals, causes and violations); a group converted between the classic and the
+  consumer protocol is one history: the `group_deleted` cause of the tombstone that ends one
+  protocol's records is held until the group's next record, and dropped for a conversion cause
+  when that record is the other protocol's (Kafka writes a conversion as one batch: the
+  tombstone and the new protocol's records at one timestamp); `finish` reports a held cause as it
+  stands, once: a run that ends with a tombstone reports the deletion, the state it saves after
+  `finish` no longer holds it (a conversion split exactly there then shows both);
+* the topic id an OffsetCommit value v4 carries beside the topic name (read once per
+  topic-partition, when its key is first seen) names the consumer group's topics, which its
+  records give by id;
+* other record types (share and streams groups, unknown types) are skipped and counted once they
+  decode: a record of a type with a known layout (`GROUP_RECORD_TYPES`) that does not decode is
+  quarantined like any other;
 * a record that does not decode, belongs to another group, or breaks the load path's invariants
   is quarantined with an error naming partition, offset, field and byte position.
 
@@ -37,11 +49,14 @@ assignment bytes stay undecoded until an `offset_regression` names a partition's
 decide where a window opens (a part that does not decode only adds a quarantine row, which such a
 caller does not keep).
 
-Counts: records_in = duplicates + replayed + quarantined + skipped_other_type.
+Counts: records_in = duplicates + replayed + quarantined + skipped_other_type (consumer-group
+records count as group_records).
 
 Incremental runs: `to_dict()` is a JSON-able snapshot of the state (the last GroupMetadata record
 verbatim, the open generation row, ownership start times, the open window summaries, the last
-offset per partition); `GroupAuditor.from_dict()` resumes. Rows of the open generation and window
+offset per partition; and, when the group has them, the consumer group's replayed state
+(`consumer_group`), the topic names learnt (`topic_names`) and a held `group_deleted` cause
+(`held_cause`)); `GroupAuditor.from_dict()` resumes. Rows of the open generation and window
 are emitted when they close, or by `finish()` as they stand (ended_at / valid_to /
 window_end_offset None), without closing them: auditing records[:k], saving, resuming with
 records[k:] and finishing yields exactly the rows of one pass plus finish.
@@ -50,14 +65,23 @@ records[k:] and finishing yields exactly the rows of one pass plus finish.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from coordinator_core.audit.consumer import CONSUMER_RECORD_TYPES, ConsumerGroupAudit, topic_id_text
 from coordinator_core.audit.observer import GenerationObserver, HistoryGap
 from coordinator_core.audit.offsets import OffsetSummary, Regression, TopicPartition
-from coordinator_core.audit.rows import AuditRow, OffsetCommitRow, QuarantineRow
+from coordinator_core.audit.rows import (
+    AuditRow,
+    OffsetCommitRow,
+    QuarantineRow,
+    RebalanceCauseRow,
+    ViolationRow,
+)
 from coordinator_core.audit.snapshot import GroupSnapshot, check_unique_members
 from coordinator_core.audit.windows import OffsetWindow
 from coordinator_core.coordinator import CoordinatorConfig, GroupCoordinator
@@ -67,6 +91,7 @@ from coordinator_core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
+    OffsetCommitValue,
     decode,
     offset_commit_key_fields,
     offset_commit_value_fields,
@@ -174,6 +199,12 @@ class GroupAuditor:
         self._observer = GenerationObserver(group_id)
         self._observer.runs = assignment_runs
         self._window = OffsetWindow()
+        self._consumer: ConsumerGroupAudit | None = None  # the group's KIP-848 history, once it has a record
+        self._topic_names: dict[str, str] = {}  # topic id text -> name, from OffsetCommit values v4
+        self._held: RebalanceCauseRow | None = None  # a group_deleted cause waiting for the group's next record
+        self._held_protocol = "classic"  # whose tombstone `_held` is: "classic" or "consumer"
+        self._held_reported = False  # `finish` gave `_held` as it stands: not again, and not saved
+        self._converting: int | None = None  # a consumer group's last epoch, while it becomes a classic group
         # this run's counts
         self._records_in = self._duplicates = self._quarantined = self._skipped = 0
         self._group_records = self._commits = self._offset_tombstones = self._embedded_errors = 0
@@ -206,6 +237,7 @@ class GroupAuditor:
         value_fields = offset_commit_value_fields
         of_commit = OffsetSummary.of_commit
         n_in = dups = commits = tombs = 0
+        held = self._held is not None
         last_p: int | None = None
         last_o = _NO_POSITION
         try:
@@ -220,6 +252,9 @@ class GroupAuditor:
                     dups += 1
                     continue
                 last_o = o
+                if held:
+                    yield from self._release_held(key, value)
+                    held = self._held is not None
                 try:
                     tp = cache.get(key)
                 except TypeError:  # an unhashable bytes-like key (bytearray): the slow path copies it
@@ -229,6 +264,7 @@ class GroupAuditor:
                     if not isinstance(learned, tuple):  # the rows of a record handled there
                         window = self._window.summaries
                         stable = self._window.stable
+                        held = self._held is not None
                         yield from learned
                         continue
                     tp = learned
@@ -384,14 +420,21 @@ class GroupAuditor:
         """Rows of what is still open (the current generation, its assignments, the open window),
         as they stand; the state is left as it was, so more records may follow. `generation=False`:
         the open window's rows only (`generation_rows` are the others)."""
-        rows = self._observer.open_rows() if generation else []
+        rows = self.generation_rows() if generation else []
+        if self._held is not None:
+            rows.append(self._held)
+            self._held_reported = True
         rows.extend(self._window.rows(self._group_id or "", end_offset=None))
         return rows
 
     def generation_rows(self) -> list[AuditRow]:
         """The open generation's row and its assignments as they stand (`finish`'s first rows): only
-        a fed record changes them (a GroupMetadata record the generation observer reads)."""
-        return self._observer.open_rows()
+        a fed record changes them (a GroupMetadata record the generation observer reads, a
+        consumer-group record)."""
+        rows = self._observer.open_rows()
+        if self._consumer is not None:
+            rows.extend(self._consumer.open_rows())
+        return rows
 
     def to_dict(self, *, summaries: bool = True, record_value: bool = True) -> dict[str, Any]:
         """The audit state as JSON-able data (for a later run to resume with `from_dict`).
@@ -402,7 +445,7 @@ class GroupAuditor:
         gives it back to `from_dict` and `at_rest`)."""
         if not self._observe:
             raise ValueError(f"group {self._group_id!r}: an offsets-only audit (observe=False) has no state to save")
-        return {
+        state = {
             "format": STATE_FORMAT,
             "group_id": self._group_id,
             "positions": [[p, o] for p, o in sorted(self._positions.items())],
@@ -410,6 +453,14 @@ class GroupAuditor:
             **self._observer.to_dict(record_value=record_value),
             "window": self._window.to_dict(summaries=summaries),
         }
+        # a classic group's state keeps its keys; these come only when there is something to keep
+        if self._consumer is not None:
+            state["consumer_group"] = self._consumer.to_dict()
+        if self._topic_names:
+            state["topic_names"] = dict(sorted(self._topic_names.items()))
+        if self._held is not None and not self._held_reported:
+            state["held_cause"] = {"row": dataclasses.asdict(self._held), "protocol": self._held_protocol}
+        return state
 
     @staticmethod
     def _checked(data: dict[str, Any]) -> None:
@@ -457,6 +508,13 @@ class GroupAuditor:
         self._observer = GenerationObserver.from_dict(data, snap, record)
         self._observer.runs = assignment_runs
         self._window = OffsetWindow.from_dict(data["window"], snap)
+        self._topic_names = dict(data.get("topic_names", {}))
+        consumer = data.get("consumer_group")
+        if consumer is not None:
+            self._consumer = ConsumerGroupAudit.from_dict(data["group_id"], consumer, self._topic_names)
+        held = data.get("held_cause")
+        if held is not None:
+            self._held, self._held_protocol = RebalanceCauseRow(**held["row"]), held["protocol"]
         return self
 
     @classmethod
@@ -495,9 +553,13 @@ class GroupAuditor:
                 return self._quarantine(p, o, ts, key, value, self._wrong_group(p, o, "offset commit", group), rtype)
             tp = (topic, partition)
             self._key_cache[key] = tp
+            if rtype == 1 and type(value) is bytes and topic not in self._topic_names.values():
+                self._learn_topic_id(key, value, topic)
             return tp
         if rtype == 2:
             return self._group_record(p, o, ts, key, value)
+        if rtype in CONSUMER_RECORD_TYPES:
+            return self._consumer_record(p, o, ts, key, value, rtype)
         if rtype in GROUP_RECORD_TYPES:
             try:
                 decode(key, value)
@@ -574,7 +636,13 @@ class GroupAuditor:
         window = self._window
         rows.extend(window.rows(group, end_offset=o))
         if self._observe:
-            rows.extend(self._observer.observe(p, o, ts, key, value, snap, window.summaries))
+            observed = self._observer.observe(p, o, ts, key, value, snap, window.summaries)
+            if snap is None:
+                self._hold_deletion(observed, "classic")
+            elif self._converting is not None:
+                observed = self._converted_to_classic(observed, snap.generation, p, o, ts)
+            rows.extend(observed)
+        self._converting = None
         if snap is not None:
             window.open(snap.generation, snap.state, o, p, snap)
         elif isinstance(persisted, GroupMetadataValue):  # not `embedded`: generation and state as from_value gives them
@@ -583,6 +651,104 @@ class GroupAuditor:
         else:
             window.open(None, "Dead", o, p, None)
         return rows
+
+
+    # ------------------------------------------------------------------------------------------
+    # KIP-848 consumer groups, and conversions between the protocols
+
+    def _learn_topic_id(self, key: bytes, value: bytes, topic: str) -> None:
+        """Learns the topic id an OffsetCommit value v4 carries (its tagged field 0) for `topic`; a
+        value that does not decode is left to the fast path, which quarantines it."""
+        try:
+            v = decode(key, value).value
+        except RecordDecodeError:
+            return
+        if isinstance(v, OffsetCommitValue):
+            for tag, data in v.unknown_tagged_fields:
+                if tag == 0 and len(data) == 16:
+                    self._topic_names[topic_id_text(uuid.UUID(bytes=data))] = topic
+
+    def _consumer_record(self, p: int, o: int, ts: int, key: bytes, value: Any, rtype: int) -> list[AuditRow]:
+        try:
+            rec = decode(key, value)
+        except RecordDecodeError as exc:
+            return self._quarantine(p, o, ts, key, value, str(exc.at(f"partition {p} offset {o}")), rtype)
+        group = getattr(rec.key, "group_id", None)
+        assert isinstance(group, str)  # every consumer-group key has one
+        if self._group_id is None:
+            self.group_id = group
+        elif group != self._group_id:
+            return self._quarantine(p, o, ts, key, value,
+                                    self._wrong_group(p, o, rec.record_type_name, group), rtype)
+        self._group_records += 1
+        if not self._observe:
+            return []
+        if self._consumer is None:
+            self._consumer = ConsumerGroupAudit(group, self._topic_names)
+        rows: list[AuditRow] = []
+        snap = self._observer.snapshot
+        if value is not None and snap is not None and not (snap.protocol_type is None and snap.is_empty):
+            # GroupMetadataManager#getOrMaybeCreatePersistedConsumerGroup: only a simple classic group
+            # (no protocol type, no member) gives way to a consumer group without a tombstone
+            rows.append(ViolationRow(
+                group, snap.generation, "load_refused", None, None, (),
+                f"a {rec.record_type_name} record while the group is a classic group (generation "
+                f"{snap.generation}, no GroupMetadata tombstone before it): the broker's load path refuses it",
+                f"partition {p} offset {o}", ts, p, o))
+        rows.extend(self._consumer.apply(rec, p, o, ts))
+        if rtype == 3 and value is None:
+            self._hold_deletion(rows, "consumer")
+        return rows
+
+    def _hold_deletion(self, rows: list[AuditRow], protocol: str) -> None:
+        """Takes the `group_deleted` cause out of a tombstone's `rows` and holds it for the group's
+        next record (`_release_held`)."""
+        for i, row in enumerate(rows):
+            if isinstance(row, RebalanceCauseRow) and row.cause == "group_deleted":
+                del rows[i]
+                self._held = row
+                self._held_protocol = protocol
+                self._held_reported = False
+                return
+
+    def _release_held(self, key: Any, value: Any) -> list[AuditRow]:
+        """Before the group's next record after a held `group_deleted`: a record of the other
+        protocol with a value is the conversion (`GroupMetadataManager#convertToConsumerGroup` /
+        `#convertToClassicGroup` write the old group's tombstones, then the new group's records in
+        one batch), and the cause is dropped; any other record releases it."""
+        held = self._held
+        assert held is not None
+        rtype = (key[0] << 8 | key[1]) if isinstance(key, bytes) and len(key) >= 2 else None
+        if value is not None:
+            was_classic = self._held_protocol == "classic"
+            if was_classic and rtype in CONSUMER_RECORD_TYPES:
+                if self._consumer is None:
+                    self._consumer = ConsumerGroupAudit(self._group_id or "", self._topic_names)
+                self._consumer.converted_from_classic(held.generation_id)
+                self._held = None
+                return []
+            if not was_classic and rtype == 2:
+                self._converting = held.generation_id if held.generation_id is not None else -1
+                self._held = None
+                return []
+        self._held = None
+        return [] if self._held_reported else [held]
+
+    def _converted_to_classic(self, rows: list[AuditRow], generation: int, p: int, o: int,
+                              ts: int) -> list[AuditRow]:
+        """The observer's rows of the GroupMetadata record a consumer group became (its epoch is the
+        classic generation, `ClassicGroup#fromConsumerGroup`): its causes, read as a group's first
+        record, give way to `converted_to_classic`."""
+        epoch = self._converting if self._converting is not None and self._converting >= 0 else None
+        out: list[AuditRow] = [r for r in rows if not (isinstance(r, RebalanceCauseRow) and r.generation_id == generation)]
+        out.append(RebalanceCauseRow(
+            self._group_id or "", generation, epoch, "converted_to_classic", None, None,
+            f"the consumer group{f' (epoch {epoch})' if epoch is not None else ''} became a classic group: its "
+            f"last consumer-protocol member left and the broker converted the group (the consumer group's "
+            f"tombstones, then a GroupMetadata record)", f"partition {p} offset {o}", True, ts, p, o))
+        if epoch is not None:
+            self._observer.set_missing_generations(max(generation - epoch - 1, 0))
+        return out
 
 
 def audit_group(records: Iterable[RawRecord], *, group_id: str | None = None,

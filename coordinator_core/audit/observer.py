@@ -117,6 +117,12 @@ class GenerationObserver:
         rows.append(row)
         return rows
 
+    def set_missing_generations(self, missing: int) -> None:
+        """Sets the open generation's `missing_generations` (a conversion from a consumer group
+        tells what the generation follows on from)."""
+        if self._gen_row is not None:
+            self._gen_row["missing_generations"] = missing
+
     def note_gap(self, gap: HistoryGap) -> None:
         """See `GroupAuditor.note_gap`."""
         self._gap = gap
@@ -349,7 +355,7 @@ class GenerationObserver:
             flags = owned_before if owned_before is not None else tuple(tp in owned for tp in distinct)
             size = len(distinct)
         run = make_assignment_run(group, gen, member_id, instance, client_id, host, version, ud_gen, sub_gen, ts,
-                                  valid_to, p, o, groups, flags, size)
+                                  valid_to, p, o, groups, flags, size, "classic", None, None)
         if self.runs:
             return [run]
         return [*run.rows()]
@@ -385,4 +391,6 @@ def _generation_row(g: dict[str, Any], ended_at: int | None, lifetime_ms: int | 
         g["group_id"], g["generation_id"], g["protocol_type"], g["protocol_name"], g["leader_id"], g["member_count"],
         g["static_member_count"], g["state"], g["state_timestamp"], g["record_timestamp"], g["sync_latency_ms"],
         ended_at, lifetime_ms, g["source_partition"], g["source_offset"], g["missing_generations"], ended_by_offset,
-        g["static_replacements"], g["rebalance_protocol"], g.get("coordinator_flavour", "unknown"))
+        g["static_replacements"], g["rebalance_protocol"], g.get("coordinator_flavour", "unknown"),
+        g.get("group_type", "classic"), g.get("assignment_epoch"), g.get("assignment_timestamp"), g.get("reached_at"),
+        g.get("reconciliation_ms"))

@@ -144,7 +144,8 @@ class GroupReplay:
         again), from a state that is not empty (an empty one starts afresh), keeps its offset
         summaries and its GroupMetadata record's value apart (as the job saves them: the saved JSON
         is then what resuming would save again), with no offsets missing before the run on its
-        partitions (a gap would add a `history_gap` cause). None otherwise: `auditor` resumes it."""
+        partitions (a gap would add a `history_gap` cause), and holds no tombstone's cause
+        (`GroupAuditor.finish` reports it). None otherwise: `auditor` resumes it."""
         saved = self.saved
         if self._auditor is not None or saved is None or self.mode != "resume" or not saved.state:
             return None
@@ -153,6 +154,8 @@ class GroupReplay:
         if data.get("window", {}).get("summaries"):
             return None
         if "value" in (data.get("group_record") or {}):  # (format 1): resuming saves it without the value
+            return None
+        if "held_cause" in data:  # resuming reports a tombstone's held cause and saves the state without it
             return None
         rest = GroupAuditor.at_rest(data, record_value=saved.value)
         if any(p in self._gaps for p in rest.partitions):

@@ -76,7 +76,27 @@ class GenerationRow:
     """Which coordinator wrote the group's log, as inferred from its records when this generation
     opened: "java" (Kafka 4.x: a generation-0 creation record, or a generation-0 group's tombstone),
     "scala" (<= 3.x: a generation 1 opens the group's life with no creation record before it),
-    "unknown" (no evidence yet)."""
+    "unknown" (no evidence yet). A consumer group's generations are "java"."""
+    group_type: str
+    """"classic" (a GroupMetadata record, key type 2, opened the generation) or "consumer" (a KIP-848
+    consumer group's epoch: its ConsumerGroupMetadata record, key type 3, or the epoch a 4.3+ broker
+    starts a group at without writing it). For a consumer group: `generation_id` is the group epoch,
+    `protocol_type` "consumer", `protocol_name` the server assignor the members prefer (None: the
+    broker's default), `state` the broker's group state the epoch last had: "Empty" (no member),
+    "Stable" (reached, `reached_at`), "Reconciling" (target assignment computed, members not all at it),
+    "Assigning" (no target assignment for the epoch); `leader_id`, `state_timestamp`,
+    `sync_latency_ms` and `rebalance_protocol` None."""
+    assignment_epoch: int | None
+    """Consumer groups: the epoch of the target assignment (key type 6) computed for this group epoch
+    (None: none was written while the epoch lasted). None for classic generations."""
+    assignment_timestamp: int | None
+    """Consumer groups: the timestamp of that target-assignment record."""
+    reached_at: int | None
+    """Consumer groups: the timestamp of the record at which the group reached this epoch: every
+    member's current assignment (key type 8) at the target assignment's epoch and STABLE (the
+    broker's `Stable` state). None while reconciling, or when the epoch ended first."""
+    reconciliation_ms: int | None
+    """reached_at - record_timestamp: how long the group took from the epoch bump to stable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +129,19 @@ class AssignmentRow:
     valid_to: int | None
     source_partition: int
     source_offset: int
+    group_type: str
+    """"classic" (from a GroupMetadata record's embedded assignment) or "consumer" (a KIP-848 member's
+    current assignment, key type 8: the partitions it owns, `partitions_pending_revocation`
+    included until it releases them). For a consumer member, `generation_id` is the member epoch of
+    the interval (a kept partition starts a new row when the member epoch advances, `owned_before`
+    True); `client_id` / `client_host` from its member record (key type 5); the subscription and
+    userData columns None."""
+    topic_id: str | None
+    """Consumer groups: the topic id the broker's record names (Kafka's base64 form); `topic` is its
+    name when the log maps it (an OffsetCommit value v4 of the group carries both), else this id."""
+    pending_revocation_at: int | None
+    """Consumer groups: when the partition was put in the member's pending revocations during the
+    interval (the member still owns it until a later record drops it), else None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +284,10 @@ class AssignmentRun:
     """The same for every row, or one per row."""
     size: int
     """The number of rows."""
+    group_type: str = "classic"
+    topic_id: str | None = None
+    pending_revocation_at: int | None = None
+    """As the `AssignmentRow` columns (every row of a run shares them)."""
 
     def rows(self) -> list[AssignmentRow]:
         """The run's rows (what a `GroupAuditor` without runs emits)."""
@@ -258,12 +295,14 @@ class AssignmentRun:
         client, host, version = self.client_id, self.client_host, self.subscription_version
         ud_gen, sub_gen, start, end = self.user_data_generation, self.subscription_generation, self.valid_from, self.valid_to
         p, o, make, owned = self.source_partition, self.source_offset, make_assignment_row, self.owned_before
+        kind, topic_id, pending = self.group_type, self.topic_id, self.pending_revocation_at
         if isinstance(owned, bool):
             return [make(group, gen, member, instance, client, host, t, partition, version, owned, ud_gen, sub_gen,
-                         start, end, p, o) for t, partitions in self.groups for partition in partitions]
+                         start, end, p, o, kind, topic_id, pending)
+                    for t, partitions in self.groups for partition in partitions]
         tps = [(t, partition) for t, partitions in self.groups for partition in partitions]
         return [make(group, gen, member, instance, client, host, t, partition, version, flag, ud_gen, sub_gen,
-                     start, end, p, o) for (t, partition), flag in zip(tps, owned, strict=True)]
+                     start, end, p, o, kind, topic_id, pending) for (t, partition), flag in zip(tps, owned, strict=True)]
 
 
 AuditRow = (GenerationRow | AssignmentRow | RebalanceCauseRow | ViolationRow | OffsetCommitRow | QuarantineRow

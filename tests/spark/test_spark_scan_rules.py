@@ -102,12 +102,12 @@ def _kernel(records: list[tuple[bytes, bytes | None]], meta: list[tuple], cuts: 
     for b in keys.flush():
         partials += b.to_pylist()
     openings = {g: [o for o, e in enumerate(meta) if e[0] == "gm" and e[1] == g] for g in GROUPS}
-    stable_at = {o: e[2] == "Stable" for o, e in enumerate(meta) if e[0] == "gm"}
+    reached_at = {o: e[2] == "Stable" for o, e in enumerate(meta) if e[0] == "gm"}
     out: dict[tuple, OffsetSummary] = {}
     for r in sorted(partials, key=lambda r: r["offset"]):
         before = [o for o in openings[r["group_id"]] if o < r["offset"]]
         start = before[-1] if before else None
-        stable = stable_at.get(start, False) if start is not None else False
+        stable = reached_at.get(start, False) if start is not None else False
         s = OffsetSummary.from_list([
             r["commits"], r["tombstones"], r["first_offset"],
             r["last_offset"] if r["commits"] else OffsetSummary(0, 0).last_offset,

@@ -182,7 +182,8 @@ def test_every_millisecond_time_column_has_a_timestamp_companion() -> None:
 def test_with_time_columns_converts_milliseconds(spark) -> None:
     from pyspark.sql import functions as F
 
-    df = spark.createDataFrame([(1795219200123, None)], "valid_from long, valid_to long")
+    df = spark.createDataFrame([(1795219200123, None, None)],
+                               "valid_from long, valid_to long, pending_revocation_at long")
     row = with_time_columns(df, "assignments").select(
         F.date_format("valid_from_time", "yyyy-MM-dd HH:mm:ss.SSS").alias("text"),
         F.unix_millis("valid_from_time").alias("ms"), "valid_to_time").first()

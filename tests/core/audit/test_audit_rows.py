@@ -18,11 +18,13 @@ from coordinator_core.records_fast import fast_constructor
 
 CASES = [
     (make_assignment_row, AssignmentRow,
-     ("g", 3, "m-1", None, "c", "/10.0.0.1", "t", 7, 3, True, None, 2, 1_000, None, 5, 42)),
+     ("g", 3, "m-1", None, "c", "/10.0.0.1", "t", 7, 3, True, None, 2, 1_000, None, 5, 42, "classic", None,
+      None)),
     (make_cause_row, RebalanceCauseRow,
      ("g", 3, 2, "member_joined", "m-1", "i-1", "new member", "partition 5 offset 42", True, 1_000, 5, 42)),
     (make_generation_row, GenerationRow,
-     ("g", 3, "consumer", "range", "m-1", 2, 1, "Stable", 950, 1_000, 50, 2_000, 1_000, 5, 42, 0, 43, 0, "EAGER", "java")),
+     ("g", 3, "consumer", "range", "m-1", 2, 1, "Stable", 950, 1_000, 50, 2_000, 1_000, 5, 42, 0, 43, 0, "EAGER", "java",
+      "classic", None, None, None, None)),
 ]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.audit import STATE_FORMAT, GroupAuditor, HistoryGap, audit_group
+from coordinator_core.audit import STATE_FORMAT, GroupAuditor, HistoryGap, RebalanceCauseRow, audit_group
 from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, encode
 
 from .audit_builders import LogBuilder, member, rows_by_table, tps
@@ -61,16 +61,16 @@ def test_counts_add_up_and_split_by_kind() -> None:
     auditor = GroupAuditor()
     tables = rows_by_table(list(auditor.feed(log.records)) + auditor.finish())
     c = auditor.counts
-    assert (c.skipped_other_type, c.quarantined, c.group_records) == (2, 1, 6)
+    assert (c.skipped_other_type, c.quarantined, c.group_records) == (1, 1, 7)
     assert c.replayed == c.group_records + c.offset_commits + c.offset_tombstones
     assert c.records_in == len(log.records) == c.duplicates + c.replayed + c.quarantined + c.skipped_other_type
     assert len([q for q in tables["quarantine"] if not q.replayed]) == c.quarantined
     assert sum(r.commits for r in tables["offset_commits"]) == c.offset_commits
 
 
-def test_group_records_of_known_types_are_skipped_once_they_decode() -> None:
-    """A consumer/share/streams group record is counted as another type; one that does not decode
-    is quarantined naming the field and byte, not skipped."""
+def test_group_records_of_known_types_are_replayed_or_skipped_once_they_decode() -> None:
+    """A consumer-group record is replayed, a share/streams group record is counted as another
+    type; one that does not decode is quarantined naming the field and byte, not skipped."""
     log = LogBuilder("g", partition=4, offset=70)
     log.raw(b"\x00\x03\x00\x01g", b"\x00\x00\x00\x00\x00\x05\x00")  # ConsumerGroupMetadata, epoch 5
     log.raw(b"\x00\x17\x00\x01g", b"\x00\x00\x00\x00\x00\x02\x05")  # StreamsGroupTopology: cut short
@@ -78,7 +78,7 @@ def test_group_records_of_known_types_are_skipped_once_they_decode() -> None:
     auditor = GroupAuditor()
     rows = rows_by_table(list(auditor.feed(log.records)) + auditor.finish())
     c = auditor.counts
-    assert (c.skipped_other_type, c.quarantined) == (1, 2)
+    assert (c.skipped_other_type, c.quarantined, c.group_records) == (0, 2, 1)
     errors = [q.error for q in rows["quarantine"]]
     assert errors[0] == ("partition 4 offset 71, StreamsGroupTopologyValue.subtopologies, byte 6: "
                          "array count 4 exceeds the 0 byte(s) remaining")
@@ -301,7 +301,13 @@ def test_states_saved_before_the_split_by_concern_resume_to_one_pass() -> None:
         assert json.loads(json.dumps(resumed.to_dict())) == today, f"split at {k}"
         before = GroupAuditor()
         rows = list(before.feed(records[:k]))
-        assert json.loads(json.dumps(before.to_dict())) == today, f"split at {k}"  # the same JSON written today
+        written = json.loads(json.dumps(before.to_dict()))
+        # a tombstone's group_deleted cause is held today until the group's next record (which drops
+        # it for a conversion to a consumer group): the state carries it; the format-1 audit emitted it
+        held = written.pop("held_cause", None)
+        if held is not None:
+            rows.append(RebalanceCauseRow(**held["row"]))
+        assert written == today, f"split at {k}"  # the same JSON written today
         assert rows + list(resumed.feed(records[k:])) + resumed.finish() == one_pass, f"split at {k}"
 
 
