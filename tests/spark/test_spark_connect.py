@@ -118,3 +118,15 @@ def test_connect_runs_take_the_spark_routes(name: str, outputs: dict[tuple[str, 
     assert "handed from task to task" not in logs and "themselves (embedded writer" not in logs, logs
     writers = {r["writer"] for r in DeltaTable(str(connect_out / "runs")).to_pyarrow_table().to_pylist()}
     assert writers == {"embedded"}
+
+
+def test_a_remote_address_and_a_master_together_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Spark Connect server has its own master: both on one command line is a usage error (exit 2)
+    found before any session is made."""
+    from jobs.audit import main
+
+    code = main(["--remote", "sc://127.0.0.1:1", "--master", "local[2]", "--input", str(ROOT / "data" / "samples"),
+                 "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "spark.master local[2] and the Spark Connect address sc://127.0.0.1:1: give one" in err, err
+    assert not (tmp_path / "out").exists()
