@@ -483,8 +483,8 @@ def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, inpu
     """The tables whose new rows the replay's tasks write as Parquet files themselves
     (`udfs.table_files`), in `AUDIT_OUTPUT_TABLES` order: with `output.direct_files`, the embedded
     writer, a local base path and tasks that run on this machine (`local`,
-    `jobs.spark_session.local_tasks`: the driver lists and commits the files they write), every table whose new rows are the replay's rows as they are
-    (the derived tables when the replay derives them; a stage of their own reads the base tables'
+    `jobs.spark_session.local_tasks`: the driver lists and commits the files they write), every
+    table whose new rows are the replay's rows as they are (the derived tables when the replay derives them; a stage of their own reads the base tables'
     files back, `udfs.table_files.staged_rows`): not `generations` with a server log (the broker's account is
     joined to it first), not `quarantine` when the input's unreadable lines join it or it is off.
     (The rows a run merges into earlier windows and the `runs` row always go through Spark.)"""
