@@ -78,7 +78,7 @@ from jobs.derived_step import (
 from jobs.inputs import filter_groups, read_input
 from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafka
 from jobs.offsets_path import local_session, scan_log
-from jobs.spark_session import build_session, release, stage
+from jobs.spark_session import build_session, has_jvm, local_tasks, release, ship_code, stage
 from udfs.broker_log import attach_broker_account, broker_account_frame
 from udfs.derived import DERIVED_TABLES, overlapping_window
 from udfs.history import BASE_INPUTS
@@ -176,6 +176,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     job.add_argument("--no-quarantine", action="store_true",
                      help="count undecodable records but do not write them to the quarantine table")
     job.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[2])")
+    job.add_argument("--remote", metavar="URL",
+                     help="run on a Spark Connect server, e.g. sc://host:15002 (default: SPARK_REMOTE from the "
+                          "environment, else a classic session)")
     job.add_argument("--run-id", metavar="ID", help="identifier of this run (default: time-based)")
     job.add_argument("--no-summary", action="store_true",
                      help="skip reading the tables back for the per-table summary lines")
@@ -475,15 +478,17 @@ class _KafkaInput:
         return None, 0, 0
 
 
-def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, input_rejects: bool) -> list[str]:
+def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, input_rejects: bool,
+                  local: bool = True) -> list[str]:
     """The tables whose new rows the replay's tasks write as Parquet files themselves
     (`udfs.table_files`), in `AUDIT_OUTPUT_TABLES` order: with `output.direct_files`, the embedded
-    writer and a local base path, every table whose new rows are the replay's rows as they are
-    (the derived tables when the replay derives them; a stage of their own reads the base tables'
+    writer, a local base path and tasks that run on this machine (`local`,
+    `jobs.spark_session.local_tasks`: the driver lists and commits the files they write), every
+    table whose new rows are the replay's rows as they are (the derived tables when the replay derives them; a stage of their own reads the base tables'
     files back, `udfs.table_files.staged_rows`): not `generations` with a server log (the broker's account is
     joined to it first), not `quarantine` when the input's unreadable lines join it or it is off.
     (The rows a run merges into earlier windows and the `runs` row always go through Spark.)"""
-    if not (cfg.direct_files and writer == "embedded" and delta_io.local_path(cfg.output_path)
+    if not (local and cfg.direct_files and writer == "embedded" and delta_io.local_path(cfg.output_path)
             and not cfg.catalog_schema):
         return []
     names = ["assignments", "rebalance_causes", "violations", "offset_commits", "group_state"]
@@ -504,7 +509,12 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     to the end offsets at the start of the run) from `kafka_starting_offsets`, else from just after
     the base run's end offsets (`runs.end_offsets`), else from the earliest. In a local session
     (`job.replay_input` auto) the run's scratch directory holds the replay's handed-off input
-    (`udfs.handoff`) and is deleted when the run ends, written or failed."""
+    (`udfs.handoff`) and is deleted when the run ends, written or failed.
+
+    On a Spark Connect session the job first ships its code to the server (`ship_code`), and takes
+    the routes that go through Spark alone: Spark reads the input, the replay's input goes through
+    Spark's shuffle, and Spark writes every table's files (`local_tasks` is False)."""
+    ship_code(spark)
     scratch = (tempfile.mkdtemp(prefix="coordinator-audit-")
                if cfg.replay_input == "auto" and local_session(spark) else None)
     try:
@@ -590,7 +600,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
     derive_in_replay = cfg.derived_tables and not cfg.server_log and not has_history(cfg.output_path)
     writer = delta_io.resolve_writer(spark, cfg.writer)
     direct_names = direct_tables(cfg, writer=writer, derive_in_replay=derive_in_replay,
-                                 input_rejects=data.rejects is not None)
+                                 input_rejects=data.rejects is not None, local=local_tasks(spark))
     direct = None
     if direct_names:
         assert cfg.output_path is not None  # direct_tables asks for a local base path
@@ -913,8 +923,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         _quiet_jvm_start()
     try:
-        spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf)
-        if not args.verbose:
+        spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf,
+                              remote=args.remote)
+        if not args.verbose and has_jvm(spark):  # (a Spark Connect server logs as its owner set it)
             spark.sparkContext.setLogLevel(QUIET_SPARK_LOG_LEVEL)
         summary = run_audit(spark, cfg, run_id=args.run_id, kafka_starting_offsets=starting)
         highlights = None if args.no_summary else table_highlights(spark, summary)

@@ -2,8 +2,8 @@
 
 Two writers, one contract (`write_tables`):
 
-* **native** — when the Delta Spark classes are on the classpath (Databricks; spark-submit with
-  `--packages io.delta:delta-spark_2.13:<v>`): `df.write.format("delta")`, with `replaceWhere`
+* **native** — when the session is configured for Delta Spark (its extension and catalog, with
+  its jars: spark-submit `--packages io.delta:delta-spark_2.13:<v>`): `df.write.format("delta")`, with `replaceWhere`
   on the window for window replacement; path-based tables under a base path, or catalog tables
   (`saveAsTable("<schema>.<table>")`) when `catalog_schema` is given and a metastore with Delta
   exists.
@@ -103,6 +103,7 @@ from pyspark.sql.types import StringType, StructField
 from coordinator_core.errors import CoordinatorAuditError
 from jobs.config import DEFAULT_COMPRESSION, Compression
 from jobs.delta_read import not_file_readable
+from jobs.spark_session import job_description
 from udfs.table_files import part_file_name
 
 if TYPE_CHECKING:
@@ -250,32 +251,30 @@ def table_location(table: str, *, base_path: str | None = None, catalog_schema: 
 # writer choice
 
 
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
 def delta_spark_available(spark: SparkSession) -> bool:
-    """True when the Delta Spark classes can be loaded by the session's JVM (probes
-    `io.delta.sql.DeltaSparkSessionExtension` and `org.apache.spark.sql.delta.DeltaLog`)."""
-    try:
-        jvm = spark.sparkContext._jvm
-    except Exception:  # Spark Connect (e.g. Databricks serverless): Delta is the platform default
-        return True
-    if jvm is None:
-        return False
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    for name in ("io.delta.sql.DeltaSparkSessionExtension", "org.apache.spark.sql.delta.DeltaLog"):
-        try:
-            jvm.java.lang.Class.forName(name, False, loader)
-        except Exception:
-            return False
-    return True
+    """True when the session is configured for Delta Spark: `spark.sql.extensions` names
+    `DeltaSparkSessionExtension` and `spark.sql.catalog.spark_catalog` is `DeltaCatalog`, as Delta
+    Spark asks (`DELTA_CONFIGURE_SPARK_SESSION_WITH_EXTENSION_AND_CATALOG`). Asked of the session's
+    settings, on a classic and a Spark Connect session alike; the classes being on the classpath
+    (e.g. from `scripts/jars.sh spark`'s jars) is not enough."""
+    extensions = str(spark.conf.get("spark.sql.extensions", None) or "")
+    catalog = str(spark.conf.get("spark.sql.catalog.spark_catalog", None) or "")
+    return DELTA_EXTENSION in [e.strip() for e in extensions.split(",")] and catalog.strip() == DELTA_CATALOG
 
 
 def resolve_writer(spark: SparkSession, writer: Writer = "auto") -> Literal["native", "embedded"]:
-    """`auto` -> native when Delta Spark is on the classpath, else embedded; `native` without
-    Delta Spark is an error that says how to add it."""
+    """`auto` -> native when the session is configured for Delta Spark (`delta_spark_available`),
+    else embedded; `native` on a session not configured for it is an error that says how to configure it."""
     has_delta = delta_spark_available(spark)
     if writer == "native" and not has_delta:
-        raise DeltaWriteError("writer 'native' needs the Delta Spark classes: run with spark-submit --packages "
-                              "io.delta:delta-spark_2.13:<version> (and the Delta session extension), or "
-                              "use writer 'embedded'")
+        raise DeltaWriteError(f"writer 'native' needs a session configured for Delta Spark: its jars (spark-submit "
+                              f"--packages io.delta:delta-spark_2.13:<version>) and --conf spark.sql.extensions="
+                              f"{DELTA_EXTENSION} --conf spark.sql.catalog.spark_catalog={DELTA_CATALOG}; or use "
+                              f"writer 'embedded'")
     if writer == "embedded":
         return "embedded"
     return "native" if has_delta else "embedded"
@@ -806,8 +805,8 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
         _adopt_staged(st, files, run_window, compression)
 
     def write(st: _Staged, df: DataFrame) -> None:
-        spark.sparkContext.setJobDescription(f"coordinator-audit: write {st.table} files")
-        df.write.mode("errorifexists").option("compression", compression).parquet(st.stage_dir)
+        job_description(spark, f"coordinator-audit: write {st.table} files")
+        df.write.mode("error").option("compression", compression).parquet(st.stage_dir)
         _list_staged(st, run_window)
 
     try:  # phase 1: data files; the tables' writes run as concurrent Spark jobs (module docstring)
@@ -827,7 +826,7 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
             delete_dir(st.stage_dir)
         raise
     finally:
-        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]  # None clears it; the stub says str
+        job_description(spark, None)
         if previous is not None:
             spark.conf.set("spark.sql.parquet.outputTimestampType", previous)
 
@@ -899,7 +898,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
                 w = w.mode("overwrite").option("replaceWhere", f"{PARTITION_COLUMN} = '{run_window}'")
             else:
                 w = w.mode("overwrite" if mode == "overwrite" else "append")
-            spark.sparkContext.setJobDescription(f"coordinator-audit: write {name}")
+            job_description(spark, f"coordinator-audit: write {name}")
             if catalog_schema:
                 w.saveAsTable(loc)
             else:
@@ -934,7 +933,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
         state = "earlier tables restored" if not problems else "not restored: " + "; ".join(problems)
         raise DeltaWriteError(f"run {run_id}: writing failed ({exc}); {state}") from exc
     finally:
-        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]  # None clears it; the stub says str
+        job_description(spark, None)
     return results
 
 

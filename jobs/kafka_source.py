@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pyspark.sql import functions as F
 
 from jobs.inputs import InputError
+from jobs.spark_session import has_jvm
 from udfs.json_lines import DEFAULT_TOPIC
 
 if TYPE_CHECKING:
@@ -186,6 +187,10 @@ def read_kafka(spark: SparkSession, bootstrap: str, *, options: Mapping[str, str
     opts.setdefault("fetch.max.wait.ms", str(BATCH_FETCH_MAX_WAIT_MS))
     if not re.fullmatch(r"[^\s,]+:\d+(,[^\s,]+:\d+)*", bootstrap or ""):
         raise KafkaInputError(f"kafka bootstrap {bootstrap!r}: expected HOST:PORT[,HOST:PORT...]")
+    if not has_jvm(spark):
+        raise KafkaInputError("reading from Kafka (--kafka-bootstrap) needs a classic Spark session: the run asks "
+                              "the partitions' offsets through the driver's JVM, which a Spark Connect session "
+                              "does not expose; on Spark Connect, audit an export of __consumer_offsets (--input)")
     if not kafka_source_available(spark):
         raise KafkaInputError("reading from Kafka needs Spark's Kafka source on the classpath: spark-submit "
                               "--packages org.apache.spark:spark-sql-kafka-0-10_2.13:" + spark.version

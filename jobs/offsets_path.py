@@ -50,7 +50,7 @@ from pyspark.sql import functions as F
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
 from jobs.inputs import InputBounds, filter_groups
-from jobs.spark_session import input_files, release
+from jobs.spark_session import default_parallelism, has_jvm, input_files, local_tasks, release
 from udfs.handoff import Handoff, Parts, buckets_for, parts_by_bucket, read_files
 from udfs.replay import (
     HANDOFF_REPORT_SCHEMA,
@@ -325,7 +325,10 @@ def chunk_overlap(scanned: DataFrame) -> str | None:
 
 def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]:
     """The footers of the local Parquet files behind `df` (a plain Parquet read), in path order,
-    when the kernel can read them itself, else ([], why not)."""
+    when the kernel can read them itself, else ([], why not). On a Spark Connect session the files
+    are the server's, which this process may not see: Spark reads them."""
+    if not has_jvm(df.sparkSession):
+        return [], "a Spark Connect session: its server reads the input"
     uris = input_files(df)
     if not uris:
         return [], "no input files"
@@ -350,7 +353,8 @@ def local_parquet_files(df: DataFrame) -> tuple[list[ParquetFooter], str | None]
 
 def task_frame(spark: SparkSession, tasks: Sequence[Sequence[tuple[str, list[int]]]]) -> DataFrame:
     """The file reader's work units (`FILE_UNIT_SCHEMA` rows), one Spark partition per task of
-    `tasks` (`udfs.scan.pass_tasks`): a task's units reach one worker, in order."""
+    `tasks` (`udfs.scan.pass_tasks`): a task's units reach one worker, in order. (The file reader
+    runs on a classic session only, `local_parquet_files`.)"""
     units = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(lambda task: task)  # a task per slice
     return spark.createDataFrame(units, FILE_UNIT_SCHEMA)
 
@@ -485,11 +489,11 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
                 f"({skipped_rows:,} records) not read: their statistics put every record outside the window")
         # a task reads one unit of several chunks (`unit_rows_for`); the chunk bounds the worker's memory
         total = sum(sum(f.row_groups) for f in files) - skipped_rows
-        tasks = pass_tasks(files, total_rows=total, cores=spark.sparkContext.defaultParallelism,
+        tasks = pass_tasks(files, total_rows=total, cores=default_parallelism(spark),
                            chunk_rows=chunk_rows, skip=skipped)
         if handoff_root is not None:
             handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
-                              buckets_for(total, shards or spark.sparkContext.defaultParallelism))
+                              buckets_for(total, shards or default_parallelism(spark)))
         fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=epoch_ms(since),
                                until_ms=epoch_ms(until), start_after=dict(start_after or {}), handoff=handoff)
         scanned = task_frame(spark, tasks).mapInArrow(fn, SCAN_SCHEMA)
@@ -498,12 +502,12 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         # source makes one task per topic-partition (50 for __consumer_offsets). Merging adjacent
         # splits (coalesce: no shuffle, each split's rows read one split after the other) to at most
         # four per core saves most of those round trips and keeps every core busy.
-        most = 4 * spark.sparkContext.defaultParallelism
+        most = 4 * default_parallelism(spark)
         source = spark_input()[0]
-        fewer = source.coalesce(most) if source.rdd.getNumPartitions() > most else source
+        fewer = source.coalesce(most)  # (no more partitions than it has: a coalesce never adds any)
         if handoff_root is not None and records_hint is not None:
             handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
-                              buckets_for(records_hint, shards or spark.sparkContext.defaultParallelism))
+                              buckets_for(records_hint, shards or default_parallelism(spark)))
         scanned = scan_frame(fewer, since=since, until=until, start_after=start_after, groups=groups,
                              chunk_rows=chunk_rows, handoff=handoff)
     # kept as a local checkpoint rather than Spark's columnar cache, which compresses every column as
@@ -519,7 +523,7 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         if handoff is not None:  # the sorted pass goes through Spark: its rows stay in its checkpoint
             shutil.rmtree(handoff.directory, ignore_errors=True)
             handoff, parts = None, {}
-        n = shards or spark.sparkContext.defaultParallelism
+        n = shards or default_parallelism(spark)
         ordered = spark_input()[0].repartitionByRange(n, "partition", "offset").sortWithinPartitions(
             "partition", "offset")
         scanned = scan_frame(ordered, since=since, until=until, start_after=start_after, groups=groups,
@@ -550,9 +554,10 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
 
 
 def local_session(spark: Any) -> bool:
-    """Whether every task of the session runs on this machine (a `local` master): files one task
-    writes to a local directory, another can read (`udfs.handoff`)."""
-    return str(spark.sparkContext.master).startswith("local")
+    """Whether every task of the session runs on this machine and sees this process's files (a
+    classic session with a `local` master, `jobs.spark_session.local_tasks`): files one task writes
+    to a local directory, another can read (`udfs.handoff`)."""
+    return local_tasks(spark)
 
 
 OFFSET_PATH_TABLES = ("offset_commits", "violations")
@@ -592,7 +597,7 @@ def replay_offsets(scan: Scan, *, shards: int | None = None) -> tuple[DataFrame,
     two tables only, (offset_commits rows, offset_regression violations); run at once when `scan`
     handed its rows off (the rows are then in files), lazily otherwise."""
     spark = scan.df.sparkSession
-    n = shards or spark.sparkContext.defaultParallelism
+    n = shards or default_parallelism(spark)
     # only the two tables it returns, from the offset windows alone: no generation is observed, so
     # the only violations are the windows' offset_regression rows
     if scan.hands_off:

@@ -12,16 +12,27 @@
   Derby's home default to a per-user cache directory (`$XDG_CACHE_HOME/coordinator-audit/` or
   `~/.cache/coordinator-audit/`).
 
+`build_session(remote="sc://host:port")` (or `SPARK_REMOTE` in the environment) connects to a Spark
+Connect server instead: the server's settings stand, and only the runtime settings of `ALWAYS` are set.
+
+A classic session (its JVM in this process: `has_jvm`) and a Spark Connect session run the same
+job; the job asks the session what it can do (`has_jvm`, `local_tasks`) rather than trying and
+catching the failure, and only a classic session takes the local-only shortcuts (job descriptions
+in the UI, one JVM call for an input's file list). On a Spark Connect session the job ships its own
+code to the server (`ship_code`), as the server's Python workers run its functions.
+
 `stage(spark, "read input")` is a context manager naming the Spark jobs it runs (UI job
-description) and printing ``stage read input: 1,138 rows in 0.42 s`` when it ends.
+description, on a classic session) and printing ``stage read input: 1,138 rows in 0.42 s`` when it ends.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 import tomllib
+import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,8 +44,9 @@ from pyspark.sql import DataFrame, SparkSession
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_APP_NAME
 
-__all__ = ["ALWAYS", "LOCAL_DEFAULTS", "LOCAL_JIT_OPTIONS", "ROOT", "Stage", "build_session", "cache_dir", "input_files",
-           "is_local_master", "load_spark_conf", "release", "stage"]
+__all__ = ["ALWAYS", "CODE_PACKAGES", "LOCAL_DEFAULTS", "LOCAL_JIT_OPTIONS", "ROOT", "Stage", "build_session",
+           "cache_dir", "default_parallelism", "has_jvm", "input_files", "is_local_master", "job_description",
+           "load_spark_conf", "local_tasks", "release", "ship_code", "stage"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,12 +130,23 @@ def load_spark_conf(path: str | Path) -> dict[str, str]:
 
 def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME,
                   local_conf: str | Path | None = None,
-                  conf: Mapping[str, str] | None = None) -> SparkSession:
+                  conf: Mapping[str, str] | None = None, remote: str | None = None) -> SparkSession:
     """Builds (or returns the active) SparkSession with the project's settings (module docstring).
 
     `master` None keeps what spark-submit set (or `local[2]` from the local defaults when nothing
     did). `local_conf` (a TOML file with a `[spark]` table; None or "": none) overrides
-    `LOCAL_DEFAULTS`. `conf` entries win over everything else."""
+    `LOCAL_DEFAULTS`. `conf` entries win over everything else. `remote` (else `SPARK_REMOTE` from
+    the environment), a Spark Connect address such as `sc://host:15002`: a session of that server,
+    with `ALWAYS` and `conf` as its runtime settings; `master` and `local_conf` do not apply."""
+    remote = remote or os.environ.get("SPARK_REMOTE") or None
+    if remote:
+        if master:
+            raise ConfigError(f"spark.master {master} and the Spark Connect address {remote}: give one of them "
+                              f"(a Spark Connect server has its own master)")
+        session = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        for key, value in {**ALWAYS, **(conf or {})}.items():
+            session.conf.set(key, value)
+        return session
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -178,20 +201,78 @@ class Stage:
         return self.rows
 
 
+def has_jvm(spark: SparkSession) -> bool:
+    """True for a classic session, whose JVM this process drives (`sparkContext`, Py4J); False for a
+    Spark Connect session (`SparkSession.builder.remote`), which has neither."""
+    return getattr(spark, "_jsparkSession", None) is not None
+
+
+def local_tasks(spark: SparkSession) -> bool:
+    """Whether every task of the session runs on this machine and sees its files: a classic session
+    with a `local` master. Files one task writes to a local directory, another task or this process
+    can then read (`udfs.handoff`, `udfs.table_files`). A Spark Connect session's tasks run where its
+    server runs, which this process cannot know to be here."""
+    return has_jvm(spark) and str(spark.sparkContext.master).startswith("local")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """The session's default parallelism: `SparkContext.defaultParallelism` on a classic session
+    (the cluster's cores unless `spark.default.parallelism` says otherwise); on Spark Connect the
+    server's `spark.default.parallelism`, else its `spark.sql.shuffle.partitions`."""
+    if has_jvm(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    value = spark.conf.get("spark.default.parallelism", None) or spark.conf.get("spark.sql.shuffle.partitions")
+    return max(1, int(str(value)))
+
+
+def job_description(spark: SparkSession, text: str | None) -> None:
+    """Names the Spark jobs this thread runs next in the UI (None: clears it), on a classic session;
+    a Spark Connect server names its jobs itself."""
+    if has_jvm(spark):
+        spark.sparkContext.setJobDescription(text)  # type: ignore[arg-type]  # None clears it
+
+
+CODE_PACKAGES = ("coordinator_core", "jobs", "udfs")
+"""The job's packages: what `ship_code` sends to a Spark Connect server."""
+
+_shipped: set[str] = set()
+"""The Spark Connect sessions (by session id) that hold the job's code already."""
+
+
+def ship_code(spark: SparkSession) -> None:
+    """On a Spark Connect session, adds the job's packages (`CODE_PACKAGES`, from where this process
+    imports them) to the session as a zip on the Python path of its workers (`addArtifacts(...,
+    pyfile=True)`), once per session: the job's functions run in the server's Python workers,
+    which need not have the job installed. A classic session's workers import the job as this
+    process does (a local master), or from `--py-files` (a cluster): nothing to do."""
+    if has_jvm(spark):
+        return
+    session_id = str(getattr(spark, "session_id", id(spark)))
+    if session_id in _shipped:
+        return
+    with tempfile.TemporaryDirectory(prefix="coordinator-audit-code-") as tmp:
+        archive = Path(tmp) / "coordinator_audit_code.zip"
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+            for package in CODE_PACKAGES:
+                root = Path(__import__(package).__file__ or "").resolve().parent
+                for file in sorted(root.rglob("*")):
+                    if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
+                        z.write(file, Path(package) / file.relative_to(root))
+        spark.addArtifacts(str(archive), pyfile=True)
+    _shipped.add(session_id)
+
+
 def input_files(df: DataFrame) -> list[str]:
-    """`df.inputFiles()`, in one call to the JVM where the session is classic: PySpark's own walks the
-    Java array an element at a time, two Py4J calls per file, and an export directory holds
-    thousands of files."""
-    jdf = getattr(df, "_jdf", None)
-    if jdf is not None:
-        try:
-            files = df.sparkSession._jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(  # type: ignore[union-attr]
-                jdf.inputFiles())
-            joined = str(files.mkString("\0"))  # no path holds a NUL
-            return joined.split("\0") if joined else []
-        except Exception:  # not the Scala 2.13 library Spark 4 ships: PySpark's way
-            pass
-    return list(df.inputFiles())
+    """`df.inputFiles()`, in one call to the JVM on a classic session: PySpark's own walks the Java
+    array an element at a time, two Py4J calls per file, and an export directory holds thousands of
+    files."""
+    if not has_jvm(df.sparkSession):
+        return list(df.inputFiles())
+    jdf = df._jdf
+    files = df.sparkSession._jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(  # type: ignore[union-attr]
+        jdf.inputFiles())
+    joined = str(files.mkString("\0"))  # no path holds a NUL
+    return joined.split("\0") if joined else []
 
 
 def release(df: DataFrame) -> int:
@@ -200,10 +281,9 @@ def release(df: DataFrame) -> int:
     drops the RDD, which `unpersist` does not touch). Returns how many checkpoints it released.
     Call it once nothing reads `df` or another frame over the same checkpoint any more."""
     df.unpersist()
-    jdf = getattr(df, "_jdf", None)
-    if jdf is None:  # Spark Connect: no JVM handle here; the server frees them with the session
+    if not has_jvm(df.sparkSession):  # Spark Connect: no JVM handle here; the server frees them with the session
         return 0
-    leaves = jdf.queryExecution().logical().collectLeaves().iterator()
+    leaves = df._jdf.queryExecution().logical().collectLeaves().iterator()
     released = 0
     while leaves.hasNext():
         leaf = leaves.next()
@@ -217,10 +297,9 @@ def release(df: DataFrame) -> int:
 def stage(spark: SparkSession, name: str, *, log: Callable[[str], None] | None = None) -> Iterator[Stage]:
     """Names the Spark jobs run inside the block after the stage and logs
     ``stage <name>: <rows> rows in <seconds> s`` when it ends (also when it fails)."""
-    sc = spark.sparkContext
     emit = log or (lambda line: print(line, file=sys.stderr, flush=True))
-    previous = sc.getLocalProperty("spark.job.description")
-    sc.setJobDescription(f"coordinator-audit: {name}")
+    previous = spark.sparkContext.getLocalProperty("spark.job.description") if has_jvm(spark) else None
+    job_description(spark, f"coordinator-audit: {name}")
     current = Stage(name, started=time.perf_counter())
     ok = False
     try:
@@ -228,6 +307,6 @@ def stage(spark: SparkSession, name: str, *, log: Callable[[str], None] | None =
         ok = True
     finally:
         current.elapsed = time.perf_counter() - current.started
-        sc.setJobDescription(previous)  # type: ignore[arg-type]  # None (no description before) clears it
+        job_description(spark, previous)  # None (no description before) clears it
         rows = f"{current.rows:,} rows" if current.rows is not None else "done"
         emit(f"stage {name}: {rows} in {current.elapsed:.2f} s" + ("" if ok else " (failed)"))

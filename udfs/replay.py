@@ -1701,7 +1701,7 @@ def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards
     conf = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
     batch_rows = int(conf) if conf and int(conf) > 0 else 10_000
     n = max(1, min(shards, buckets))
-    frame = spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in range(buckets)], n), "bucket int")
+    frame = spark.range(0, buckets, 1, n).select(F.col("id").cast("int").alias("bucket"))  # buckets cut evenly
     fn = make_handoff_replay_fn(parts, state_parts, consts=consts, rejected=rejected, groups=groups,
                                 input_batch_rows=batch_rows,
                                 load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables,

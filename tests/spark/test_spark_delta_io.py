@@ -230,6 +230,19 @@ def test_schema_change_and_bad_names_are_refused(spark, tmp_path: Path) -> None:
                      run_window="w1", base_path=base, writer="embedded")
     with pytest.raises(DeltaWriteError, match="run_window"):
         write_tables(spark, {"generations": _gens(spark, [])}, run_id="r3", run_window="a/b", base_path=base)
-    with pytest.raises(DeltaWriteError, match="needs the Delta Spark classes"):
+    with pytest.raises(DeltaWriteError, match=r"needs a session configured for Delta Spark.*"
+                                              r"spark\.sql\.extensions=io\.delta\.sql\.DeltaSparkSessionExtension.*"
+                                              r"spark_catalog=org\.apache\.spark\.sql\.delta\.catalog\.DeltaCatalog"):
         write_tables(spark, {"generations": _gens(spark, [])}, run_id="r3", run_window="w", base_path=base,
                      writer="native")
+
+
+def test_auto_picks_delta_spark_only_for_a_session_configured_for_it(spark) -> None:
+    """`auto` asks the session's settings (Delta's extension and catalog), not the classpath: the
+    suite's session is not configured for Delta Spark, so `auto` is the embedded writer. (A server
+    with Delta Spark's jars but not configured for it: tests/spark/test_spark_connect.py; a session
+    configured for it: tests/kafka/test_native_delta.py.)"""
+    from jobs.delta_io import delta_spark_available, resolve_writer
+
+    assert spark.conf.get("spark.sql.extensions", None) is None
+    assert not delta_spark_available(spark) and resolve_writer(spark, "auto") == "embedded"

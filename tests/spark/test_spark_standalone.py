@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import sysconfig
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from jobs.compare import IGNORED_COLUMNS, canonical_rows, compare_outputs
 from jobs.spark_session import LOCAL_JIT_OPTIONS
+from tests.support.outputs import differences
 from tests.support.standalone import LOOPBACK, StandaloneCluster, standalone_cluster
+from tests.support.standalone import python_without_project as make_python_without_project
 
 pytestmark = pytest.mark.spark
 
@@ -42,36 +40,6 @@ PACKAGES = ("coordinator_core", "jobs", "udfs")
 SAMPLE = ROOT.parent / "shared" / "real-broker-sample" / "consumer_offsets.parquet"
 CUT = "2026-11-21T23:43:40Z"
 """The nightly pair's cut: grp-s02's rebalance around consumer c3's crash spans it."""
-
-RUNS_COMPARED = ("status", "input", "input_format", "since", "until", "group_filter", "records_in",
-                 "duplicates_dropped", "filtered_by_window", "filtered_by_group", "records_replayed", "quarantined",
-                 "skipped_other_type", "table_rows", "code_version", "spark_version", "writer", "resume",
-                 "base_run_id", "end_offsets", "missing_offsets", "note")
-"""The columns of `runs` that say what a run read and wrote; the rest (times, duration, the settings
-as JSON, which name the master) differ between any two runs."""
-
-
-# ------------------------------------------------------------------------------------------------
-# comparison of two outputs as stored
-
-
-def _stored(path: Path, columns: Sequence[str]) -> list[Any]:
-    """Some columns of a Delta table as stored, a row a sorted entry (`jobs.compare.canonical_rows`)."""
-    table = DeltaTable(str(path)).to_pyarrow_table()
-    return canonical_rows(path, ignore=[c for c in table.column_names if c not in columns])
-
-
-def differences(left: Path, right: Path) -> list[str]:
-    """Where two outputs, read as stored, differ: every table `jobs.compare` compares, the saved
-    states (`group_state`) and what each run read and wrote (`runs` on `RUNS_COMPARED`). Empty when
-    they are equal."""
-    problems = [r.describe() for r in compare_outputs(left, right) if not r.equal]
-    for name in ("group_state", "runs"):
-        columns = RUNS_COMPARED if name == "runs" else [
-            c for c in DeltaTable(str(left / name)).schema().to_arrow().names if c not in IGNORED_COLUMNS]
-        if _stored(left / name, columns) != _stored(right / name, columns):
-            problems.append(f"{name}: the stored rows differ")
-    return problems
 
 
 # ------------------------------------------------------------------------------------------------
@@ -103,19 +71,8 @@ def py_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def python_without_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv's python that sees the project venv's packages (pyspark, pyarrow, numba, ...)
-    through a .pth file but not the project: its editable install is a .pth hook inside that
-    site-packages, which a directory named in a .pth file does not run."""
-    venv = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    Path(site, "_coordinator_audit_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    probe = subprocess.run([str(python), "-c", "import pyspark, deltalake, numba; import jobs"], cwd=venv,
-                           capture_output=True, text=True, check=False)
-    assert "No module named 'jobs'" in probe.stderr, probe.stderr
-    return python
+    """A python with the project's dependencies but not the project (`tests.support.standalone.python_without_project`)."""
+    return make_python_without_project(tmp_path_factory.mktemp("venv"))
 
 
 def _cli_args(output: Path, run_id: str, window: Sequence[str]) -> list[str]:

@@ -16,6 +16,8 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import sysconfig
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +29,7 @@ from typing import Any
 
 import pyspark
 
-__all__ = ["StandaloneCluster", "free_port", "standalone_cluster"]
+__all__ = ["StandaloneCluster", "free_port", "python_without_project", "standalone_cluster"]
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 LOOPBACK = "127.0.0.1"
@@ -54,6 +56,23 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))
         return int(s.getsockname()[1])
+
+
+def python_without_project(venv: Path) -> Path:
+    """A virtualenv (made in `venv`) whose python sees the project venv's packages (pyspark, pyarrow,
+    numba, ...) through a .pth file but not the project: its editable install is a .pth hook inside
+    that site-packages, which a directory named in a .pth file does not run. Code of the project
+    that runs on it came from somewhere else (`--py-files`, a Spark Connect session's artifacts)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "_coordinator_audit_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    probe = subprocess.run([str(python), "-c", "import pyspark, deltalake, numba; import jobs"], cwd=venv,
+                           capture_output=True, text=True, check=False)
+    if "No module named 'jobs'" not in probe.stderr:
+        raise RuntimeError(f"{python} is meant not to import the project: {probe.stderr[-2000:]}")
+    return python
 
 
 def _daemon_env(work: Path) -> dict[str, str]:
