@@ -527,17 +527,40 @@ def _revocation(seg: _Segment, nxt: Mapping[str, Any], owner_last: int | None) -
 def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, list[_Assigned]],
                member_commits: _MemberCommits,
                cause_rows: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[OwnershipRow | OwnershipRun]:
+    """The group's `partition_ownership` rows: each assignment an owned interval (its end moved to
+    its owner's revocation where a join phase took the partition away), and the intervals in which
+    a partition the group had owned had no owner, with why."""
     offset_at = {g["record_timestamp"]: g.get("source_offset") for g in gens}
     assigned = [a for i in range(len(gens)) for a in by_gen.get(i, ())]
-    # each partition's assignment, when no partition has two (the common case: a group whose
-    # assignment did not change during the run); built with dict updates, not a loop per partition
+    single = ONE_OWNER_PATH and _one_assignment_each(assigned)
+    segments, ending_at, owned_in = _partition_segments(gens, by_gen, single)
+    gaps: dict[tuple[str, int], list[_Gap]] = defaultdict(list)
+    _join_phase_gaps(gens, segments, ending_at, member_commits, cause_rows, offset_at, gaps)
+    _unassigned_gaps(gens, owned_in, gaps)
+    out = _OwnershipRows(group_id, offset_at)
+    if single:
+        return out.one_owner(assigned, segments, gaps)
+    return out.by_partition(segments, gaps)
+
+
+def _one_assignment_each(assigned: Sequence[_Assigned]) -> bool:
+    """Whether no partition has two assignments (the common case: a group whose assignment did not
+    change during the run); found with dict updates, not a loop per partition."""
     holder: dict[tuple[str, int], _Assigned] = {}
     for a in assigned:
         holder.update(zip(a.keys, itertools.repeat(a)))
-    single = ONE_OWNER_PATH and len(holder) == sum(len(a.keys) for a in assigned)
-    # per partition, its assignments in generation order; one whose end a join phase moves becomes a
-    # `_Segment` (most never do: no object per assignment); with `single`, only the partitions of
-    # assignments that end here (the others' one segment is `holder`'s)
+    return len(holder) == sum(len(a.keys) for a in assigned)
+
+
+def _partition_segments(gens: list[dict[str, Any]], by_gen: Mapping[int, list[_Assigned]], single: bool
+                        ) -> tuple[dict[tuple[str, int], list[_Assigned | _Segment]],
+                                   dict[int, list[tuple[tuple[str, int], int]]], list[set[tuple[str, int]]]]:
+    """Per partition, its assignments in generation order; the (partition, index there) of the
+    assignments ending at each record timestamp; per generation, the partitions it assigned.
+
+    An assignment whose end a join phase moves becomes a `_Segment` later (most never do: no object
+    per assignment); with `single` (`_one_assignment_each`), only the partitions of assignments
+    that end are listed (the others' one segment is their assignment)."""
     segments: dict[tuple[str, int], list[_Assigned | _Segment]] = defaultdict(list)
     ending_at: dict[int, list[tuple[tuple[str, int], int]]] = defaultdict(list)
     owned_in: list[set[tuple[str, int]]] = []
@@ -558,8 +581,16 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                     segs.append(a)
             owned.update(a.keys)
         owned_in.append(owned)
-    gaps: dict[tuple[str, int], list[_Gap]] = defaultdict(list)
-    # 1. the join phase before each new generation: EAGER owners revoked everything; departed owners are gone
+    return segments, ending_at, owned_in
+
+
+def _join_phase_gaps(gens: list[dict[str, Any]], segments: dict[tuple[str, int], list[_Assigned | _Segment]],
+                     ending_at: Mapping[int, list[tuple[tuple[str, int], int]]], member_commits: _MemberCommits,
+                     cause_rows: Mapping[int, Sequence[Mapping[str, Any]]], offset_at: Mapping[int, int | None],
+                     gaps: dict[tuple[str, int], list[_Gap]]) -> None:
+    """The join phase before each new generation: EAGER owners revoked everything, departed owners
+    are gone. Moves the end of each such owner's segment to its revocation (`_revocation`) and adds
+    the gap up to the new generation's record (or the group's emptying) to `gaps`."""
     for i in range(1, len(gens)):
         prev, g = gens[i - 1], gens[i]
         if g["generation_id"] == prev["generation_id"]:
@@ -588,7 +619,10 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             reason = "eager_join_phase" if eager and not empty and member not in gone else "owner_departed"
             gaps[key].append(_Gap(t, max(t, gap_end), reason, g["generation_id"], ev, to_ev, to_offset=to_off))
 
-    # 2. generations in which a partition the group had owned has no owner
+
+def _unassigned_gaps(gens: list[dict[str, Any]], owned_in: Sequence[set[tuple[str, int]]],
+                     gaps: dict[tuple[str, int], list[_Gap]]) -> None:
+    """Adds to `gaps` the generations in which a partition the group had owned has no owner."""
     seen: set[tuple[str, int]] = set()
     for i, g in enumerate(gens):
         seen |= owned_in[i]
@@ -609,62 +643,100 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
             gaps[key].append(_Gap(start, end, reason, g["generation_id"], ev, None if end is None else "record",
                                   from_offset=off, to_offset=None if end is None else end_offset))
 
-    def owned_row(topic: str, partition: int, found: _Assigned | _Segment) -> OwnershipRow:
+
+def _merged_gaps(key_gaps: Iterable[_Gap]) -> list[_Gap]:
+    """A partition's gaps in time order, each run of adjacent gaps with the same reason as one."""
+    merged: list[_Gap] = []
+    for gp in sorted(key_gaps, key=lambda x: (x.start, x.end is None, x.end or 0)):
+        last = merged[-1] if merged else None
+        if last is not None and last.reason == gp.reason and last.end == gp.start:
+            last.end, last.to_evidence, last.to_offset = gp.end, gp.to_evidence, gp.to_offset
+        else:
+            merged.append(gp)
+    return merged
+
+
+class _OwnershipRows:
+    """A group's ownership rows as they are made: `OwnershipRow`s in key order, then one
+    `OwnershipRun` per marked assignment (`_Assigned.marked`) whose rows are its assignments as
+    stored."""
+
+    __slots__ = ("group_id", "offset_at", "rows", "runs")
+
+    def __init__(self, group_id: str, offset_at: Mapping[int, int | None]) -> None:
+        self.group_id, self.offset_at = group_id, offset_at
+        self.rows: list[OwnershipRow | OwnershipRun] = []
+        self.runs: dict[int, OwnershipRun] = {}  # id of a marked `_Assigned` -> its rows as stored
+
+    def owned(self, topic: str, partition: int, found: _Assigned | _Segment) -> OwnershipRow:
+        """The owned row of an assignment, or of a segment whose end a join phase moved."""
         if isinstance(found, _Segment):
             r, start, end, to_ev, to_off = found.row, found.start, found.end, found.to_evidence, found.to_offset
         else:  # an assignment as stored: bounded by records
             r, start, end, to_ev = found, found.valid_from, found.valid_to, "record"
-            to_off = None if end is None else offset_at.get(end)
+            to_off = None if end is None else self.offset_at.get(end)
         if end is None:
             return _ownership_row(
-                group_id, topic, partition, start, None, True, r.member_id, r.group_instance_id, r.client_id,
+                self.group_id, topic, partition, start, None, True, r.member_id, r.group_instance_id, r.client_id,
                 r.client_host, r.generation_id, None, None, "record", True, None, None, r.source_offset, None)
         return _ownership_row(
-            group_id, topic, partition, start, end, True, r.member_id, r.group_instance_id, r.client_id,
+            self.group_id, topic, partition, start, end, True, r.member_id, r.group_instance_id, r.client_id,
             r.client_host, r.generation_id, None, end - start, "record", True, to_ev, to_ev in EXACT_EVIDENCE,
             r.source_offset, to_off)
 
-    rows: list[OwnershipRow | OwnershipRun] = []
-    runs: dict[int, OwnershipRun] = {}  # id of a marked `_Assigned` -> its rows as stored
-
-    def run_of(found: _Assigned) -> OwnershipRun:
-        same = runs.get(id(found))
+    def run_of(self, found: _Assigned) -> OwnershipRun:
+        """The run of a marked assignment (made empty the first time it is asked for)."""
+        same = self.runs.get(id(found))
         if same is None:
             end = found.valid_to
-            same = runs[id(found)] = _ownership_run(
-                group_id, found.member_id, found.group_instance_id, found.client_id, found.client_host,
+            same = self.runs[id(found)] = _ownership_run(
+                self.group_id, found.member_id, found.group_instance_id, found.client_id, found.client_host,
                 found.generation_id, found.valid_from, end, found.source_offset,
-                None if end is None else offset_at.get(end), [])
+                None if end is None else self.offset_at.get(end), [])
         return same
 
-    def key_rows(key: tuple[str, int], segs: Sequence[_Assigned | _Segment], key_gaps: list[_Gap] | None) -> None:
+    def add_partition(self, key: tuple[str, int], segs: Sequence[_Assigned | _Segment],
+                      key_gaps: list[_Gap] | None) -> None:
         """The rows of a partition that had several owners or was unowned for a while."""
         topic, partition = key
-        items = [owned_row(topic, partition, s) for s in segs]
-        merged: list[_Gap] = []
-        for gp in sorted(key_gaps or (), key=lambda x: (x.start, x.end is None, x.end or 0)):
-            last = merged[-1] if merged else None
-            if last is not None and last.reason == gp.reason and last.end == gp.start:
-                last.end, last.to_evidence, last.to_offset = gp.end, gp.to_evidence, gp.to_offset
-            else:
-                merged.append(gp)
-        for gp in merged:
+        items = [self.owned(topic, partition, s) for s in segs]
+        for gp in _merged_gaps(key_gaps or ()):
             if gp.end is not None and gp.end <= gp.start:
                 continue  # nothing unowned (e.g. a join completed and synced in the same millisecond)
             items.append(_ownership_row(
-                group_id, topic, partition, gp.start, gp.end, False, None, None, None, None, gp.generation_id,
+                self.group_id, topic, partition, gp.start, gp.end, False, None, None, None, None, gp.generation_id,
                 gp.reason, None if gp.end is None else gp.end - gp.start, gp.from_evidence,
                 gp.from_evidence in EXACT_EVIDENCE, gp.to_evidence,
                 None if gp.to_evidence is None else gp.to_evidence in EXACT_EVIDENCE,
                 gp.from_offset, gp.to_offset))
         if len(items) > 1:
             items.sort(key=lambda r: (r.valid_from, r.owned, r.member_id or ""))
-        rows.extend(items)
+        self.rows.extend(items)
 
-    if single:
-        # the rows of the loop below, in its order, with a marked assignment's partitions sorted at
-        # once: each partition with gaps or of an unmarked assignment in key order, then the runs in
-        # the order of their first partition (every partition has one assignment: `holder`'s)
+    def by_partition(self, segments: Mapping[tuple[str, int], Sequence[_Assigned | _Segment]],
+                     gaps: Mapping[tuple[str, int], list[_Gap]]) -> list[OwnershipRow | OwnershipRun]:
+        """All rows, partition by partition in key order, then the runs."""
+        rows = self.rows
+        for key in sorted(segments):
+            segs, key_gaps = segments[key], gaps.get(key)
+            if key_gaps is None and len(segs) == 1:  # the common case: one owner, never unowned
+                found = segs[0]
+                if isinstance(found, _Segment) or not found.marked:
+                    rows.append(self.owned(key[0], key[1], found))
+                    continue
+                self.run_of(found).keys.append(key)
+                continue
+            self.add_partition(key, segs, key_gaps)
+        rows.extend(self.runs.values())
+        return rows
+
+    def one_owner(self, assigned: Sequence[_Assigned],
+                  segments: Mapping[tuple[str, int], Sequence[_Assigned | _Segment]],
+                  gaps: Mapping[tuple[str, int], list[_Gap]]) -> list[OwnershipRow | OwnershipRun]:
+        """The rows of `by_partition`, in its order, when every partition had one assignment, with a
+        marked assignment's partitions sorted at once: each partition with gaps or of an unmarked
+        assignment in key order, then the runs in the order of their first partition."""
+        rows = self.rows
         one: list[tuple[tuple[str, int], _Assigned]] = []
         firsts: list[tuple[tuple[str, int], OwnershipRun]] = []
         for a in assigned:
@@ -677,31 +749,19 @@ def _ownership(group_id: str, gens: list[dict[str, Any]], by_gen: Mapping[int, l
                 keys = [key for key in keys if key not in gaps]
             if keys:
                 keys = sorted(keys)
-                same = run_of(a)
+                same = self.run_of(a)
                 same.keys.extend(keys)
                 firsts.append((keys[0], same))
         one.sort(key=_first)
         for key, found in one:
             key_gaps = gaps.get(key)
             if key_gaps is None:
-                rows.append(owned_row(key[0], key[1], found))
+                rows.append(self.owned(key[0], key[1], found))
             else:
-                key_rows(key, segments.get(key) or [found], key_gaps)
+                self.add_partition(key, segments.get(key) or [found], key_gaps)
         firsts.sort(key=_first)
         rows.extend(run for _, run in firsts)
         return rows
-    for key in sorted(segments):
-        segs, key_gaps = segments[key], gaps.get(key)
-        if key_gaps is None and len(segs) == 1:  # the common case: one owner, never unowned
-            found = segs[0]
-            if isinstance(found, _Segment) or not found.marked:
-                rows.append(owned_row(key[0], key[1], found))
-                continue
-            run_of(found).keys.append(key)
-            continue
-        key_rows(key, segs, key_gaps)
-    rows.extend(runs.values())
-    return rows
 
 
 _first = itemgetter(0)
@@ -814,35 +874,50 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
             violations: Sequence[Mapping[str, Any]]) -> list[HealthRow]:
     """Per UTC day from the group's first to its last known event (a record or a commit)."""
     times = [g["record_timestamp"] for g in gens] + [g["ended_at"] for g in gens if g.get("ended_at")]
-    last_commit_on: dict[int, int] = {}  # day -> the latest commit that day (every commit is within the days)
-    if commits:
-        _, _, firsts, lasts = zip(*commits, strict=True)
-        known_firsts = [t for t in firsts if t is not None]
-        known_lasts = [t for t in lasts if t is not None]
-        if known_firsts:
-            times += (min(known_firsts), max(known_firsts))
-        if known_lasts:
-            lo, hi = min(known_lasts), max(known_lasts)
-            times += (lo, hi)
-            if _day_start(lo) == _day_start(hi):  # all on one day: its latest is the latest
-                last_commit_on[_day_start(hi)] = hi
-            else:
-                for t in known_lasts:
-                    day = t - t % DAY_MS
-                    latest_that_day = last_commit_on.get(day)
-                    if latest_that_day is None or t > latest_that_day:
-                        last_commit_on[day] = t
+    last_commit_on = _commit_days(commits, times)
     first, horizon = min(times), max(times) + 1
     days = range(_day_start(first), horizon, DAY_MS)
     acc: dict[int, dict[str, Any]] = {d: {"done": 0, "aborted": 0, "hours": defaultdict(int), "rebalancing": 0,
                                           "unowned": 0, "empty": 0, "joined": 0, "left": 0, "violations": 0,
                                           "last_commit": last_commit_on.get(d)} for d in days}
+    _count_rebalances(acc, rebalances)
+    _count_ownership(acc, days, horizon, ownership)
+    for v in violations:
+        if (b := acc.get(_day_start(v["record_timestamp"]))) is not None:
+            b["violations"] += 1
+    return [_health_day(group_id, d, acc[d], first, horizon) for d in days]
 
-    def bucket(ms: int) -> dict[str, Any] | None:
-        return acc.get(_day_start(ms))
 
+def _commit_days(commits: Sequence[CommitTimes], times: list[int]) -> dict[int, int]:
+    """Day -> the latest commit that day; adds the earliest and latest first and last commit times
+    to `times` (so every commit is within the days)."""
+    last_commit_on: dict[int, int] = {}
+    if not commits:
+        return last_commit_on
+    _, _, firsts, lasts = zip(*commits, strict=True)
+    known_firsts = [t for t in firsts if t is not None]
+    known_lasts = [t for t in lasts if t is not None]
+    if known_firsts:
+        times += (min(known_firsts), max(known_firsts))
+    if known_lasts:
+        lo, hi = min(known_lasts), max(known_lasts)
+        times += (lo, hi)
+        if _day_start(lo) == _day_start(hi):  # all on one day: its latest is the latest
+            last_commit_on[_day_start(hi)] = hi
+        else:
+            for t in known_lasts:
+                day = t - t % DAY_MS
+                latest_that_day = last_commit_on.get(day)
+                if latest_that_day is None or t > latest_that_day:
+                    last_commit_on[day] = t
+    return last_commit_on
+
+
+def _count_rebalances(acc: dict[int, dict[str, Any]], rebalances: Sequence[RebalanceRow]) -> None:
+    """Adds the rebalances to the days: outcomes, members joined and left, and the time spent
+    rebalancing (on every day a join phase spans)."""
     for r in rebalances:
-        b = bucket(r.observed_at)
+        b = acc.get(_day_start(r.observed_at))
         if b is not None:
             if r.outcome == "aborted":
                 b["aborted"] += 1
@@ -854,8 +929,14 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
         if r.started_at is not None and r.ended_at is not None:
             _spread(r.started_at, r.ended_at, lambda d, ms: acc[d].__setitem__("rebalancing", acc[d]["rebalancing"] + ms)
                     if d in acc else None)
-    # an ownership row counts on every day from the one it starts on to the one before its end (or
-    # its start day only), its end cut at the horizon
+
+
+def _count_ownership(acc: dict[int, dict[str, Any]], days: range, horizon: int,
+                     ownership: Sequence[OwnershipRow | OwnershipRun]) -> None:
+    """Adds each day's partitions, static and dynamic owners, and unowned partition-time.
+
+    An ownership row counts on every day from the one it starts on to the one before its end (or
+    its start day only), its end cut at the horizon."""
     for d in days:
         b, nxt = acc[d], d + DAY_MS
         parts: set[tuple[str, int]] = set()
@@ -888,23 +969,19 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
         b["parts"], b["static"], b["dynamic"] = parts, static, dynamic
         b["empty"] += empty
         b["unowned"] += unowned
-    for v in violations:
-        if (b := bucket(v["record_timestamp"])) is not None:
-            b["violations"] += 1
 
-    out: list[HealthRow] = []
-    for d in days:
-        b = acc[d]
-        observed = max(0, min(d + DAY_MS, horizon) - max(d, first))
-        peak = max(b["hours"].values(), default=0)
-        score = flapping_score(peak_hour_rebalances=peak, rebalancing_ms=b["rebalancing"],
-                               unowned_partition_ms=b["unowned"], partitions=len(b["parts"]),
-                               observed_ms=max(observed, HOUR_MS))
-        out.append(_health_row(
-            group_id, _day(d), observed, b["done"], b["aborted"], peak, b["rebalancing"], b["unowned"], b["empty"],
-            len(b["parts"]), b["joined"], b["left"], len(b["static"]), len(b["dynamic"]), b["violations"],
-            b["last_commit"], score, health_status(score)))
-    return out
+
+def _health_day(group_id: str, d: int, b: Mapping[str, Any], first: int, horizon: int) -> HealthRow:
+    """The health row of day `d` from its counts `b` (the group observed from `first` to `horizon`)."""
+    observed = max(0, min(d + DAY_MS, horizon) - max(d, first))
+    peak = max(b["hours"].values(), default=0)
+    score = flapping_score(peak_hour_rebalances=peak, rebalancing_ms=b["rebalancing"],
+                           unowned_partition_ms=b["unowned"], partitions=len(b["parts"]),
+                           observed_ms=max(observed, HOUR_MS))
+    return _health_row(
+        group_id, _day(d), observed, b["done"], b["aborted"], peak, b["rebalancing"], b["unowned"], b["empty"],
+        len(b["parts"]), b["joined"], b["left"], len(b["static"]), len(b["dynamic"]), b["violations"],
+        b["last_commit"], score, health_status(score))
 
 
 BASE_INPUTS: dict[str, tuple[str, ...]] = {
