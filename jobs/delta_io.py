@@ -785,6 +785,18 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
                     run_id: str, run_window: str, base_path: str,
                     merges: Mapping[str, Merge] | None = None,
                     compression: Compression = DEFAULT_COMPRESSION) -> dict[str, CommitResult]:
+    """The embedded writer (delta-rs): every table's data files staged first, then committed table by
+    table."""
+    staged = _stage_embedded(spark, prepared, modes, run_id=run_id, run_window=run_window, base_path=base_path,
+                             compression=compression)
+    return _commit_staged_embedded(spark, staged, merges, run_id=run_id, run_window=run_window,
+                                   compression=compression)
+
+
+def _stage_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], modes: Mapping[str, WriteMode], *,
+                    run_id: str, run_window: str, base_path: str, compression: Compression) -> list[_Staged]:
+    """Phase 1 of `_write_embedded`: every table's data files in its run's stage directory, listed,
+    in `prepared` order; on failure, the stage directories this run made are deleted."""
     staged: list[_Staged] = []
     previous = spark.conf.get("spark.sql.parquet.outputTimestampType", None)
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -809,7 +821,7 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
         df.write.mode("error").option("compression", compression).parquet(st.stage_dir)
         _list_staged(st, run_window)
 
-    try:  # phase 1: data files; the tables' writes run as concurrent Spark jobs (module docstring)
+    try:  # the tables' writes run as concurrent Spark jobs (module docstring)
         for name, content in prepared.items():
             if isinstance(content, StagedFiles):
                 adopt(name, content)
@@ -829,10 +841,17 @@ def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
         job_description(spark, None)
         if previous is not None:
             spark.conf.set("spark.sql.parquet.outputTimestampType", previous)
+    return staged
 
+
+def _commit_staged_embedded(spark: SparkSession, staged: Sequence[_Staged], merges: Mapping[str, Merge] | None, *,
+                            run_id: str, run_window: str, compression: Compression) -> dict[str, CommitResult]:
+    """Phase 2 of `_write_embedded`: one commit per staged table, in order (runs last), then its
+    merge; when one fails, the tables committed before it are rolled back and the stage
+    directories not committed yet deleted."""
     results: dict[str, CommitResult] = {}
     done: list[tuple[_Staged, CommitResult, list[dict[str, Any]]]] = []
-    for i, st in enumerate(staged):  # phase 2: one commit per table, runs last
+    for i, st in enumerate(staged):
         try:
             version_before = DeltaTable(st.uri).version() if _is_delta_table(st.uri) else None
             result, removed = _commit_embedded(st, run_id, run_window)
