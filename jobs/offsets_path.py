@@ -449,67 +449,27 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
 
     spark = df.sparkSession
     files: list[ParquetFooter] = []
-    handoff: Handoff | None = None
     spark_read: list[tuple[DataFrame, int | None, str | None]] = []
 
     def spark_input() -> tuple[DataFrame, int | None, str | None]:
-        """`df` as Spark reads it for the pass (`_spark_window` when it reads files), decided once."""
+        """`df` as Spark reads it for the pass (`_spark_input`), decided once."""
         if not spark_read:
-            if input_format not in ("parquet", "delta") and bounds is None:  # (a catalog table may have them)
-                spark_read.append((df, None, None))
-            else:
-                # a Delta table's files are its rows only when the arrow reader may read them (`files`)
-                footers = files or (local_parquet_files(df)[0] if input_format == "parquet" else [])
-                units: Sequence[RowGroupBounds] | None = bounds.units if bounds is not None else None
-                records = bounds.records if bounds is not None else None
-                if footers:
-                    records = sum(sum(f.row_groups) for f in footers)
-                    if all(len(f.bounds) == len(f.row_groups) for f in footers):
-                        units = [b for f in footers for b in f.bounds]
-                spark_read.append(_spark_window(df, units, records, since=since, until=until,
-                                                start_after=start_after or {}))
-                if spark_read[0][2] is not None and log is not None:
-                    log(f"single pass: Spark reads {spark_read[0][2]}")
+            spark_read.append(_spark_input(df, files, input_format, bounds, since=since, until=until,
+                                           start_after=start_after, log=log))
         return spark_read[0]
 
     if reader != "spark":
-        files, why = local_parquet_files(df)
-        if why is not None:
-            if reader == "arrow":
-                raise ConfigError(f"job.scan_reader = arrow: the input cannot be read directly ({why})")
-            if log is not None:
-                log(f"the single pass reads through Spark ({why})")
+        files = _arrow_files(df, reader, log)
     skipped: dict[tuple[str, int], int] = {}
-    skipped_rows = 0
     if files:
-        skipped = _outside_row_groups(files, since, until, start_after or {})
-        skipped_rows = sum(skipped.values())
-        if skipped and log is not None:
-            log(f"single pass: {len(skipped):,} of {sum(len(f.row_groups) for f in files):,} row groups "
-                f"({skipped_rows:,} records) not read: their statistics put every record outside the window")
-        # a task reads one unit of several chunks (`unit_rows_for`); the chunk bounds the worker's memory
-        total = sum(sum(f.row_groups) for f in files) - skipped_rows
-        tasks = pass_tasks(files, total_rows=total, cores=default_parallelism(spark),
-                           chunk_rows=chunk_rows, skip=skipped)
-        if handoff_root is not None:
-            handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
-                              buckets_for(total, shards or default_parallelism(spark)))
-        fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=epoch_ms(since),
-                               until_ms=epoch_ms(until), start_after=dict(start_after or {}), handoff=handoff)
-        scanned = task_frame(spark, tasks).mapInArrow(fn, SCAN_SCHEMA)
+        skipped = _skipped_row_groups(files, since, until, start_after, log)
+        scanned, handoff = _arrow_scan(spark, files, skipped, since=since, until=until,
+                                       start_after=start_after, groups=groups, chunk_rows=chunk_rows,
+                                       shards=shards, handoff_root=handoff_root)
     else:
-        # Every task costs a Python round trip, and through Spark's Kafka source a consumer too: the
-        # source makes one task per topic-partition (50 for __consumer_offsets). Merging adjacent
-        # splits (coalesce: no shuffle, each split's rows read one split after the other) to at most
-        # four per core saves most of those round trips and keeps every core busy.
-        most = 4 * default_parallelism(spark)
-        source = spark_input()[0]
-        fewer = source.coalesce(most)  # (no more partitions than it has: a coalesce never adds any)
-        if handoff_root is not None and records_hint is not None:
-            handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
-                              buckets_for(records_hint, shards or default_parallelism(spark)))
-        scanned = scan_frame(fewer, since=since, until=until, start_after=start_after, groups=groups,
-                             chunk_rows=chunk_rows, handoff=handoff)
+        scanned, handoff = _spark_scan(spark, spark_input()[0], since=since, until=until, start_after=start_after,
+                                       groups=groups, chunk_rows=chunk_rows, shards=shards,
+                                       handoff_root=handoff_root, records_hint=records_hint)
     # kept as a local checkpoint rather than Spark's columnar cache, which compresses every column as
     # it builds; the replay's wide output likewise (jobs.audit)
     scanned = scanned.localCheckpoint(eager=False)
@@ -523,33 +483,137 @@ def scan_log(df: DataFrame, *, since: datetime | None = None, until: datetime | 
         if handoff is not None:  # the sorted pass goes through Spark: its rows stay in its checkpoint
             shutil.rmtree(handoff.directory, ignore_errors=True)
             handoff, parts = None, {}
-        n = shards or default_parallelism(spark)
-        ordered = spark_input()[0].repartitionByRange(n, "partition", "offset").sortWithinPartitions(
-            "partition", "offset")
-        scanned = scan_frame(ordered, since=since, until=until, start_after=start_after, groups=groups,
-                             chunk_rows=chunk_rows)
-        scanned = scanned.localCheckpoint(eager=False)
-        ranges, counts, _ = _chunk_ranges(scanned)
-        again = _overlap(ranges)
-        if again is not None:  # cannot happen: range partitioning keeps equal positions in one task, and a
-            # chunk drops a repeat of the record its task's previous chunk ended on
-            raise AssertionError(f"sorted input still interleaves: {again}")
+        scanned, ranges, counts = _sorted_scan(spark_input()[0], shards or default_parallelism(spark), since=since,
+                                               until=until, start_after=start_after, groups=groups,
+                                               chunk_rows=chunk_rows)
     elif skipped:  # the records of the row groups not read were outside the window: counted so
+        skipped_rows = sum(skipped.values())
         counts["records_in"] += skipped_rows
         counts["filtered_by_window"] += skipped_rows
-    if spark_read and spark_read[0][1] is not None:  # Spark read the pass's input, and left some unread
-        unread = spark_read[0][1] - counts["records_in"]
-        if unread < 0:  # cannot happen: the condition only leaves records out
-            raise AssertionError(f"the pass read {counts['records_in']:,} records of an input of {spark_read[0][1]:,}")
-        counts["records_in"] += unread
-        counts["filtered_by_window"] += unread
-        if log is not None:
-            log(f"single pass: {unread:,} of {spark_read[0][1]:,} records left out by Spark's readers, which skipped "
-                f"or filtered them by the condition (outside the window)")
-    chunks = tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
-                    int(r["chunk"])) for r in ranges)
-    return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark", chunks,
+    _count_unread(counts, spark_read[0][1] if spark_read else None, log)
+    return Scan(scanned, counts, reordered, "arrow" if files and not reordered else "spark", _chunks(ranges),
                 handoff, parts if handoff is not None else None)
+
+
+def _skipped_row_groups(files: Sequence[ParquetFooter], since: datetime | None, until: datetime | None,
+                        start_after: Mapping[int, int] | None, log: Callable[[str], None] | None
+                        ) -> dict[tuple[str, int], int]:
+    """The row groups the pass does not read (`_outside_row_groups`), logged."""
+    skipped = _outside_row_groups(files, since, until, start_after or {})
+    if skipped and log is not None:
+        log(f"single pass: {len(skipped):,} of {sum(len(f.row_groups) for f in files):,} row groups "
+            f"({sum(skipped.values()):,} records) not read: their statistics put every record outside the window")
+    return skipped
+
+
+def _chunks(ranges: Iterable[Any]) -> tuple[tuple[int, int, int, int, int], ...]:
+    """`Scan.chunks` of the pass's `range` rows."""
+    return tuple((int(r["partition"]), int(r["offset"]), int(r["last_source_offset"]), int(r["records_in"] or 0),
+                  int(r["chunk"])) for r in ranges)
+
+
+def _arrow_files(df: DataFrame, reader: str, log: Callable[[str], None] | None) -> list[ParquetFooter]:
+    """The local Parquet files the workers read themselves, or none: the pass reads through Spark
+    (an error when `reader` is "arrow")."""
+    files, why = local_parquet_files(df)
+    if why is not None:
+        if reader == "arrow":
+            raise ConfigError(f"job.scan_reader = arrow: the input cannot be read directly ({why})")
+        if log is not None:
+            log(f"the single pass reads through Spark ({why})")
+    return files
+
+
+def _spark_input(df: DataFrame, files: Sequence[ParquetFooter], input_format: str | None,
+                 bounds: InputBounds | None, *, since: datetime | None, until: datetime | None,
+                 start_after: Mapping[int, int] | None, log: Callable[[str], None] | None
+                 ) -> tuple[DataFrame, int | None, str | None]:
+    """`df` as Spark reads it for the pass: under `_spark_window` when it reads files (`scan_log`)."""
+    if input_format not in ("parquet", "delta") and bounds is None:  # (a catalog table may have them)
+        return df, None, None
+    # a Delta table's files are its rows only when the arrow reader may read them (`files`)
+    footers = files or (local_parquet_files(df)[0] if input_format == "parquet" else [])
+    units: Sequence[RowGroupBounds] | None = bounds.units if bounds is not None else None
+    records = bounds.records if bounds is not None else None
+    if footers:
+        records = sum(sum(f.row_groups) for f in footers)
+        if all(len(f.bounds) == len(f.row_groups) for f in footers):
+            units = [b for f in footers for b in f.bounds]
+    read = _spark_window(df, units, records, since=since, until=until, start_after=start_after or {})
+    if read[2] is not None and log is not None:
+        log(f"single pass: Spark reads {read[2]}")
+    return read
+
+
+def _arrow_scan(spark: SparkSession, files: Sequence[ParquetFooter], skipped: Mapping[tuple[str, int], int], *,
+                since: datetime | None, until: datetime | None,
+                start_after: Mapping[int, int] | None, groups: Sequence[str], chunk_rows: int, shards: int | None,
+                handoff_root: str | None) -> tuple[DataFrame, Handoff | None]:
+    """The pass whose workers read the Parquet files themselves (the row groups in `skipped` left
+    out), and where they hand the replay's rows off (with `handoff_root`)."""
+    # a task reads one unit of several chunks (`unit_rows_for`); the chunk bounds the worker's memory
+    total = sum(sum(f.row_groups) for f in files) - sum(skipped.values())
+    tasks = pass_tasks(files, total_rows=total, cores=default_parallelism(spark),
+                       chunk_rows=chunk_rows, skip=skipped)
+    handoff = None
+    if handoff_root is not None:
+        handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
+                          buckets_for(total, shards or default_parallelism(spark)))
+    fn = make_file_scan_fn(chunk_rows=chunk_rows, groups=tuple(groups), since_ms=epoch_ms(since),
+                           until_ms=epoch_ms(until), start_after=dict(start_after or {}), handoff=handoff)
+    return task_frame(spark, tasks).mapInArrow(fn, SCAN_SCHEMA), handoff
+
+
+def _spark_scan(spark: SparkSession, source: DataFrame, *, since: datetime | None, until: datetime | None,
+                start_after: Mapping[int, int] | None, groups: Sequence[str], chunk_rows: int, shards: int | None,
+                handoff_root: str | None, records_hint: int | None) -> tuple[DataFrame, Handoff | None]:
+    """The pass fed through Spark (`mapInArrow` over `source`), and where it hands the replay's rows
+    off (with `handoff_root` and `records_hint`)."""
+    # Every task costs a Python round trip, and through Spark's Kafka source a consumer too: the
+    # source makes one task per topic-partition (50 for __consumer_offsets). Merging adjacent
+    # splits (coalesce: no shuffle, each split's rows read one split after the other) to at most
+    # four per core saves most of those round trips and keeps every core busy.
+    most = 4 * default_parallelism(spark)
+    fewer = source.coalesce(most)  # (no more partitions than it has: a coalesce never adds any)
+    handoff = None
+    if handoff_root is not None and records_hint is not None:
+        handoff = Handoff(tempfile.mkdtemp(prefix="coordinator-audit-pass-", dir=handoff_root),
+                          buckets_for(records_hint, shards or default_parallelism(spark)))
+    scanned = scan_frame(fewer, since=since, until=until, start_after=start_after, groups=groups,
+                         chunk_rows=chunk_rows, handoff=handoff)
+    return scanned, handoff
+
+
+def _sorted_scan(source: DataFrame, n: int, *, since: datetime | None, until: datetime | None,
+                 start_after: Mapping[int, int] | None, groups: Sequence[str], chunk_rows: int
+                 ) -> tuple[DataFrame, list[Any], dict[str, int]]:
+    """The pass again over `source` range-partitioned into `n` tasks and sorted by (partition,
+    offset), for input not in log order: kept, its chunks' ranges and its counts."""
+    ordered = source.repartitionByRange(n, "partition", "offset").sortWithinPartitions("partition", "offset")
+    scanned = scan_frame(ordered, since=since, until=until, start_after=start_after, groups=groups,
+                         chunk_rows=chunk_rows)
+    scanned = scanned.localCheckpoint(eager=False)
+    ranges, counts, _ = _chunk_ranges(scanned)
+    again = _overlap(ranges)
+    if again is not None:  # cannot happen: range partitioning keeps equal positions in one task, and a
+        # chunk drops a repeat of the record its task's previous chunk ended on
+        raise AssertionError(f"sorted input still interleaves: {again}")
+    return scanned, ranges, counts
+
+
+def _count_unread(counts: dict[str, int], records: int | None, log: Callable[[str], None] | None) -> None:
+    """Counts the records of the input (`records` of them, when Spark read it under the pass's
+    condition) that Spark's readers left out as filtered by the window."""
+    if records is None:
+        return
+    unread = records - counts["records_in"]
+    if unread < 0:  # cannot happen: the condition only leaves records out
+        raise AssertionError(f"the pass read {counts['records_in']:,} records of an input of {records:,}")
+    counts["records_in"] += unread
+    counts["filtered_by_window"] += unread
+    if log is not None:
+        log(f"single pass: {unread:,} of {records:,} records left out by Spark's readers, which skipped "
+            f"or filtered them by the condition (outside the window)")
 
 
 
