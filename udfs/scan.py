@@ -502,19 +502,7 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     carried = keys.open_partitions()
     table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     n = table.num_rows
-    part, off, ts, name, group = (np.empty(n, dtype=np.int64) for _ in range(5))
-    inw, positioned, key_ok = (np.empty(n, dtype=bool) for _ in range(3))
-    kind = np.empty(n, dtype=np.int8)
-    at = 0
-    for b in table.to_batches():  # each batch's columns into the chunk's arrays, in one compiled loop
-        p, o, t, w = (b.column(c) for c in ("partition", "offset", "timestamp_ms", "in_window"))
-        if p.type != _I:
-            p = p.cast(_I)
-        o, t = (a if a.type == _L else a.cast(_L) for a in (o, t))
-        prepare(at, _values(p, np.int32), _nulls(p), _values(o, np.int64), _nulls(o), _values(t, np.int64), _nulls(t),
-                _bits(w), w.offset, _nulls(w), *keys.classes(b.column("key")), part, off, ts, inw, positioned, kind,
-                name, group, key_ok)
-        at += b.num_rows
+    part, off, ts, name, group, inw, positioned, key_ok, kind = _chunk_arrays(table, keys)
 
     order = np.empty(0, dtype=np.int64) if in_log_order(part, off) else np.lexsort((off, part))
     keep = np.empty(n, dtype=np.int64)
@@ -525,11 +513,73 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
         keys.last_position[:] = (part[last_kept], off[last_kept], 1 if positioned[last_kept] else 0)
     every = not len(order) and n_keep == n  # keep is every row, in order: its gathers are the arrays
 
-    kcol = table.column("key")
+    in_order = not len(order)  # keep ascends: each input batch's values are read where they are
+    status, commit_offset, commit_ts, vcol = _commit_statuses(table, keep, in_order, kind, key_ok, positioned)
+    summarised = (status == STATUS_COMMIT) | (status == STATUS_TOMBSTONE)
+    filtered_by_group = _filter_groups(keys, status, summarised, name, keep)
+
+    # the records the replay decodes (side rows); each ends its group's stretches (`summarise`)
+    side_j = np.flatnonzero(status == STATUS_SIDE)
+    side = side_j if every else keep[side_j]
+    kp = part if every else part[keep]
+    first = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])  # each partition's first position
+    if len(side):
+        rank = side_j - first[np.searchsorted(first, side_j, side="right") - 1]
+        out.append(_side_rows(table, vcol, chunk, side, rank, part, off, ts))
+
+    n_sum = int(summarised.sum()) - filtered_by_group
+    commits = int((status == STATUS_COMMIT).sum())
+    tombstones = int((status == STATUS_TOMBSTONE).sum())
+    keys.ready()
+    # also with no commit to summarise: the chunk's side records end the open stretches of their groups
+    out.extend(_summaries(keys, n_sum, keep, status, kind, name, group, part, off, ts, commit_offset, commit_ts))
+
+    if len(keep):
+        out.append(_range_rows(keys, carried, chunk, len(keep), first, kp, off if every else off[keep]))
+    out.append(_rows(KIND_COUNTS, 1, {
+        "chunk": [chunk], "records_in": [n], "filtered_by_window": [n - n_window],
+        "duplicates": [n_dup], "filtered_by_group": [filtered_by_group], "commits": [commits],
+        "tombstones": [tombstones], "side_records": [len(side)]}))
+    if final:
+        out.extend(keys.flush())
+    return pa.Table.from_batches(out, schema=_ARROW_SCHEMA)
+
+
+def _chunk_arrays(table: pa.Table, keys: TaskKeys) -> tuple[np.ndarray, ...]:
+    """The chunk's columns as the kernel's arrays (`scan_kernel.prepare`, one compiled loop per
+    input batch): partition, offset, timestamp, topic-partition id, group id, in window, positioned,
+    key readable, and record kind."""
+    n = table.num_rows
+    part, off, ts, name, group = (np.empty(n, dtype=np.int64) for _ in range(5))
+    inw, positioned, key_ok = (np.empty(n, dtype=bool) for _ in range(3))
+    kind = np.empty(n, dtype=np.int8)
+    at = 0
+    for b in table.to_batches():
+        p, o, t, w = (b.column(c) for c in ("partition", "offset", "timestamp_ms", "in_window"))
+        if p.type != _I:
+            p = p.cast(_I)
+        o, t = (a if a.type == _L else a.cast(_L) for a in (o, t))
+        prepare(at, _values(p, np.int32), _nulls(p), _values(o, np.int64), _nulls(o), _values(t, np.int64), _nulls(t),
+                _bits(w), w.offset, _nulls(w), *keys.classes(b.column("key")), part, off, ts, inw, positioned, kind,
+                name, group, key_ok)
+        at += b.num_rows
+    return part, off, ts, name, group, inw, positioned, key_ok, kind
+
+
+def _raw(col: pa.ChunkedArray | pa.Array, row: int) -> bytes | None:
+    """A binary column's value at `row`."""
+    value: bytes | None = col[row].as_py()
+    return value
+
+
+def _commit_statuses(table: pa.Table, keep: np.ndarray, in_order: bool, kind: np.ndarray, key_ok: np.ndarray,
+                     positioned: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.ChunkedArray | pa.Array]:
+    """Each kept record's status (`scan_kernel.commit_status`; the codec decides the rare v4+ values
+    with tagged fields), and an offset commit's offset and commit time; with the value column as
+    read (`in_order`: `keep` ascends, and the column's chunks stay as they are)."""
     status = np.zeros(len(keep), dtype=np.int8)
     commit_offset = np.zeros(len(keep), dtype=np.int64)
     commit_ts = np.zeros(len(keep), dtype=np.int64)
-    in_order = not len(order)  # keep ascends: each input batch's values are read where they are
     vcol: pa.ChunkedArray | pa.Array = table.column("value")
     if in_order and vcol.num_chunks > 1:
         for piece, start, j0, j1 in _chunk_spans(vcol, keep):
@@ -539,47 +589,49 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     else:
         vcol = vcol.combine_chunks()
         commit_status(keep, kind, key_ok, positioned, *_binary_buffers(vcol), status, commit_offset, commit_ts)
-
-    def raw(col: pa.ChunkedArray | pa.Array, row: int) -> bytes | None:
-        value: bytes | None = col[row].as_py()
-        return value
-
+    kcol = table.column("key")
     for j in np.flatnonzero(status == STATUS_CHECK):  # v4+ values with tagged fields (rare): the codec decides
-        key, value = raw(kcol, int(keep[j])), raw(vcol, int(keep[j]))
+        key, value = _raw(kcol, int(keep[j])), _raw(vcol, int(keep[j]))
         assert key is not None and value is not None  # an offset-commit key with a value
         status[j] = STATUS_COMMIT if _codec_reads_commit(key, value) else STATUS_SIDE
-    summarised = (status == STATUS_COMMIT) | (status == STATUS_TOMBSTONE)
-    filtered_by_group = 0
-    if keys.group_ok is not None and summarised.any():
-        unwanted = np.zeros(len(keep), dtype=bool)
-        sj = np.flatnonzero(summarised)
-        unwanted[sj] = ~keys.wanted[name[keep[sj]]]
-        status[unwanted] = STATUS_FILTERED
-        filtered_by_group = int(unwanted.sum())
+    return status, commit_offset, commit_ts, vcol
 
-    # the records the replay decodes (side rows); each ends its group's stretches (`summarise`)
-    side_j = np.flatnonzero(status == STATUS_SIDE)
-    side = side_j if every else keep[side_j]
-    side_keys = [raw(kcol, int(r)) for r in side]
+
+def _filter_groups(keys: TaskKeys, status: np.ndarray, summarised: np.ndarray, name: np.ndarray,
+                   keep: np.ndarray) -> int:
+    """Marks the summarised records of unwanted groups `STATUS_FILTERED` (with `keys.group_ok`);
+    how many."""
+    if keys.group_ok is None or not summarised.any():
+        return 0
+    unwanted = np.zeros(len(keep), dtype=bool)
+    sj = np.flatnonzero(summarised)
+    unwanted[sj] = ~keys.wanted[name[keep[sj]]]
+    status[unwanted] = STATUS_FILTERED
+    return int(unwanted.sum())
+
+
+def _side_rows(table: pa.Table, vcol: pa.ChunkedArray | pa.Array, chunk: int, side: np.ndarray, rank: np.ndarray,
+               part: np.ndarray, off: np.ndarray, ts: np.ndarray) -> pa.RecordBatch:
+    """The `side` rows of the chunk's rows `side` (`vcol`: its value column as `_commit_statuses`
+    read it; `rank`: each one's position among its partition's kept records)."""
+    kcol = table.column("key")
+    side_keys = [_raw(kcol, int(r)) for r in side]
     types, side_groups = _side_classes(side_keys)
+    return _rows(KIND_SIDE, len(side), {
+        "partition": _side_values(table, "partition", part, side),
+        "offset": _side_values(table, "offset", off, side),
+        "timestamp_ms": _side_values(table, "timestamp_ms", ts, side),
+        "value": _take_ascending(vcol, side) if isinstance(vcol, pa.ChunkedArray) else vcol.take(pa.array(side)),
+        "key": pa.array(side_keys, type=_B), "record_type": types, "group_id": side_groups,
+        "chunk": np.full(len(side), chunk, dtype=np.int64), "records_in": rank})
 
-    kp = part if every else part[keep]
-    first = np.concatenate([[0], np.flatnonzero(kp[1:] != kp[:-1]) + 1])  # each partition's first position
-    if len(side):
-        rank = side_j - first[np.searchsorted(first, side_j, side="right") - 1]
-        out.append(_rows(KIND_SIDE, len(side), {
-            "partition": _side_values(table, "partition", part, side),
-            "offset": _side_values(table, "offset", off, side),
-            "timestamp_ms": _side_values(table, "timestamp_ms", ts, side),
-            "value": _take_ascending(vcol, side) if isinstance(vcol, pa.ChunkedArray) else vcol.take(pa.array(side)),
-            "key": pa.array(side_keys, type=_B), "record_type": types, "group_id": side_groups,
-            "chunk": np.full(len(side), chunk, dtype=np.int64), "records_in": rank}))
 
-    n_sum = int(summarised.sum()) - filtered_by_group
-    commits = int((status == STATUS_COMMIT).sum())
-    tombstones = int((status == STATUS_TOMBSTONE).sum())
-    keys.ready()
-    # also with no commit to summarise: the chunk's side records end the open stretches of their groups
+def _summaries(keys: TaskKeys, n_sum: int, keep: np.ndarray, status: np.ndarray, kind: np.ndarray, name: np.ndarray,
+               group: np.ndarray, part: np.ndarray, off: np.ndarray, ts: np.ndarray, commit_offset: np.ndarray,
+               commit_ts: np.ndarray) -> list[pa.RecordBatch]:
+    """The `partial` rows of the stretches the chunk closes and its `regression` rows
+    (`scan_kernel.summarise` over its `n_sum` summarised records)."""
+    out: list[pa.RecordBatch] = []
     closed = np.empty((n_sum, STRETCH_FIELDS), dtype=np.int64)
     c_name, r_cur, r_name = (np.empty(n_sum, dtype=np.int64) for _ in range(3))
     r_prev = np.empty((n_sum, 3), dtype=np.int64)
@@ -590,24 +642,22 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     if n_regs:
         out.append(_regression_rows(keys, keep, part, off, ts, commit_offset, commit_ts, r_cur[:n_regs],
                                     r_name[:n_regs], r_prev[:n_regs]))
+    return out
 
-    if len(keep):
-        last = np.concatenate([first[1:] - 1, [len(keep) - 1]])
-        ko = off if every else off[keep]
-        parts = kp[first].tolist()
-        linked = [keys.last_chunk.get(p) if p in carried else None for p in parts]
-        keys.last_chunk.update(dict.fromkeys(parts, chunk))
-        out.append(_rows(KIND_RANGE, len(first), {
-            "partition": kp[first], "offset": ko[first], "last_source_offset": ko[last],
-            "chunk": np.full(len(first), chunk, dtype=np.int64), "records_in": last - first + 1,
-            "previous_chunk": linked}))
-    out.append(_rows(KIND_COUNTS, 1, {
-        "chunk": [chunk], "records_in": [n], "filtered_by_window": [n - n_window],
-        "duplicates": [n_dup], "filtered_by_group": [filtered_by_group], "commits": [commits],
-        "tombstones": [tombstones], "side_records": [len(side)]}))
-    if final:
-        out.extend(keys.flush())
-    return pa.Table.from_batches(out, schema=_ARROW_SCHEMA)
+
+def _range_rows(keys: TaskKeys, carried: set[int], chunk: int, n_keep: int, first: np.ndarray,
+                kp: np.ndarray, ko: np.ndarray) -> pa.RecordBatch:
+    """The chunk's `range` rows: per partition (`first`: its first kept position; `kp`, `ko`: the
+    kept records' partitions and offsets), its first and last offset, linked to the task's
+    previous chunk of it when a stretch of it was left open (`carried`)."""
+    last = np.concatenate([first[1:] - 1, [n_keep - 1]])
+    parts = kp[first].tolist()
+    linked = [keys.last_chunk.get(p) if p in carried else None for p in parts]
+    keys.last_chunk.update(dict.fromkeys(parts, chunk))
+    return _rows(KIND_RANGE, len(first), {
+        "partition": kp[first], "offset": ko[first], "last_source_offset": ko[last],
+        "chunk": np.full(len(first), chunk, dtype=np.int64), "records_in": last - first + 1,
+        "previous_chunk": linked})
 
 
 def _side_values(table: pa.Table, column: str, values: np.ndarray, rows: np.ndarray) -> np.ndarray | pa.Array:
