@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,7 +76,7 @@ from jobs.derived_step import (
     has_history,
 )
 from jobs.inputs import filter_groups, read_input
-from jobs.kafka_source import parse_kafka_options, parse_offsets_json, read_kafka
+from jobs.kafka_source import KafkaRead, parse_kafka_options, parse_offsets_json, read_kafka
 from jobs.offsets_path import local_session, scan_log
 from jobs.spark_session import build_session, has_jvm, local_tasks, release, ship_code, stage
 from udfs.broker_log import attach_broker_account, broker_account_frame
@@ -108,7 +108,8 @@ if TYPE_CHECKING:
 
     from jobs.offsets_path import Scan
 
-__all__ = ["AUDIT_OUTPUT_TABLES", "RunSummary", "build_tables", "cli", "main", "parse_args", "run_audit"]
+__all__ = ["AUDIT_OUTPUT_TABLES", "ReplayOutput", "RunChoices", "RunSummary", "build_tables", "cli", "main", "parse_args",
+           "run_audit"]
 
 AUDIT_OUTPUT_TABLES: tuple[str, ...] = (
     "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine", "group_state",
@@ -283,35 +284,79 @@ _RESUME_MODES: dict[str, ResumeMode] = {"resume": "resume", "rerun": "rerun", "w
 """The replay's mode for a pass's `resume` (a plan's "fresh" replays as "resume": no group has state)."""
 
 
+@dataclass(slots=True)
+class ReplayOutput:
+    """What `build_tables` returns: the new rows per table (`group_state` included when given a
+    state and Spark writes it), the rows continuing open rows of the base run, to merge (`carried`),
+    every group's state after the pass (None: the replay's tasks wrote it, or no state was given),
+    the replay's counts, its persisted wide output, and the files its tasks wrote themselves."""
+
+    tables: dict[str, DataFrame]
+    carried: dict[str, DataFrame]
+    group_state: DataFrame | None
+    counts: dict[str, int]
+    wide: DataFrame
+    """The replay's output, a local checkpoint: released after writing (`jobs.spark_session.release`)."""
+    staged: dict[str, delta_io.StagedFiles]
+    """Tables whose new rows the replay's tasks wrote as files themselves."""
+    carried_files: dict[str, delta_io.StagedFiles]
+    """Tables whose carried rows the replay's tasks wrote as files (`DirectWrite.carried_dirs`)."""
+
+
 def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str] = (),
                  stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
                  derive: bool = False, direct: DirectWrite | None = None, resumes: bool = True,
-                 state_table: Callable[[], Iterator[pa.Table]] | None = None,
-                 ) -> tuple[dict[str, DataFrame], dict[str, int], list[DataFrame], dict[str, delta_io.StagedFiles],
-                            dict[str, delta_io.StagedFiles]]:
-    """The audit tables from the single pass's output: ({table: DataFrame}, counts, persisted,
-    {table: StagedFiles} of new rows, {table: StagedFiles} of carried rows).
+                 state_table: Callable[[], Iterator[pa.Table]] | None = None) -> ReplayOutput:
+    """The audit tables from the single pass's output (`ReplayOutput`).
 
     The replay reads the pass's side rows (everything but the summarised offset commits) and its
     stretches of summarised commits (merged into the groups' windows) and, when `state` (the base
     run's `group_state` rows) is given, resumes every group from it; its wide output is kept once,
-    a local checkpoint (every table and the counts are projections of it; it is the first of
-    `persisted`); the caller releases `persisted` after writing (`jobs.spark_session.release`).
-    With `state`, `tables` also holds `carried:<table>` (rows continuing open rows of the base run,
-    to merge) and `group_state` (every group's state after this pass). With `derive` the replay also
+    a local checkpoint (every table and the counts are projections of it, `ReplayOutput.wide`).
+    With `state`, the output also holds `carried` (rows continuing open rows of the base run, to
+    merge) and `group_state` (every group's state after this pass). With `derive` the replay also
     derives the groups' ownership, rebalance and health rows from its own (`replay_frame`), and
     `tables` holds them (`DERIVED_TABLES`, not yet cut to the run's window). With `direct` the
     replay's tasks write the new rows of its tables themselves (`udfs.table_files`; the derived
-    rows cut to the run's window): those tables are in the fourth dict, as the files written, not in
-    `tables`; with `state` too, their carried rows are in the last one (`DirectWrite.carried_dirs`),
-    not in `tables`' `carried:<table>`. `resumes` False: `state` is known to be empty (a fresh chain): no state is read.
-    The replay reads the pass's rows from its handed-off files when it left some (`Scan.replay`);
-    `state_table` then reads the same rows as `state` in the driver (a path-based output), and the
-    driver hands them off itself, without a Spark job."""
-    with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
-        mode: ResumeMode = _RESUME_MODES.get(resume, "resume")
+    rows cut to the run's window): those tables are in `staged`, as the files written, not in
+    `tables`; with `state` too, their carried rows are in `carried_files`
+    (`DirectWrite.carried_dirs`), not in `carried`. `resumes` False: `state` is known to be empty (a
+    fresh chain): no state is read. The replay reads the pass's rows from its handed-off files when
+    it left some (`Scan.replay`); `state_table` then reads the same rows as `state` in the driver (a
+    path-based output), and the driver hands them off itself, without a Spark job."""
+    wide = _replay(spark, scan, shards=shards, groups=groups, stage=stage, state=state if resumes else None,
+                   mode=_RESUME_MODES.get(resume, "resume"), gaps=gaps, missing=missing, derive=derive,
+                   direct=direct, state_table=state_table)
+    counts = _replay_counts(wide, derive=derive)
+    written = direct.stage_dirs if direct is not None else {}
+    carried_dirs = direct.carried_dirs if direct is not None else {}
+    staged, carried_files = _staged_files(wide, written, carried_dirs) if written else ({}, {})
+    # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
+    # the same row dataclasses)
+    tables: dict[str, DataFrame] = {name: split_table(wide, name) for name in (
+        "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine",
+        *(DERIVED_TABLES if derive else ())) if name not in written}
+    out = ReplayOutput(tables, {}, None, counts, wide, staged, carried_files)
+    if state is None:
+        return out
+    for name in ("generations", "assignments", "offset_commits"):
+        if name not in carried_files:  # (else the tasks wrote them to files)
+            out.carried[name] = split_table(wide, name, carried=True)
+    if "group_state" not in written:
+        tables["group_state"] = split_state(wide).selectExpr(
+            *[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in GROUP_STATE_SCHEMA.fields])
+    out.group_state = tables.get("group_state")
+    return out
 
+
+def _replay(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str], stage: Callable[..., Any],
+            state: DataFrame | None, mode: ResumeMode, gaps: Mapping[int, Any] | None,
+            missing: Mapping[tuple[int, int], int] | None, derive: bool, direct: DirectWrite | None,
+            state_table: Callable[[], Iterator[pa.Table]] | None) -> DataFrame:
+    """The replay's wide output (`build_tables`), resumed from the saved states of `state` (None:
+    none), which the driver reads itself through `state_table` when the pass hands its rows off."""
+    with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
         def replay(saved: DataFrame | Iterator[pa.Table] | None) -> DataFrame:
             # a local checkpoint, not a cache: Spark's columnar cache compresses every column of the
             # wide output as it builds, which a checkpoint does not; its blocks are freed with
@@ -324,7 +369,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                                derive=derive, direct=direct).localCheckpoint(eager=False)
 
         wide: DataFrame | None = None
-        if state is not None and resumes and state_table is not None and scan.hands_off:
+        if state is not None and state_table is not None and scan.hands_off:
             t0 = time.perf_counter()
             read = [0]
 
@@ -341,9 +386,13 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
             except (DeltaError, pa.ArrowException, OSError) as e:  # e.g. a table feature delta-rs cannot read
                 _log(f"saved states: the driver cannot read group_state ({type(e).__name__}: {e}); Spark reads them")
         if wide is None:
-            wide = replay(saved_states(state, groups) if state is not None and resumes else None)
+            wide = replay(saved_states(state, groups) if state is not None else None)
         st.count(wide)
+    return wide
 
+
+def _replay_counts(wide: DataFrame, *, derive: bool) -> dict[str, int]:
+    """The replay's counts, summed over its tasks; logs the time its tasks spent."""
     counts_row = split_counts(wide).agg(*[F.sum(c).alias(c) for c in
                                           ("records_in", "duplicates", "replayed", "quarantined",
                                            "skipped_other_type", "group_records", *TIMING_FIELDS)]).collect()[0]
@@ -353,25 +402,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     _log(f"replay: {counts_row['feed_seconds'] or 0:,.3f} s feeding {counts['records_in']:,} records through the "
          f"groups' audits (the GroupMetadata replay, causes, violations), {counts_row['merge_seconds'] or 0:,.3f} s "
          f"merging the single pass's offset-commit stretches{derived} (Python time, all workers together)")
-
-    written = direct.stage_dirs if direct is not None else {}
-    carried_dirs = direct.carried_dirs if direct is not None else {}
-    staged, carried_files = _staged_files(wide, written, carried_dirs) if written else ({}, {})
-    # split_table yields each table's columns with its schema's types (REPLAY_SCHEMA is built from
-    # the same row dataclasses)
-    tables: dict[str, DataFrame] = {name: split_table(wide, name) for name in (
-        "generations", "assignments", "rebalance_causes", "violations", "offset_commits", "quarantine",
-        *(DERIVED_TABLES if derive else ())) if name not in written}
-    persisted = [wide]
-    if state is None:
-        return tables, counts, persisted, staged, carried_files
-    for name in ("generations", "assignments", "offset_commits"):
-        if name not in carried_files:  # (else the tasks wrote them to files)
-            tables[f"carried:{name}"] = split_table(wide, name, carried=True)
-    if "group_state" not in written:
-        tables["group_state"] = split_state(wide).selectExpr(
-            *[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in GROUP_STATE_SCHEMA.fields])
-    return tables, counts, persisted, staged, carried_files
+    return counts
 
 
 def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str], carried_dirs: Mapping[str, str] | None = None,
@@ -440,13 +471,13 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     if state is None:  # a fresh chain: no group resumes, every group's state still goes to group_state
         state = spark.createDataFrame([], GROUP_STATE_SCHEMA)
     consts, missing_end = scan.missing_counts(start_after, base_missing)
-    tables, counts, persisted, staged, carried_files = build_tables(
+    out = build_tables(
         spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage, state=state, resume=resume, gaps=found_gaps,
         missing=consts, derive=derive, direct=direct, resumes=resumes, state_table=state_table)
     if scan.handoff is not None:
         _log(f"replay input: handed from task to task as local files ({scan.handoff.buckets} buckets), not "
              f"through Spark's shuffle")
-    carried = {name.split(":", 1)[1]: tables.pop(name) for name in list(tables) if name.startswith("carried:")}
+    counts = out.counts
     run_counts = {
         "records_in": sc["records_in"],
         "duplicates_dropped": sc["duplicates"] + counts["duplicates"],
@@ -456,8 +487,8 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
         "quarantined": counts["quarantined"],
         "skipped_other_type": counts["skipped_other_type"],
     }
-    return AuditPass(tables, carried, tables.get("group_state"), run_counts, scan.ranges, missing_end, [*persisted, scan.df],
-                     staged, carried_files)
+    return AuditPass(out.tables, out.carried, out.group_state, run_counts, scan.ranges, missing_end,
+                     [out.wide, scan.df], out.staged, out.carried_files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,204 +557,80 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+@dataclass(frozen=True, slots=True)
+class RunChoices:
+    """The choices a run makes once, after reading its input and before any pass over it: what it
+    continues (`plan`, `jobs.nightly.plan_run`), where the groups' saved state comes from, the
+    writer (`delta_io.resolve_writer`), where the derived tables are derived, and which tables the
+    replay's tasks write themselves (`direct_tables`)."""
+
+    run_id: str
+    run_window: str
+    source: str
+    group_filter: str | None
+    plan: nightly.RunPlan
+    state_from: Literal["base", "warm-up", "none"]
+    """The base run's `group_state` rows; the input's records before the window (a warm-up: a run
+    that continues no earlier run and starts at `--since`); or none (a fresh chain from the log's start)."""
+    driver_reads_state: bool
+    """The driver reads the base's state itself when the replay's input is handed off (a path-based output)."""
+    writer: Literal["native", "embedded"]
+    derive_in_replay: bool
+    """The replay derives the ownership, rebalance and health rows itself: the run's own rows are all
+    the derivation reads (no earlier run's rows in the output, no broker account to attach)."""
+    direct_tables: tuple[str, ...]
+
+    @property
+    def since(self) -> datetime | None:
+        """Where the run's window starts (a run continuing a base starts where the base ended: `RunPlan.since`)."""
+        return self.plan.since
+
+
+@dataclass(slots=True)
+class _Start:
+    """Where the run's audit pass starts: the groups' saved state (None: a fresh chain) and, with a
+    base's state on a path, its reader for the driver; per partition the last offset already read
+    and the running count of offsets never read; the resume mode; the warm-up pass, if any."""
+
+    state: DataFrame | None
+    state_table: Callable[[], Iterator[pa.Table]] | None
+    start_after: dict[int, int]
+    base_missing: dict[int, int]
+    resume: str
+    warm: AuditPass | None = None
+
+
+@dataclass(slots=True)
+class _RunTables:
+    """The run's tables as the writer takes them (`to_write`, `runs` last) and its merges, with the
+    frames to release after writing, its counts and its note."""
+
+    to_write: dict[str, Any]
+    merges: dict[str, delta_io.Merge]
+    tables: dict[str, DataFrame]
+    carried: dict[str, DataFrame]
+    counts: dict[str, int]
+    note: str | None
+
+
 def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
                kafka_starting_offsets: dict[int, int] | None, scratch: str | None) -> RunSummary:
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     run_id = run_id or delta_io.new_run_id(started)
-    source = cfg.input_path or cfg.input_table or f"kafka://{cfg.kafka_bootstrap}/{DEFAULT_TOPIC}"
-    is_table = bool(cfg.catalog_schema)
-
-    def loc(table: str) -> str:
-        return delta_io.table_location(table, base_path=cfg.output_path, catalog_schema=cfg.catalog_schema)
-
-    group_filter = ",".join(cfg.groups) or None
-    earlier = nightly.read_runs(spark, loc("runs"), is_table=is_table)
-    if any(r.run_id == run_id for r in earlier):  # before any work: the tables could not take it anyway
-        raise ConfigError(f"run id {run_id}: {loc('runs')} already records a run with this id; a run id names "
-                          f"one run: give another --run-id (or none: the default is time-based)")
-    plan = nightly.plan_run(earlier, since=cfg.since, until=cfg.until, group_filter=group_filter,
-                            mode=cfg.write_mode)
-    # the window the run audits (a run continuing a base starts where the base ended: `RunPlan.since`)
-    since = plan.since
-    run_window = delta_io.window_label(since, cfg.until)
-    _log(f"run {run_id}: input {source}, window {run_window}, output "
-         f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}; {nightly.describe(plan)}")
-
-    kafka = None
-    data: Any
-    if cfg.kafka_bootstrap:
-        starting = kafka_starting_offsets
-        if starting is None and plan.start_after:  # continue where the base run stopped
-            starting = {p: end + 1 for p, end in plan.start_after.items()}
-        kafka = read_kafka(spark, cfg.kafka_bootstrap, options=parse_kafka_options(cfg.kafka_options),
-                           starting_offsets=starting)
-        data = _KafkaInput(kafka.df, kafka.records)
-        for partition, (asked, earliest) in kafka.gone.items():
-            _log(f"kafka: __consumer_offsets-{partition} offsets {asked}..{earliest - 1} are no longer in the "
-                 f"log (retention or deletion): they cannot be audited")
-        _log(f"kafka {cfg.kafka_bootstrap}: options {kafka.options}; offsets per partition "
-             f"{ {p: (kafka.start_offsets[p], e) for p, e in sorted(kafka.end_offsets.items())} } (start, end)")
-    else:
-        data = read_input(spark, source, format=cfg.input_format, is_table=cfg.input_table is not None,
-                          text_encoding=cfg.text_encoding, since=since, until=cfg.until)
-    state = None
-    state_table: Callable[[], Iterator[pa.Table]] | None = None
-    start_after = plan.start_after
-    base_missing = dict(plan.base.missing_offsets) if plan.base is not None else {}
-    resume: str = plan.resume
-    warm: AuditPass | None = None
-    if plan.base is not None:
-        state = nightly.read_state(spark, loc("group_state"), plan.base, is_table=is_table).persist(
-            StorageLevel.MEMORY_AND_DISK)
-        if not is_table:  # the driver reads it itself when the replay's input is handed off
-            state_table = functools.partial(nightly.read_state_batches, loc("group_state"), plan.base)
-    elif since is not None:
-        # warm-up: the input's records before the window rebuild the state they leave behind
-        _log(f"warm-up: replaying the input's records before {since.isoformat()} to rebuild the groups' state "
-             f"(their rows are not written)")
-        warm = _audit_pass(spark, cfg, data, since=None, until=since, state=None, start_after={},
-                           base_missing={}, resume="fresh", gap_time=None, scratch=scratch)
-        if warm.counts["records_in"] - warm.counts["filtered_by_window"] > 0:
-            assert warm.group_state is not None  # the warm-up pass writes nothing itself
-            state = warm.group_state.persist(StorageLevel.MEMORY_AND_DISK)
-            start_after = {p: last for p, (_, last, _) in warm.ranges.items()}
-            base_missing = dict(warm.missing)
-            resume = "warmup"
-            _log(f"warm-up: {state.count():,} groups' state rebuilt from "
-                 f"{warm.counts['records_in'] - warm.counts['filtered_by_window']:,} earlier records")
-        else:
-            _log("warm-up: no records before the window in the input")
-
-    # the replay derives the ownership, rebalance and health rows itself when the run's own rows are
-    # all the derivation reads: no earlier run's rows in the output, no broker account to attach
-    derive_in_replay = cfg.derived_tables and not cfg.server_log and not has_history(cfg.output_path)
-    writer = delta_io.resolve_writer(spark, cfg.writer)
-    direct_names = direct_tables(cfg, writer=writer, derive_in_replay=derive_in_replay,
-                                 input_rejects=data.rejects is not None, local=local_tasks(spark))
-    direct = None
-    if direct_names:
-        assert cfg.output_path is not None  # direct_tables asks for a local base path
-        # a resumed run's rows that continue open rows (merged, not added) go to files of their own too
-        merged_names = [name for name in MERGE_KEYS if name in direct_names] if state is not None else []
-        direct = DirectWrite(delta_io.stage_dirs(direct_names, base_path=cfg.output_path, run_id=run_id,
-                                                 run_window=run_window),
-                             run_id, epoch_ms(since), epoch_ms(cfg.until),
-                             delta_io.carried_dirs(merged_names, base_path=cfg.output_path, run_id=run_id),
-                             compression=cfg.compression)
-        _log(f"write: the replay's tasks write {', '.join(direct_names)} themselves (embedded writer, local path)")
+    plan = _plan(spark, cfg, run_id)
+    data, kafka = _read_records(spark, cfg, plan, kafka_starting_offsets)
+    choices = _choose(spark, cfg, plan, run_id, data)
+    start = _start_state(spark, cfg, choices, data, scratch)
+    direct = _direct_write(cfg, choices, start)
     try:  # until the writer takes the replay's files over, a failure deletes them (nothing is committed)
         # after a base, each partition is bounded below by the base's last offset, or not at all (a
         # partition no earlier run read is read from its first record), never by a time
-        main = _audit_pass(spark, cfg, data, since=since if plan.base is None else None, until=cfg.until,
-                           state=state, start_after=start_after, base_missing=base_missing, resume=resume,
-                           gap_time=since, derive=derive_in_replay,
-                           direct=direct, scratch=scratch, state_table=state_table)
-        tables = main.tables
-        rejects, rejected, rejected_outside = data.window_rejects(cfg.since, cfg.until, start_after)
-        if rejected:
-            _log(f"input: {rejected:,} lines or records are no readable record (see quarantine.error): quarantined")
-        if rejected_outside:
-            _log(f"input: {rejected_outside:,} more are no readable record, outside the window: left to its runs")
-        if rejects is not None:
-            tables["quarantine"] = tables["quarantine"].unionByName(rejects)
-        if not cfg.quarantine:
-            tables["quarantine"] = tables["quarantine"].limit(0)
-
-        account = broker_account_frame(spark, cfg.server_log) if cfg.server_log else None
-        if "generations" in tables:
-            tables["generations"] = attach_broker_account(tables["generations"], account)
-        if "generations" in main.carried:
-            main.carried["generations"] = attach_broker_account(main.carried["generations"], account)
-
-        # Read twice (the derived tables, the write), the base tables are projections of the replay's
-        # persisted output: building a cache of each costs more than filtering the cached frame again.
-        carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
-        derived_merges: dict[str, delta_io.Merge] = {}
-        if derive_in_replay:
-            if not set(DERIVED_TABLES) <= set(main.staged):  # (the replay's own files hold the window's rows only)
-                tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=since,
-                                                 until=cfg.until))
-            _log("derived tables: derived in the replay (the run's own rows are all they need)")
-        elif cfg.derived_tables:  # from the run's base rows, with the rows this run closes or changes
-            new_rows = {**tables, **{name: staged_rows(spark, name, files.files) for name, files in main.staged.items()
-                                 if name in BASE_INPUTS}}
-            closed = {**carried, **{name: staged_rows(spark, name, files.files)
-                                    for name, files in main.carried_files.items()}}
-            base = {name: df.unionByName(closed[name]) if name in closed else df for name, df in new_rows.items()}
-            derived, derived_merges = derived_tables_for_run(spark, base, run_window=run_window, since=since,
-                                                             until=cfg.until, base_path=cfg.output_path,
-                                                             stage=stage, log=_log)
-            tables.update(derived)
-        merged_rows: dict[str, int] = {}
-        if carried and state is not None:  # a fresh chain resumes nothing: there is nothing to merge
-            with stage(spark, "count the earlier windows' rows this run closes"):
-                merged_rows = {name: int(df.count()) for name, df in carried.items()}
-        if state is not None:  # (the tasks counted the rows of the files they wrote)
-            merged_rows.update({name: files.rows for name, files in main.carried_files.items()})
-
-        run_counts = dict(main.counts)
-        run_counts["records_in"] += rejected + rejected_outside
-        run_counts["quarantined"] += rejected
-        run_counts["filtered_by_window"] += rejected_outside
-        accounted = sum(v for k, v in run_counts.items() if k != "records_in")
-        if accounted != run_counts["records_in"]:
-            raise CoordinatorAuditError(
-                f"run {run_id}: records do not add up: {run_counts['records_in']} in, {accounted} accounted for "
-                f"({json.dumps(run_counts)}); nothing was written")
-
-        end_offsets = dict(start_after)
-        for p, (_, last, _) in main.ranges.items():
-            end_offsets[p] = max(last, end_offsets.get(p, last))
-        missing = {p: n for p, n in {**base_missing, **main.missing}.items() if n}
-        new_missing = {p: n - base_missing.get(p, 0) for p, n in main.missing.items() if n > base_missing.get(p, 0)}
-        in_window = run_counts["records_in"] - run_counts["filtered_by_window"]
-        note = nightly.read_note(plan, cfg.since, main.ranges)
-        if note is not None:
-            _log(note)
-        if in_window == 0:
-            empty = "empty window: no records of the input fall in it; the groups' state is carried forward unchanged"
-            _log(empty)
-            note = empty if note is None else f"{empty}; {note}"
-        if new_missing:
-            text = ", ".join(f"partition {p}: {n:,}" for p, n in sorted(new_missing.items()))
-            note = ((note + "; ") if note else "") + f"offsets never read (history gaps): {text}"
-
-        merges: dict[str, delta_io.Merge] = {}
-        for name in MERGE_KEYS:
-            if not merged_rows.get(name):
-                continue
-            keys, null_safe, (pcol, ocol) = MERGE_KEYS[name]
-            keep = tuple(BROKER_ACCOUNT_COLUMNS.fieldNames()) if name == "generations" else ()
-            if name in main.carried_files:  # read by the driver: no Spark job
-                rows = delta_io.read_carried(main.carried_files[name])
-                homes = nightly.home_windows(plan.chain, nightly.arrow_spans(rows, pcol, ocol))
-                merges[name] = delta_io.Merge(rows, keys, null_safe, homes, keep)
-            else:
-                df = carried[name]
-                homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
-                merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep)
-        merges.update(derived_merges)
-
-        finished = datetime.now(UTC)
-        runs_row = {
-            "run_id": run_id, "status": "succeeded", "started_at": started, "finished_at": finished,
-            "duration_ms": int((finished - started).total_seconds() * 1000), "input": source,
-            "input_format": data.format, "since": since, "until": cfg.until,
-            "group_filter": group_filter, **run_counts,
-            "code_version": __version__, "spark_version": spark.version, "writer": writer,
-            "config_json": json.dumps(cfg.to_dict(), sort_keys=True), "resume": resume,
-            "base_run_id": plan.base.run_id if plan.base is not None else None, "end_offsets": end_offsets,
-            "missing_offsets": missing, "note": note,
-        }
-        def runs(rows: Mapping[str, int]) -> DataFrame:  # the table rows are those the writer wrote
-            return spark.createDataFrame([{**runs_row, "table_rows": dict(rows)}], RUNS_SCHEMA)
-
-        written: dict[str, Any] = {**{name: with_time_columns(df, name) for name, df in tables.items()},
-                                   **main.staged}
-        # in one order whoever writes a table (the commits, and the summary's lines, follow it)
-        tables_with_runs: dict[str, Any] = {**{name: written[name] for name in sorted(written, key=AUDIT_OUTPUT_TABLES.index)},
-                                            "runs": runs}
+        main = _audit_pass(spark, cfg, data, since=choices.since if plan.base is None else None, until=cfg.until,
+                           state=start.state, start_after=start.start_after, base_missing=start.base_missing,
+                           resume=start.resume, gap_time=choices.since, derive=choices.derive_in_replay,
+                           direct=direct, scratch=scratch, state_table=start.state_table)
+        out = _run_tables(spark, cfg, choices, start, data, main, started)
     except BaseException:
         if direct is not None:
             for path in direct.stage_dirs.values():
@@ -735,22 +642,284 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
             delta_io.delete_carried(cfg.output_path, run_id)
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
-            spark, tables_with_runs, run_id=run_id, run_window=run_window, base_path=cfg.output_path,
-            catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer, merges=merges,
+            spark, out.to_write, run_id=run_id, run_window=choices.run_window, base_path=cfg.output_path,
+            catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer, merges=out.merges,
             compression=cfg.compression)
-    for df in main.persisted + (warm.persisted if warm is not None else []):
+    for df in main.persisted + (start.warm.persisted if start.warm is not None else []):
         release(df)
-    for df in (*tables.values(), *carried.values()):
+    for df in (*out.tables.values(), *out.carried.values()):
         release(df)
-    if state is not None:
-        state.unpersist()
+    if start.state is not None:
+        start.state.unpersist()
     locations = {name: r.location for name, r in results.items()}
     table_rows = {name: r.rows_added for name, r in results.items() if name != "runs"}
     kafka_offsets = None if kafka is None else {
         p: (kafka.start_offsets[p], end) for p, end in sorted(kafka.end_offsets.items())}
-    return RunSummary(run_id, run_window, run_counts, table_rows, locations, writer,
-                      time.perf_counter() - t0, resume, plan.base.run_id if plan.base is not None else None,
-                      {name: r.rows_merged for name, r in results.items() if r.rows_merged}, note, kafka_offsets)
+    return RunSummary(run_id, choices.run_window, out.counts, table_rows, locations, choices.writer,
+                      time.perf_counter() - t0, start.resume, plan.base.run_id if plan.base is not None else None,
+                      {name: r.rows_merged for name, r in results.items() if r.rows_merged}, out.note, kafka_offsets)
+
+
+def _source(cfg: AuditConfig) -> str:
+    """The run's input as `runs.input` names it."""
+    return cfg.input_path or cfg.input_table or f"kafka://{cfg.kafka_bootstrap}/{DEFAULT_TOPIC}"
+
+
+def _location(cfg: AuditConfig, table: str) -> str:
+    return delta_io.table_location(table, base_path=cfg.output_path, catalog_schema=cfg.catalog_schema)
+
+
+def _plan(spark: SparkSession, cfg: AuditConfig, run_id: str) -> nightly.RunPlan:
+    """Which earlier run of the output this run continues (`jobs.nightly.plan_run`), logged; a run id
+    the output's `runs` already records is refused before any work."""
+    earlier = nightly.read_runs(spark, _location(cfg, "runs"), is_table=bool(cfg.catalog_schema))
+    if any(r.run_id == run_id for r in earlier):  # before any work: the tables could not take it anyway
+        raise ConfigError(f"run id {run_id}: {_location(cfg, 'runs')} already records a run with this id; a run id "
+                          f"names one run: give another --run-id (or none: the default is time-based)")
+    plan = nightly.plan_run(earlier, since=cfg.since, until=cfg.until, group_filter=",".join(cfg.groups) or None,
+                            mode=cfg.write_mode)
+    _log(f"run {run_id}: input {_source(cfg)}, window {delta_io.window_label(plan.since, cfg.until)}, output "
+         f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}; {nightly.describe(plan)}")
+    return plan
+
+
+def _read_records(spark: SparkSession, cfg: AuditConfig, plan: nightly.RunPlan,
+                  kafka_starting_offsets: dict[int, int] | None) -> tuple[Any, KafkaRead | None]:
+    """The run's input (`jobs.inputs.read_input`), or its cluster's records (`_KafkaInput`) with the
+    offsets read: from `kafka_starting_offsets`, else just after the base run's end offsets."""
+    if not cfg.kafka_bootstrap:
+        return read_input(spark, _source(cfg), format=cfg.input_format, is_table=cfg.input_table is not None,
+                          text_encoding=cfg.text_encoding, since=plan.since, until=cfg.until), None
+    starting = kafka_starting_offsets
+    if starting is None and plan.start_after:  # continue where the base run stopped
+        starting = {p: end + 1 for p, end in plan.start_after.items()}
+    kafka = read_kafka(spark, cfg.kafka_bootstrap, options=parse_kafka_options(cfg.kafka_options),
+                       starting_offsets=starting)
+    for partition, (asked, earliest) in kafka.gone.items():
+        _log(f"kafka: __consumer_offsets-{partition} offsets {asked}..{earliest - 1} are no longer in the "
+             f"log (retention or deletion): they cannot be audited")
+    _log(f"kafka {cfg.kafka_bootstrap}: options {kafka.options}; offsets per partition "
+         f"{ {p: (kafka.start_offsets[p], e) for p, e in sorted(kafka.end_offsets.items())} } (start, end)")
+    return _KafkaInput(kafka.df, kafka.records), kafka
+
+
+def _choose(spark: SparkSession, cfg: AuditConfig, plan: nightly.RunPlan, run_id: str, data: Any) -> RunChoices:
+    """The run's `RunChoices`, made once."""
+    derive_in_replay = cfg.derived_tables and not cfg.server_log and not has_history(cfg.output_path)
+    writer = delta_io.resolve_writer(spark, cfg.writer)
+    direct = direct_tables(cfg, writer=writer, derive_in_replay=derive_in_replay,
+                           input_rejects=data.rejects is not None, local=local_tasks(spark))
+    state_from: Literal["base", "warm-up", "none"] = (
+        "base" if plan.base is not None else "warm-up" if plan.since is not None else "none")
+    return RunChoices(run_id, delta_io.window_label(plan.since, cfg.until), _source(cfg), ",".join(cfg.groups) or None,
+                      plan, state_from, state_from == "base" and not cfg.catalog_schema, writer, derive_in_replay,
+                      tuple(direct))
+
+
+def _start_state(spark: SparkSession, cfg: AuditConfig, choices: RunChoices, data: Any,
+                 scratch: str | None) -> _Start:
+    """The groups' saved state the run starts from: the base run's (`jobs.nightly.read_state`), or
+    the one a warm-up rebuilds, or none."""
+    plan = choices.plan
+    if choices.state_from == "base":
+        assert plan.base is not None
+        state = nightly.read_state(spark, _location(cfg, "group_state"), plan.base,
+                                   is_table=bool(cfg.catalog_schema)).persist(StorageLevel.MEMORY_AND_DISK)
+        state_table = (functools.partial(nightly.read_state_batches, _location(cfg, "group_state"), plan.base)
+                       if choices.driver_reads_state else None)
+        return _Start(state, state_table, plan.start_after, dict(plan.base.missing_offsets), plan.resume)
+    if choices.state_from == "warm-up":
+        return _warm_up(spark, cfg, choices, data, scratch)
+    return _Start(None, None, plan.start_after, {}, plan.resume)
+
+
+def _warm_up(spark: SparkSession, cfg: AuditConfig, choices: RunChoices, data: Any, scratch: str | None) -> _Start:
+    """Warm-up: the input's records before the window rebuild the state they leave behind."""
+    since = choices.since
+    assert since is not None
+    _log(f"warm-up: replaying the input's records before {since.isoformat()} to rebuild the groups' state "
+         f"(their rows are not written)")
+    warm = _audit_pass(spark, cfg, data, since=None, until=since, state=None, start_after={},
+                       base_missing={}, resume="fresh", gap_time=None, scratch=scratch)
+    read = warm.counts["records_in"] - warm.counts["filtered_by_window"]
+    if read <= 0:
+        _log("warm-up: no records before the window in the input")
+        return _Start(None, None, choices.plan.start_after, {}, choices.plan.resume, warm)
+    assert warm.group_state is not None  # the warm-up pass writes nothing itself
+    state = warm.group_state.persist(StorageLevel.MEMORY_AND_DISK)
+    start = _Start(state, None, {p: last for p, (_, last, _) in warm.ranges.items()}, dict(warm.missing),
+                   "warmup", warm)
+    _log(f"warm-up: {state.count():,} groups' state rebuilt from {read:,} earlier records")
+    return start
+
+
+def _direct_write(cfg: AuditConfig, choices: RunChoices, start: _Start) -> DirectWrite | None:
+    """Where the replay's tasks write the files of `choices.direct_tables` (None: Spark writes every table)."""
+    if not choices.direct_tables:
+        return None
+    assert cfg.output_path is not None  # direct_tables asks for a local base path
+    names = list(choices.direct_tables)
+    # a resumed run's rows that continue open rows (merged, not added) go to files of their own too
+    merged_names = [name for name in MERGE_KEYS if name in names] if start.state is not None else []
+    direct = DirectWrite(delta_io.stage_dirs(names, base_path=cfg.output_path, run_id=choices.run_id,
+                                             run_window=choices.run_window),
+                         choices.run_id, epoch_ms(choices.since), epoch_ms(cfg.until),
+                         delta_io.carried_dirs(merged_names, base_path=cfg.output_path, run_id=choices.run_id),
+                         compression=cfg.compression)
+    _log(f"write: the replay's tasks write {', '.join(names)} themselves (embedded writer, local path)")
+    return direct
+
+
+def _run_tables(spark: SparkSession, cfg: AuditConfig, choices: RunChoices, start: _Start, data: Any,
+                main: AuditPass, started: datetime) -> _RunTables:
+    """The pass's tables completed (the input's rejects, the broker's account, the derived tables),
+    the counts checked, the merges into earlier windows' rows and the `runs` row, for the writer."""
+    tables = main.tables
+    rejected, rejected_outside = _input_rejects(cfg, data, tables, start.start_after)
+    account = broker_account_frame(spark, cfg.server_log) if cfg.server_log else None
+    if "generations" in tables:
+        tables["generations"] = attach_broker_account(tables["generations"], account)
+    if "generations" in main.carried:
+        main.carried["generations"] = attach_broker_account(main.carried["generations"], account)
+
+    # Read twice (the derived tables, the write), the base tables are projections of the replay's
+    # persisted output: building a cache of each costs more than filtering the cached frame again.
+    carried = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in main.carried.items()}
+    derived_merges = _derived_tables(spark, cfg, choices, main, carried)
+    merged_rows: dict[str, int] = {}
+    if carried and start.state is not None:  # a fresh chain resumes nothing: there is nothing to merge
+        with stage(spark, "count the earlier windows' rows this run closes"):
+            merged_rows = {name: int(df.count()) for name, df in carried.items()}
+    if start.state is not None:  # (the tasks counted the rows of the files they wrote)
+        merged_rows.update({name: files.rows for name, files in main.carried_files.items()})
+
+    run_counts = _run_counts(choices.run_id, main.counts, rejected, rejected_outside)
+    end_offsets, missing, note = _offsets_and_note(cfg, choices, start, main, run_counts)
+    merges = _merges(choices.plan, main, carried, merged_rows)
+    merges.update(derived_merges)
+
+    finished = datetime.now(UTC)
+    runs_row = {
+        "run_id": choices.run_id, "status": "succeeded", "started_at": started, "finished_at": finished,
+        "duration_ms": int((finished - started).total_seconds() * 1000), "input": choices.source,
+        "input_format": data.format, "since": choices.since, "until": cfg.until,
+        "group_filter": choices.group_filter, **run_counts,
+        "code_version": __version__, "spark_version": spark.version, "writer": choices.writer,
+        "config_json": json.dumps(cfg.to_dict(), sort_keys=True), "resume": start.resume,
+        "base_run_id": choices.plan.base.run_id if choices.plan.base is not None else None,
+        "end_offsets": end_offsets, "missing_offsets": missing, "note": note,
+    }
+
+    def runs(rows: Mapping[str, int]) -> DataFrame:  # the table rows are those the writer wrote
+        return spark.createDataFrame([{**runs_row, "table_rows": dict(rows)}], RUNS_SCHEMA)
+
+    written: dict[str, Any] = {**{name: with_time_columns(df, name) for name, df in tables.items()},
+                               **main.staged}
+    # in one order whoever writes a table (the commits, and the summary's lines, follow it)
+    to_write: dict[str, Any] = {**{name: written[name] for name in sorted(written, key=AUDIT_OUTPUT_TABLES.index)},
+                                "runs": runs}
+    return _RunTables(to_write, merges, tables, carried, run_counts, note)
+
+
+def _input_rejects(cfg: AuditConfig, data: Any, tables: dict[str, DataFrame],
+                   start_after: Mapping[int, int]) -> tuple[int, int]:
+    """Adds the input's unreadable lines or records in the window to `tables`' quarantine (emptied
+    with `job.quarantine` off); (how many in the window, how many outside it)."""
+    rejects, rejected, rejected_outside = data.window_rejects(cfg.since, cfg.until, start_after)
+    if rejected:
+        _log(f"input: {rejected:,} lines or records are no readable record (see quarantine.error): quarantined")
+    if rejected_outside:
+        _log(f"input: {rejected_outside:,} more are no readable record, outside the window: left to its runs")
+    if rejects is not None:
+        tables["quarantine"] = tables["quarantine"].unionByName(rejects)
+    if not cfg.quarantine:
+        tables["quarantine"] = tables["quarantine"].limit(0)
+    return rejected, rejected_outside
+
+
+def _derived_tables(spark: SparkSession, cfg: AuditConfig, choices: RunChoices, main: AuditPass,
+                    carried: Mapping[str, DataFrame]) -> dict[str, delta_io.Merge]:
+    """Puts the derived tables into `main.tables` (cut to the run's window when the replay derived
+    them, else derived in a stage of their own from the run's base rows with the rows it closes or
+    changes); the derived rows to merge into earlier windows'."""
+    tables = main.tables
+    if choices.derive_in_replay:
+        if not set(DERIVED_TABLES) <= set(main.staged):  # (the replay's own files hold the window's rows only)
+            tables.update(overlapping_window({name: tables[name] for name in DERIVED_TABLES}, since=choices.since,
+                                             until=cfg.until))
+        _log("derived tables: derived in the replay (the run's own rows are all they need)")
+        return {}
+    if not cfg.derived_tables:
+        return {}
+    new_rows = {**tables, **{name: staged_rows(spark, name, files.files) for name, files in main.staged.items()
+                             if name in BASE_INPUTS}}
+    closed = {**carried, **{name: staged_rows(spark, name, files.files)
+                            for name, files in main.carried_files.items()}}
+    base = {name: df.unionByName(closed[name]) if name in closed else df for name, df in new_rows.items()}
+    derived, derived_merges = derived_tables_for_run(spark, base, run_window=choices.run_window, since=choices.since,
+                                                     until=cfg.until, base_path=cfg.output_path,
+                                                     stage=stage, log=_log)
+    tables.update(derived)
+    return derived_merges
+
+
+def _run_counts(run_id: str, counts: Mapping[str, int], rejected: int, rejected_outside: int) -> dict[str, int]:
+    """The `runs` row's counts: the pass's with the input's rejects; every record accounted for, or
+    the run fails before writing."""
+    run_counts = dict(counts)
+    run_counts["records_in"] += rejected + rejected_outside
+    run_counts["quarantined"] += rejected
+    run_counts["filtered_by_window"] += rejected_outside
+    accounted = sum(v for k, v in run_counts.items() if k != "records_in")
+    if accounted != run_counts["records_in"]:
+        raise CoordinatorAuditError(
+            f"run {run_id}: records do not add up: {run_counts['records_in']} in, {accounted} accounted for "
+            f"({json.dumps(run_counts)}); nothing was written")
+    return run_counts
+
+
+def _offsets_and_note(cfg: AuditConfig, choices: RunChoices, start: _Start, main: AuditPass,
+                      run_counts: Mapping[str, int]) -> tuple[dict[int, int], dict[int, int], str | None]:
+    """The `runs` row's end_offsets and missing_offsets, and its note (logged): what the run read
+    and did not read."""
+    end_offsets = dict(start.start_after)
+    for p, (_, last, _) in main.ranges.items():
+        end_offsets[p] = max(last, end_offsets.get(p, last))
+    missing = {p: n for p, n in {**start.base_missing, **main.missing}.items() if n}
+    new_missing = {p: n - start.base_missing.get(p, 0) for p, n in main.missing.items()
+                   if n > start.base_missing.get(p, 0)}
+    in_window = run_counts["records_in"] - run_counts["filtered_by_window"]
+    note = nightly.read_note(choices.plan, cfg.since, main.ranges)
+    if note is not None:
+        _log(note)
+    if in_window == 0:
+        empty = "empty window: no records of the input fall in it; the groups' state is carried forward unchanged"
+        _log(empty)
+        note = empty if note is None else f"{empty}; {note}"
+    if new_missing:
+        text = ", ".join(f"partition {p}: {n:,}" for p, n in sorted(new_missing.items()))
+        note = ((note + "; ") if note else "") + f"offsets never read (history gaps): {text}"
+    return end_offsets, missing, note
+
+
+def _merges(plan: nightly.RunPlan, main: AuditPass, carried: Mapping[str, DataFrame],
+            merged_rows: Mapping[str, int]) -> dict[str, delta_io.Merge]:
+    """The MERGE of each table's carried rows into the windows that hold the rows they continue."""
+    merges: dict[str, delta_io.Merge] = {}
+    for name in MERGE_KEYS:
+        if not merged_rows.get(name):
+            continue
+        keys, null_safe, (pcol, ocol) = MERGE_KEYS[name]
+        keep = tuple(BROKER_ACCOUNT_COLUMNS.fieldNames()) if name == "generations" else ()
+        if name in main.carried_files:  # read by the driver: no Spark job
+            rows = delta_io.read_carried(main.carried_files[name])
+            homes = nightly.home_windows(plan.chain, nightly.arrow_spans(rows, pcol, ocol))
+            merges[name] = delta_io.Merge(rows, keys, null_safe, homes, keep)
+        else:
+            df = carried[name]
+            homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
+            merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep)
+    return merges
 
 
 SUMMARY_DRIVER_ROWS = 2_000_000

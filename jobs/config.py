@@ -217,19 +217,29 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     """The built-in defaults, overridden by the TOML file `path` (when given) and by `overrides`
     ({"section.key": value}; None values skipped), validated. Raises ConfigError naming the key for
     anything wrong."""
-    raw: dict[str, Any] = {}
-    where = "defaults"
-    if path is not None:
-        file = Path(path)
-        where = str(file)
-        if not file.is_file():
-            raise ConfigError(f"config file {where} not found (pass an existing TOML file, or no --config for "
-                              f"the built-in defaults)")
-        try:
-            raw = tomllib.loads(file.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {where} is not valid TOML: {exc}") from None
+    raw, where = _read_file(path)
+    values = _file_values(raw, where)
+    applied = _apply_overrides(values, overrides or {})
+    return _validated(_Values(values), where, source=where + (" + overrides" if applied else ""))
 
+
+def _read_file(path: str | Path | None) -> tuple[dict[str, Any], str]:
+    """The TOML file's sections (none without `path`) and the name errors give it ("defaults" without one)."""
+    if path is None:
+        return {}, "defaults"
+    file = Path(path)
+    where = str(file)
+    if not file.is_file():
+        raise ConfigError(f"config file {where} not found (pass an existing TOML file, or no --config for "
+                          f"the built-in defaults)")
+    try:
+        return tomllib.loads(file.read_text(encoding="utf-8")), where
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {where} is not valid TOML: {exc}") from None
+
+
+def _file_values(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The file's values, checked, by dotted key; an unknown section or key is an error."""
     values: dict[str, Any] = {}
     for section, keys in raw.items():
         if section not in SPEC:
@@ -241,9 +251,13 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
                 raise ConfigError(f"{section}.{key} ({where}): unknown key; known keys of [{section}]: "
                                   f"{', '.join(SPEC[section])}")
             values[f"{section}.{key}"] = _check(f"{section}.{key}", SPEC[section][key], value, where)
+    return values
 
+
+def _apply_overrides(values: dict[str, Any], overrides: Mapping[str, Any]) -> bool:
+    """Puts the checked `overrides` (None values skipped) into `values`; True when any applied."""
     applied = False
-    for dotted, value in (overrides or {}).items():
+    for dotted, value in overrides.items():
         if value is None:
             continue
         section, _, key = dotted.partition(".")
@@ -252,20 +266,59 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
             raise ConfigError(f"{dotted} (override): unknown key; known keys: {known}")
         values[dotted] = _check(dotted, SPEC[section][key], value, "override")
         applied = True
+    return applied
 
-    def get(dotted: str) -> Any:
-        if dotted in values:
-            return values[dotted]
+
+@dataclass(frozen=True, slots=True)
+class _Values:
+    """The values given (file, overrides) by dotted key; a key not given reads as its default."""
+
+    given: Mapping[str, Any]
+
+    def get(self, dotted: str) -> Any:
+        if dotted in self.given:
+            return self.given[dotted]
         section, _, key = dotted.partition(".")
         spec = SPEC[section][key]
         return _check(dotted, spec, spec.default, "default")
 
-    def text(dotted: str) -> str | None:
-        v = get(dotted)
+    def text(self, dotted: str) -> str | None:
+        v = self.get(dotted)
         return v.strip() or None
 
-    input_path, input_table = text("input.path"), text("input.table")
-    kafka_bootstrap = text("input.kafka_bootstrap")
+
+def _validated(v: _Values, where: str, *, source: str) -> AuditConfig:
+    """The `AuditConfig` of `v`, after the checks that span keys (`where`: the file, for errors)."""
+    input_path, input_table, kafka_bootstrap, kafka_options = _checked_input(v, where)
+    since, until = v.get("window.since"), v.get("window.until")
+    if since is not None and until is not None and since >= until:
+        raise ConfigError(f"window.since / window.until: since {since.isoformat()} is not before until "
+                          f"{until.isoformat()}")
+    shards = v.get("job.shards")
+    if shards < 1:
+        raise ConfigError(f"job.shards ({where}): must be at least 1, got {shards}")
+    chunk_rows = v.get("job.scan_chunk_rows")
+    if chunk_rows < 1:
+        raise ConfigError(f"job.scan_chunk_rows ({where}): must be at least 1, got {chunk_rows}")
+    output_path, catalog_schema = _checked_output(v, where)
+    return AuditConfig(
+        input_path=input_path, input_table=input_table, input_format=v.get("input.format"),
+        text_encoding=v.get("input.text_encoding"), since=since, until=until, groups=v.get("groups.include"),
+        shards=shards, quarantine=v.get("job.quarantine"), scan_chunk_rows=chunk_rows,
+        scan_reader=v.get("job.scan_reader"), replay_input=v.get("job.replay_input"),
+        derived_tables=v.get("job.derived_tables"), output_path=output_path,
+        catalog_schema=catalog_schema, write_mode=v.get("output.write_mode"), writer=v.get("output.writer"),
+        spark_master=v.text("spark.master"), app_name=v.get("spark.app_name"),
+        spark_local_conf=v.get("spark.local_conf"), source=source,
+        kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, server_log=v.text("input.server_log"),
+        direct_files=v.get("output.direct_files"), compression=v.get("output.compression"),
+    )
+
+
+def _checked_input(v: _Values, where: str) -> tuple[str | None, str | None, str | None, tuple[str, ...]]:
+    """(input.path, input.table, input.kafka_bootstrap, input.kafka_options): exactly one source, options KEY=VALUE."""
+    input_path, input_table = v.text("input.path"), v.text("input.table")
+    kafka_bootstrap = v.text("input.kafka_bootstrap")
     if kafka_bootstrap and (input_path or input_table):
         raise ConfigError(f"input.kafka_bootstrap ({where}): reading from Kafka excludes input.path and "
                           f"input.table (path {input_path!r}, table {input_table!r})")
@@ -275,36 +328,20 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     if not input_path and not input_table and not kafka_bootstrap:
         raise ConfigError(f"input.path / input.table ({where}): no input given; set input.path (a file or "
                           f"directory) or input.table (a catalog table), e.g. --input data/samples/")
-    kafka_options = get("input.kafka_options")
+    kafka_options = v.get("input.kafka_options")
     for option in kafka_options:
         if "=" not in option or not option.partition("=")[0].strip():
             raise ConfigError(f"input.kafka_options ({where}): {option.partition('=')[0]!r}... is not KEY=VALUE")
-    since, until = get("window.since"), get("window.until")
-    if since is not None and until is not None and since >= until:
-        raise ConfigError(f"window.since / window.until: since {since.isoformat()} is not before until "
-                          f"{until.isoformat()}")
-    shards = get("job.shards")
-    if shards < 1:
-        raise ConfigError(f"job.shards ({where}): must be at least 1, got {shards}")
-    chunk_rows = get("job.scan_chunk_rows")
-    if chunk_rows < 1:
-        raise ConfigError(f"job.scan_chunk_rows ({where}): must be at least 1, got {chunk_rows}")
-    output_path, catalog_schema = text("output.path"), text("output.catalog_schema")
+    return input_path, input_table, kafka_bootstrap, kafka_options
+
+
+def _checked_output(v: _Values, where: str) -> tuple[str | None, str | None]:
+    """(output.path, output.catalog_schema): at least one, the schema a schema name."""
+    output_path, catalog_schema = v.text("output.path"), v.text("output.catalog_schema")
     if not output_path and not catalog_schema:
         raise ConfigError(f"output.path / output.catalog_schema ({where}): no output given; set a base path "
                           f"or a catalog schema")
     if catalog_schema is not None and not all(part.replace("_", "").isalnum() for part in catalog_schema.split(".")):
         raise ConfigError(f"output.catalog_schema ({where}): {catalog_schema!r} is not a schema name "
                           f"(letters, digits, underscores; catalog.schema allowed)")
-
-    return AuditConfig(
-        input_path=input_path, input_table=input_table, input_format=get("input.format"),
-        text_encoding=get("input.text_encoding"), since=since, until=until, groups=get("groups.include"),
-        shards=shards, quarantine=get("job.quarantine"), scan_chunk_rows=chunk_rows,
-        scan_reader=get("job.scan_reader"), replay_input=get("job.replay_input"), derived_tables=get("job.derived_tables"), output_path=output_path,
-        catalog_schema=catalog_schema, write_mode=get("output.write_mode"), writer=get("output.writer"),
-        spark_master=text("spark.master"), app_name=get("spark.app_name"),
-        spark_local_conf=get("spark.local_conf"), source=where + (" + overrides" if applied else ""),
-        kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, server_log=text("input.server_log"),
-        direct_files=get("output.direct_files"), compression=get("output.compression"),
-    )
+    return output_path, catalog_schema
