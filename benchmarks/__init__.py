@@ -4,10 +4,10 @@
     .venv/bin/python -m benchmarks --records 2000000 --groups 500 --no-scaling --skip delta_input,kafka_input
 
 One run, one SparkSession (the job's own `build_session`, `--master` local[2] by default), one set
-of inputs. Prints a table and writes `benchmark.json` (path printed) with every figure, issue 18's
+of inputs. Prints a table and writes `benchmark.json` (path printed) with every figure, the speed
 figures (`audit_marginal_over_bare_scan_marginal`, `offset_path_marginal_over_bare_scan_marginal`,
 `audit_fixed_seconds`, `peer_over_audit`, `python_worker_peak_rss_mib`, `replay_share`,
-`delta_input_audit_marginal_over_bare_scan_marginal`, ...), issue 9's single-input ratios, and each
+`delta_input_audit_marginal_over_bare_scan_marginal`, ...), the single-input ratios, and each
 target with the measured value and whether it is met. Figures are wall-clock on whatever else the
 machine is doing: the JSON records the load average before and after and after every Spark step
 (`loadavg_max_1min`); compare ratios within one run.
@@ -54,7 +54,7 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
 * `peer`: what a Spark user writes without this project (`benchmarks.peer`): a row-at-a-time
   Python UDF decoding every record, then a groupBy for the offset summary, written to `noop`.
 * `replay` (one process = one core, no Spark): GroupMetadata records/s and offset commits/s of the
-  pure-Python audit (`GroupAuditor`). Reported, no longer a target (issue 18 withdrew it).
+  pure-Python audit (`GroupAuditor`). Reported, not a target.
   `replay_share` is the replay's share of the faster warm audit: the Python time the job's replay
   spent feeding records through the groups' audits (the GroupMetadata replay through Kafka's load
   path, the observer, quarantine: the job's `replay: ...` log line, `udfs.replay.TIMING_FIELDS`
@@ -68,7 +68,7 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   `--single-group-commits` (5M) offset commits streamed through `GroupAuditor` in a fresh process.
 * `derived`: the warm audit without the derived tables (`job.derived_tables = false`) once before
   and once after the warm audit, and the warm audit once more; `derived_over_base` = best audit
-  with / best audit without (issue 17).
+  with / best audit without.
 * `scaling`: the bare scan, the offset path and the warm audit at `--scaling-factors` (1,2,4,8) x
   `--scaling-base` records (default a quarter of `--records`: 5M, 10M, 20M, 40M; groups scaled
   alike, so the record mix is the same), each its own input, each point the best of two runs (the

@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         return best
 
     results: list[tuple[str, float]] = [("bare scan (first)", timed(bare))]
-    for name, fn in [("conv offset decode (issue 9 anchor)", conv_offset),
+    for name, fn in [("conv offset decode (anchor)", conv_offset),
                      ("unordered summary (no windows/regressions)", unordered_summary),
                      ("Arrow transfer to Python (count only)", arrow_transfer),
                      ("the single pass alone (scan_log)", scan_only),

@@ -18,21 +18,21 @@ __all__ = ["STAGES", "TARGETS", "command_line", "figures", "main", "markdown_tab
            "targets", "write_report"]
 
 TARGETS: dict[str, str] = {
-    "audit_marginal_over_bare_scan_marginal": "<= 2.0 (slope 5M-40M records, best of two per point; issue 18)",
-    "offset_path_marginal_over_bare_scan_marginal": "<= 1.5 (slope 5M-40M records; issue 18)",
-    "audit_fixed_seconds": "<= 6 (warm audit, intercept of the same fit; issue 18)",
+    "audit_marginal_over_bare_scan_marginal": "<= 2.0 (slope 5M-40M records, best of two per point)",
+    "offset_path_marginal_over_bare_scan_marginal": "<= 1.5 (slope 5M-40M records)",
+    "audit_fixed_seconds": "<= 6 (warm audit, intercept of the same fit)",
     "peer_over_audit": ">= 3.0",
-    "python_worker_peak_bounded": "Python worker peak RSS at the largest point <= 1.25 x the smallest (issue 18)",
-    "replay_share": "< 0.20 of the warm audit (issue 18)",
-    "delta_input_audit_marginal_over_bare_scan_marginal": "<= 2.0 (Delta input, over its bare scan; issue 18)",
-    "delta_input_audit_fixed_seconds": "<= 6 (Delta input, intercept; issue 18)",
-    "kafka_input_audit_marginal_over_bare_scan_marginal": "<= 2.0 (Kafka input, over its bare scan; issue 18)",
-    "kafka_input_audit_fixed_seconds": "<= 6 (Kafka input, intercept; issue 18)",
-    "offset_path_over_bare_scan": "<= 1.5 (at >= 20M records; issue 9)",
-    "audit_over_bare_scan": "<= 2.0 (at >= 20M records; issue 9)",
+    "python_worker_peak_bounded": "Python worker peak RSS at the largest point <= 1.25 x the smallest",
+    "replay_share": "< 0.20 of the warm audit",
+    "delta_input_audit_marginal_over_bare_scan_marginal": "<= 2.0 (Delta input, over its bare scan)",
+    "delta_input_audit_fixed_seconds": "<= 6 (Delta input, intercept)",
+    "kafka_input_audit_marginal_over_bare_scan_marginal": "<= 2.0 (Kafka input, over its bare scan)",
+    "kafka_input_audit_fixed_seconds": "<= 6 (Kafka input, intercept)",
+    "offset_path_over_bare_scan": "<= 1.5 (at >= 20M records)",
+    "audit_over_bare_scan": "<= 2.0 (at >= 20M records)",
     "single_group_peak_rss_mib": "< 1024 (5M commit records)",
     "scaling_linear": "audit's marginal cost per record, last segment <= 1.25 x first",
-    "derived_tables_cost": "audit with derived tables <= 1.25 x without (issue 17)",
+    "derived_tables_cost": "audit with derived tables <= 1.25 x without",
 }
 STAGES: dict[str, tuple[str, ...]] = {"offset_path": ("pass", "replay"), "audit": ("pass", "replay", "write")}
 """The stages whose slopes the figures give (`<kind>_<stage>_marginal_s_per_million` and over the

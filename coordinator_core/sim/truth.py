@@ -1,6 +1,6 @@
 """Ground truth of a simulated run: per generation, the true rebalance causes and the planted violations.
 
-Vocabulary is the audit's (issue 5) word for word, so a test can compare audit rows with truth rows.
+Vocabulary is the audit's word for word, so a test can compare audit rows with truth rows.
 """
 
 from __future__ import annotations

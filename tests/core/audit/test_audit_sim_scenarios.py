@@ -109,7 +109,7 @@ def test_truth_has_one_primary_per_generation() -> None:
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_primary_cause_and_member_agree_with_the_truth(flavor: str, capsys) -> None:
-    """Issue 14's bar: on the library (which has a scenario for each shape the issue names), the
+    """The bar: on the library (which has a scenario for each shape the issue names), the
     primary cause and the member it names agree with the truth on >= 99% of generations, per flavour."""
     total = PrimaryScore()
     for name in SCENARIOS:

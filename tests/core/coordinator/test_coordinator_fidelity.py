@@ -1,4 +1,4 @@
-"""Fidelity review (issue 3): each test states a behaviour read in Kafka's own coordinator code that the
+"""Fidelity review: each test states a behaviour read in Kafka's own coordinator code that the
 first port got wrong, naming the Kafka method it follows."""
 
 from __future__ import annotations
