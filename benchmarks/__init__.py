@@ -1,4 +1,4 @@
-"""The audit job against a bare scan and the job a user would write by hand, at scale (issues 9 and 18).
+"""The audit job against a bare scan and the job a user would write by hand, at scale.
 
     .venv/bin/python -m benchmarks                       # 20M records, 5,000 groups, local[2]
     .venv/bin/python -m benchmarks --records 2000000 --groups 500 --no-scaling --skip delta_input,kafka_input
