@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
+
+from jobs.delta_read import read_arrow
 
 __all__ = ["IGNORED_COLUMNS", "NOT_COMPARED", "TableComparison", "canonical_rows", "compare_outputs", "main",
            "output_tables"]
@@ -69,7 +70,7 @@ def _plain(value: Any) -> Any:
 def canonical_rows(table: Path, *, ignore: Sequence[str] = IGNORED_COLUMNS) -> list[str]:
     """The rows of the Delta table at `table` as stored, each a JSON object with sorted keys of every
     column but `ignore` (times as ISO text, bytes as hex, a map's entries sorted), in sorted order."""
-    arrow: pa.Table = DeltaTable(str(table)).to_pyarrow_table()
+    arrow: pa.Table = read_arrow(str(table))  # (not DeltaTable.to_pyarrow_table: see jobs.delta_read)
     arrow = arrow.select([c for c in arrow.column_names if c not in ignore])
     return sorted(json.dumps({k: _plain(v) for k, v in row.items()}, sort_keys=True, default=str)
                   for row in arrow.to_pylist())
