@@ -48,7 +48,7 @@ from .audit_builders import LogBuilder, member, rows_by_table, tps
 
 ROOT = Path(__file__).resolve().parents[3]
 LOG = ROOT / "tests" / "core" / "codec" / "data" / "real_broker_4_4_0_kip848.parquet"
-TRUTH = json.loads((ROOT / "data" / "samples" / "real_broker_4_4_0_kip848.truth.json").read_text())
+TRUTH = json.loads((ROOT / "tests" / "core" / "codec" / "data" / "real_broker_4_4_0_kip848.truth.json").read_text())
 UNIFORM, REGEX = "k848-uniform-scale", "k848-regex"
 
 Raw = tuple[int, int, int, bytes, bytes | None]
