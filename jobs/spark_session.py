@@ -44,9 +44,27 @@ from pyspark.sql import DataFrame, SparkSession
 from coordinator_core.errors import ConfigError
 from jobs.config import DEFAULT_APP_NAME
 
-__all__ = ["ALWAYS", "CODE_PACKAGES", "LOCAL_DEFAULTS", "LOCAL_JIT_OPTIONS", "ROOT", "Stage", "build_session",
-           "cache_dir", "default_parallelism", "has_jvm", "input_files", "is_local_master", "job_description",
-           "load_spark_conf", "local_tasks", "release", "ship_code", "stage"]
+__all__ = [
+    "ALWAYS",
+    "CODE_PACKAGES",
+    "LOCAL_DEFAULTS",
+    "LOCAL_JIT_OPTIONS",
+    "ROOT",
+    "Stage",
+    "build_session",
+    "cache_dir",
+    "code_zip",
+    "default_parallelism",
+    "has_jvm",
+    "input_files",
+    "is_local_master",
+    "job_description",
+    "load_spark_conf",
+    "local_tasks",
+    "release",
+    "ship_code",
+    "stage",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -251,15 +269,21 @@ def ship_code(spark: SparkSession) -> None:
     if session_id in _shipped:
         return
     with tempfile.TemporaryDirectory(prefix="coordinator-audit-code-") as tmp:
-        archive = Path(tmp) / "coordinator_audit_code.zip"
-        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
-            for package in CODE_PACKAGES:
-                root = Path(__import__(package).__file__ or "").resolve().parent
-                for file in sorted(root.rglob("*")):
-                    if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
-                        z.write(file, Path(package) / file.relative_to(root))
-        spark.addArtifacts(str(archive), pyfile=True)
+        spark.addArtifacts(str(code_zip(Path(tmp) / "coordinator_audit_code.zip")), pyfile=True)
     _shipped.add(session_id)
+
+
+def code_zip(archive: Path) -> Path:
+    """Writes the job's packages (`CODE_PACKAGES`, from where this process imports them, with their
+    data files, without bytecode) into the zip `archive`, for a Python path: `ship_code`'s archive,
+    and what `--py-files` takes."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        for package in CODE_PACKAGES:
+            root = Path(__import__(package).__file__ or "").resolve().parent
+            for file in sorted(root.rglob("*")):
+                if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
+                    z.write(file, Path(package) / file.relative_to(root))
+    return archive
 
 
 def input_files(df: DataFrame) -> list[str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from jobs.spark_session import LOCAL_JIT_OPTIONS
+from jobs.spark_session import LOCAL_JIT_OPTIONS, code_zip
 from tests.support.outputs import differences
 from tests.support.standalone import LOOPBACK, StandaloneCluster, standalone_cluster
 from tests.support.standalone import python_without_project as make_python_without_project
@@ -36,7 +35,6 @@ from tests.support.standalone import python_without_project as make_python_witho
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("coordinator_core", "jobs", "udfs")
 SAMPLE = ROOT.parent / "shared" / "real-broker-sample" / "consumer_offsets.parquet"
 CUT = "2026-11-21T23:43:40Z"
 """The nightly pair's cut: grp-s02's rebalance around consumer c3's crash spans it."""
@@ -57,16 +55,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
 
 @pytest.fixture(scope="module")
 def py_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`coordinator_audit.zip` as `scripts/build.sh` makes it (the packages with their data files),
-    zipped from the checkout without pip."""
-    archive = tmp_path_factory.mktemp("dist") / "coordinator_audit.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
-        for package in PACKAGES:
-            for file in sorted((ROOT / package).rglob("*")):
-                if file.is_file() and "__pycache__" not in file.parts and file.suffix in (".py", ".json",
-                                                                                          ".properties"):
-                    z.write(file, file.relative_to(ROOT).as_posix())
-    return archive
+    """The job's packages zipped for `--py-files` (`jobs.spark_session.code_zip`), without pip."""
+    return code_zip(tmp_path_factory.mktemp("dist") / "coordinator_audit.zip")
 
 
 @pytest.fixture(scope="module")
