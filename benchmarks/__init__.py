@@ -17,7 +17,7 @@ scan, the offset path, the audit, the pure-Python replay rates), `peer` (the han
 `memory` (the RSS sampler, one group's memory), `report` (figures, targets, table, JSON). The
 `bench_*.py` scripts beside it are smaller, separate benchmarks. None of it is in the wheel.
 
-Input: the simulator's scale mode (`coordinator_core.sim.scale`, written by
+Input: the simulator's scale mode (`coordinator_audit.core.sim.scale`, written by
 `tools.make_samples.write_scale`) as Kafka-source Parquet under
 `<cache-dir>/input-r<records>-g<groups>-s<seed>/`; reused when its `_manifest.json` matches the
 whole `ScaleConfig`, generated otherwise (about 2 minutes per 10M records on 2 cores). The Delta
@@ -37,16 +37,16 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   `jvm_commit_summary_marginal_over_bare_scan_marginal`) show how low the offset path's and the
   audit's marginal ratios can go here; the targets' notes quote them.
 * `offset_path`: the job's offset-commit path alone on the raw input
-  (`jobs.offsets_path.offset_path`: the single pass, then the replay asked for `offset_commits`
+  (`coordinator_audit.jobs.offsets_path.offset_path`: the single pass, then the replay asked for `offset_commits`
   and `violations` only), both outputs forced with a write to Spark's `noop` sink. Its two steps
-  are timed apart (`stage_seconds`: `pass`, `jobs.offsets_path.offset_scan`; `replay`,
+  are timed apart (`stage_seconds`: `pass`, `coordinator_audit.jobs.offsets_path.offset_scan`; `replay`,
   `replay_offsets` and the two writes), as the audit's stages are from its log lines (`pass`,
   `replay`, `write`: `measures.stage_seconds`). In the scaling series each stage is a measurement
   of its own (`offset_path_pass`, `offset_path_replay`, `audit_pass`, `audit_replay`,
   `audit_write`: the best of the point's runs, fitted), and the figures give their slopes and
   their ratios to the bare scan's (`offset_path_replay_marginal_over_bare_scan_marginal`, ...):
   which part of a marginal ratio is whose.
-* `audit_first` and `audit`: `jobs.audit.run_audit` end to end (read, the single pass, replay,
+* `audit_first` and `audit`: `coordinator_audit.jobs.audit.run_audit` end to end (read, the single pass, replay,
   offset path, every Delta table written): `audit_first` is the session's first job and pays its
   warm-up (JVM JIT, code generation, Python workers), as a nightly run in a fresh session does;
   `audit`, after it, is the warm steady state that the figures use. A background thread samples
@@ -57,7 +57,7 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   pure-Python audit (`GroupAuditor`). Reported, not a target.
   `replay_share` is the replay's share of the faster warm audit: the Python time the job's replay
   spent feeding records through the groups' audits (the GroupMetadata replay through Kafka's load
-  path, the observer, quarantine: the job's `replay: ...` log line, `udfs.replay.TIMING_FIELDS`
+  path, the observer, quarantine: the job's `replay: ...` log line, `coordinator_audit.udfs.replay.TIMING_FIELDS`
   summed over the workers) over that run's core-seconds (wall time x Spark's cores). Measured
   inside the run, never estimated; target < 20%. Since the replay also merges the single pass's
   offset-commit stretches (`GroupAuditor.merge_stretch`, what a separate Spark SQL stage did
@@ -95,7 +95,7 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   (`scripts/kafka.sh`), its `__consumer_offsets` loaded with the point's records in log order
   (Spark's Kafka sink as the client `__admin_client`; the records' timestamps become the produce
   time), then the bare scan and the warm audit read through the job's `--kafka-bootstrap` path
-  (`jobs.kafka_source.read_kafka`, Spark's Kafka source), best of two runs each, in a child session
+  (`coordinator_audit.jobs.kafka_source.read_kafka`, Spark's Kafka source), best of two runs each, in a child session
   of their own with the Kafka source's jars (`scripts/jars.sh spark`, from Maven Central; Delta
   Spark's left out, so the audit writes with the embedded writer as elsewhere). Figures:
   `kafka_input_audit_marginal_over_bare_scan_marginal` (over the Kafka bare scan),

@@ -3,10 +3,10 @@ line per input (records, rows by kind, a SHA-256 of every row, the saved state a
 asserts nothing.
 
 Run from the project root: `.venv/bin/python benchmarks/audit_row_hash.py [--tree DIR] [--records N]
-[--groups M]`. `--tree DIR` audits with another version's `coordinator_core` (a directory holding it,
-e.g. `git archive <commit> coordinator_core | tar -x -C DIR`): equal lines mean identical output.
+[--groups M]`. `--tree DIR` audits with another version's `coordinator_audit.core` (a directory holding it,
+e.g. `git archive <commit> coordinator_audit.core | tar -x -C DIR`): equal lines mean identical output.
 
-Inputs: every `data/samples/*.parquet` log, a generated scale log (`coordinator_core.sim.scale`, N
+Inputs: every `data/samples/*.parquet` log, a generated scale log (`coordinator_audit.core.sim.scale`, N
 records of M groups), and the same log perturbed with a fixed seed (offset commits stepping back,
 offset tombstones, undecodable values, group tombstones), so that regressions, tombstones and
 quarantine are hashed too. Each group is audited in one pass, and again saved at its middle
@@ -40,7 +40,7 @@ def _by_group(records: list[Record]) -> dict[bytes, list[Record]]:
 
 
 def digest(records: list[Record]) -> tuple[str, int, dict[str, int]]:
-    from coordinator_core.audit import GroupAuditor
+    from coordinator_audit.core.audit import GroupAuditor
 
     h = hashlib.sha256()
     n = 0
@@ -72,7 +72,7 @@ def _sample(path: Path) -> list[Record]:
 
 
 def _scale(records: int, groups: int) -> list[Record]:
-    from coordinator_core.sim.scale import ScaleConfig, generate
+    from coordinator_audit.core.sim.scale import ScaleConfig, generate
 
     out: list[Record] = []
     for b in generate(ScaleConfig(records=records, groups=groups)):
@@ -100,14 +100,14 @@ def _perturbed(records: list[Record]) -> list[Record]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tree", type=Path, default=ROOT, help="the directory whose coordinator_core is audited")
+    ap.add_argument("--tree", type=Path, default=ROOT, help="the directory whose coordinator_audit.core is audited")
     ap.add_argument("--records", type=int, default=400_000, help="records of the generated scale log")
     ap.add_argument("--groups", type=int, default=100, help="groups of the generated scale log")
     args = ap.parse_args()
     sys.path.insert(0, str(args.tree.resolve()))
-    import coordinator_core
+    import coordinator_audit.core
 
-    print(f"coordinator_core from {Path(coordinator_core.__file__).parent}")
+    print(f"coordinator_audit.core from {Path(coordinator_audit.core.__file__).parent}")
     inputs: list[tuple[str, list[Record]]] = [(p.name, _sample(p)) for p in sorted((ROOT / "data/samples").glob("*.parquet"))]
     scale = _scale(args.records, args.groups)
     inputs += [(f"scale ({args.records:,} records, {args.groups} groups)", scale),

@@ -1,4 +1,4 @@
-"""Throughput and memory of the pure-Python audit (coordinator_core.audit); prints figures, asserts nothing.
+"""Throughput and memory of the pure-Python audit (coordinator_audit.core.audit); prints figures, asserts nothing.
 
 Run from the project root: `.venv/bin/python benchmarks/bench_audit.py [--commits N] [--groups M] [--big N]
 [--baseline DIR]`.
@@ -15,7 +15,7 @@ Run from the project root: `.venv/bin/python benchmarks/bench_audit.py [--commit
 
 Rates are records per second of this process's CPU time ("per core"): the figure that holds on a
 shared machine, where wall time also counts other processes. `--baseline DIR` (a directory holding
-another version's `coordinator_core`, e.g. `git archive <commit> coordinator_core | tar -x -C DIR`)
+another version's `coordinator_audit.core`, e.g. `git archive <commit> coordinator_audit.core | tar -x -C DIR`)
 also runs the GroupMetadata shapes on that version, in subprocesses alternating with this one on
 the same pre-built records, and prints the ratio: before/after figures measured in one run.
 """
@@ -36,9 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from coordinator_core.audit import GroupAuditor  # noqa: E402 (after the sys.path line)
-from coordinator_core.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue, encode  # noqa: E402
-from coordinator_core.sim.builders import LogBuilder, member, tps  # noqa: E402
+from coordinator_audit.core.audit import GroupAuditor  # noqa: E402 (after the sys.path line)
+from coordinator_audit.core.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue, encode  # noqa: E402
+from coordinator_audit.core.sim.builders import LogBuilder, member, tps  # noqa: E402
 
 GROUP = "bench-group"
 PARTITIONS = 64
@@ -116,7 +116,7 @@ def _time_feed(records: Records, *, load_path: bool, repeat: int) -> float:
 _CHILD = """
 import collections, pickle, sys, time
 sys.path.insert(0, {tree!r})
-from coordinator_core.audit import GroupAuditor  # noqa: E402 (after the sys.path line)
+from coordinator_audit.core.audit import GroupAuditor  # noqa: E402 (after the sys.path line)
 records = pickle.load(open({path!r}, "rb"))
 best = 0.0
 for _ in range({repeat}):
@@ -154,7 +154,7 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=5_000_000, help="commit records of the single-group memory run")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best is printed)")
     ap.add_argument("--baseline", type=Path, default=None,
-                    help="a directory with another version's coordinator_core to compare with, in the same run")
+                    help="a directory with another version's coordinator_audit.core to compare with, in the same run")
     args = ap.parse_args()
     print(f"python {sys.version.split()[0]}, one core; records/s of CPU time")
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

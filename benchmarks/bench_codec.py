@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from coordinator_core.records import decode, encode, offset_commit_key_fields, offset_commit_value_fields
+from coordinator_audit.core.records import (
+    decode,
+    encode,
+    offset_commit_key_fields,
+    offset_commit_value_fields,
+)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "real_broker_3_9_0.parquet"
 

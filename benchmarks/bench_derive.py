@@ -1,11 +1,11 @@
-"""Cost of the derivation's Python side (`udfs.derived.derive_partition`: `_derive_batches` around
-`udfs.history.derive_group`), without Spark's scheduling; prints figures.
+"""Cost of the derivation's Python side (`coordinator_audit.udfs.derived.derive_partition`: `_derive_batches` around
+`coordinator_audit.udfs.history.derive_group`), without Spark's scheduling; prints figures.
 
-    .venv/bin/python -m jobs.audit --input .cache/bench/input-r20221159-g5000-s0 --output /tmp/o20
+    .venv/bin/python -m coordinator_audit.jobs.audit --input .cache/bench/input-r20221159-g5000-s0 --output /tmp/o20
     .venv/bin/python -m benchmarks.bench_derive --tables /tmp/o20 [--repeat 3] [--json F]
 
 Input: the base tables of an audit's output (one run: `--tables`), packed as the job packs them
-(`udfs.derived.pack_base`, read with `jobs.delta_io.read_table` in a local Spark session), sorted
+(`coordinator_audit.udfs.derived.pack_base`, read with `coordinator_audit.jobs.delta_io.read_table` in a local Spark session), sorted
 by group (then by every column, so that every run sees the same order) and collected once to Arrow; Spark is stopped before anything is timed. The packed rows are
 cut into batches of 10,000 rows (Spark's `spark.sql.execution.arrow.maxRecordsPerBatch`).
 
@@ -32,9 +32,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import udfs.derived as derived
-from jobs.delta_io import read_table
-from jobs.spark_session import build_session
+import coordinator_audit.udfs.derived as derived
+from coordinator_audit.jobs.delta_io import read_table
+from coordinator_audit.jobs.spark_session import build_session
 
 BATCH_ROWS = 10_000
 
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     missing = [n for n in derived.BASE_INPUTS if not (args.tables / n / "_delta_log").is_dir()]
     if missing:
-        p.error(f"--tables {args.tables}: no Delta table {', '.join(missing)} (run jobs.audit into it first)")
+        p.error(f"--tables {args.tables}: no Delta table {', '.join(missing)} (run coordinator_audit.jobs.audit into it first)")
     batches = packed_batches(args.tables)
     figures = measure(batches, max(1, args.repeat))
     print(json.dumps(figures, indent=1))

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from benchmarks.bench_nightly import audit_window, chain_arguments, window_bounds
 from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ensure_input, scale_config
 from benchmarks.measures import stage_seconds
-from jobs.spark_session import build_session
+from coordinator_audit.jobs.spark_session import build_session
 
 
 def _key_groups(keys: pa.Array) -> pa.Array:

@@ -14,13 +14,13 @@ each window's run, that window's records are added to it as one Parquet file per
 (sorted by offset, as a Spark Kafka-source export job writes a day), and the run reads the whole
 directory; what may then grow is also what a run reads of the earlier nights' files (their
 footers, and their records where the statistics do not put them outside the window:
-`jobs.offsets_path._outside_row_groups`). `--exports-format delta` makes the export a Delta table
+`coordinator_audit.jobs.offsets_path._outside_row_groups`). `--exports-format delta` makes the export a Delta table
 that each window appends a file per partition to; `--reader spark` has Spark read the input, as it
-does on a remote store (`jobs.offsets_path._spark_window` then gives it a condition the Delta log's
+does on a remote store (`coordinator_audit.jobs.offsets_path._spark_window` then gives it a condition the Delta log's
 statistics allow); `--read-all` turns both skips off (every record read and filtered), for an A/B. `growth_s_per_window` is the slope of a window's seconds over its index (least squares,
 the first window left out: it warms the session and starts the chain), and `per_year_s` that slope
 times 365: how much slower the 365th night would be than the first for this reason alone. After
-each run it also times the summary the command prints (`jobs.audit.table_highlights`, which reads
+each run it also times the summary the command prints (`coordinator_audit.jobs.audit.table_highlights`, which reads
 the run's rows back from Delta): `summary_s` per window, its median and its growth.
 """
 
@@ -47,10 +47,10 @@ from deltalake import write_deltalake
 
 from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ROOT, ensure_input, scale_config
 from benchmarks.measures import StageTee
-from jobs import offsets_path
-from jobs.audit import run_audit, table_highlights
-from jobs.config import load_config
-from jobs.spark_session import build_session
+from coordinator_audit.jobs import offsets_path
+from coordinator_audit.jobs.audit import run_audit, table_highlights
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.spark_session import build_session
 
 
 def window_bounds(input_dir: Path, windows: int) -> list[tuple[datetime, datetime]]:

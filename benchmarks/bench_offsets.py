@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator_core.records import (
+from coordinator_audit.core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import functions as F
 
-    from jobs import offsets_path as op
-    from jobs.spark_session import build_session
+    from coordinator_audit.jobs import offsets_path as op
+    from coordinator_audit.jobs.spark_session import build_session
 
     spark = build_session(master=args.master, conf={"spark.driver.memory": "4g"})
     spark.sparkContext.setLogLevel("ERROR")

@@ -3,8 +3,8 @@
     .venv/bin/python -m benchmarks.bench_pass [--input DIR] [--repeat 4] [--hash]
 
 On the benchmark's input (`.cache/bench/input-r20221159-g5000-s0` by default: run `python -m
-benchmarks` once to make it), the job's file-reading pass (`udfs.scan.make_file_scan_fn`, the tasks
-the job would make for two cores, `udfs.scan.pass_tasks`) runs over every task in turn, once to warm numba's cache,
+benchmarks` once to make it), the job's file-reading pass (`coordinator_audit.udfs.scan.make_file_scan_fn`, the tasks
+the job would make for two cores, `coordinator_audit.udfs.scan.pass_tasks`) runs over every task in turn, once to warm numba's cache,
 then `--repeat` times. Prints the CPU seconds of each run (`time.process_time`: every thread of the
 process, pyarrow's reader included), the best, its wall time and the rows the pass output. Compare
 two versions of the code by running it from each (a git worktree), alternating.
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from jobs.config import DEFAULT_SCAN_CHUNK_ROWS
-from udfs.scan import make_file_scan_fn, pass_tasks, read_footer
+from coordinator_audit.jobs.config import DEFAULT_SCAN_CHUNK_ROWS
+from coordinator_audit.udfs.scan import make_file_scan_fn, pass_tasks, read_footer
 
 DEFAULT_INPUT = Path(__file__).resolve().parents[1] / ".cache" / "bench" / "input-r20221159-g5000-s0"
 CORES = 2
-"""The tasks are planned as the job plans them for a `local[2]` session (`udfs.scan.pass_tasks`)."""
+"""The tasks are planned as the job plans them for a `local[2]` session (`coordinator_audit.udfs.scan.pass_tasks`)."""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Cost of the replay adapter's input and output sides (udfs.replay), without Spark; prints figures.
+"""Cost of the replay adapter's input and output sides (coordinator_audit.udfs.replay), without Spark; prints figures.
 
 Run from the project root: `.venv/bin/python benchmarks/bench_replay_adapter.py [--input DIR]
 [--baseline-rev REV] [--batch-records N] [--limit N] [--no-check]`.
@@ -6,7 +6,7 @@ Run from the project root: `.venv/bin/python benchmarks/bench_replay_adapter.py 
 Input: the non-commit records of a benchmark input (`python -m benchmarks`' cache, Parquet with the
 Kafka-source schema): keys whose first two bytes (the record type) are not 0 or 1, with the group
 read from the key (int16 length + UTF-8 from byte 2; None when that does not parse), sorted by
-(group, partition, offset) as `jobs.audit` sorts them (null group first), cut into Arrow batches of
+(group, partition, offset) as `coordinator_audit.jobs.audit` sorts them (null group first), cut into Arrow batches of
 `--batch-records` rows (Spark's `spark.sql.execution.arrow.maxRecordsPerBatch`, 10,000 by default).
 
 Measured in this one process, on the same batches, one after the other (CPU seconds of this
@@ -44,8 +44,8 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as ds  # noqa: E402
 from pyspark.sql.conversion import ArrowBatchTransformer, PandasToArrowConversion  # noqa: E402
 
-from coordinator_core.audit import GroupAuditor  # noqa: E402
-from udfs import replay  # noqa: E402
+from coordinator_audit.core.audit import GroupAuditor  # noqa: E402
+from coordinator_audit.udfs import replay  # noqa: E402
 
 DEFAULT_INPUT = ROOT / ".cache" / "bench" / "input-r20221159-g5000-s0"
 BASELINE_REV = "aedfb55bdebe7571ebf9bfc4da68e3904a821686"
@@ -99,8 +99,8 @@ def load_input(path: Path, *, batch_records: int, limit: int | None) -> tuple[li
 
 
 def load_baseline(rev: str, tmp: Path) -> Any:
-    """`udfs/replay.py` at `rev`, imported as a module of its own."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:udfs/replay.py"], check=True,
+    """`coordinator_audit/udfs/replay.py` at `rev`, imported as a module of its own."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:coordinator_audit/udfs/replay.py"], check=True,
                             capture_output=True, text=True).stdout
     path = tmp / "replay_baseline.py"
     path.write_text(source)
@@ -174,7 +174,7 @@ def _row_multiset(batches: list[pa.RecordBatch]) -> collections.Counter[tuple[An
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="benchmark input (Parquet directory)")
-    p.add_argument("--baseline-rev", default=BASELINE_REV, help="git revision of the 'before' udfs/replay.py")
+    p.add_argument("--baseline-rev", default=BASELINE_REV, help="git revision of the 'before' coordinator_audit/udfs/replay.py")
     p.add_argument("--batch-records", type=int, default=10_000, help="input rows per Arrow batch")
     p.add_argument("--limit", type=int, default=None, help="only the first N sorted records")
     p.add_argument("--no-check", action="store_true", help="skip the row-for-row comparison")

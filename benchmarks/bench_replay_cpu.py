@@ -1,4 +1,4 @@
-"""CPU cost of the replay's body (`udfs.replay.make_replay_fn`) over the single pass's real output,
+"""CPU cost of the replay's body (`coordinator_audit.udfs.replay.make_replay_fn`) over the single pass's real output,
 without Spark's scheduling; prints figures.
 
     .venv/bin/python -m benchmarks.bench_replay_cpu --input .cache/bench/input-r20221159-g5000-s0
@@ -6,7 +6,7 @@ without Spark's scheduling; prints figures.
         [--only offset_path,audit,audit_files,nightly] [--instructions [--batches N]]
 
 Input: the replay's input for a benchmark input (`python -m benchmarks`' cache, Parquet with the
-Kafka-source schema): the single pass (`jobs.offsets_path.scan_log`) and `udfs.replay.replay_input`
+Kafka-source schema): the single pass (`coordinator_audit.jobs.offsets_path.scan_log`) and `coordinator_audit.udfs.replay.replay_input`
 in a local[2] Spark session, as the job's Spark path builds it (the records it did not summarise
 and its stretches, sorted by group within each of 2 shards), written once under `--work-dir`
 (`replay-input-<input name>`) and reused; Spark is stopped before anything is timed. Each file
@@ -14,7 +14,7 @@ and its stretches, sorted by group within each of 2 shards), written once under 
 
 Measured in this one process, CPU seconds, best of `--repeat`, per configuration of the replay,
 after moving the process's live objects out of the cyclic collector's reach as the job's Python
-workers do (`gc.freeze`, `udfs.gc_batches.freeze_survivors`; otherwise the replay's full
+workers do (`gc.freeze`, `coordinator_audit.udfs.gc_batches.freeze_survivors`; otherwise the replay's full
 collections would walk this process's imports, which the workers' do not):
 
 * `offset_path`: what the offset path's replay runs (`tables=("offset_commits", "violations")`,
@@ -22,8 +22,8 @@ collections would walk this process's imports, which the workers' do not):
 * `audit`: what the embedded audit's replay runs on a fresh output (`derive=True`: every table,
   derived ones included, and the saved states), every row in the output batches;
 * `audit_files`: the same as the job's embedded writer runs it on a local output: the tables its
-  replay tasks write themselves (`jobs.audit.direct_tables`) go into Parquet files under a
-  temporary directory (`udfs.table_files`), only the rest into the output batches; the hash covers
+  replay tasks write themselves (`coordinator_audit.jobs.audit.direct_tables`) go into Parquet files under a
+  temporary directory (`coordinator_audit.udfs.table_files`), only the rest into the output batches; the hash covers
   the files' rows too (so it differs from `audit`'s: the files carry the run id and the TIMESTAMP
   columns);
 
@@ -76,9 +76,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a file: the project's packages (a PYTHONPATH set first wins)
     sys.path.append(str(ROOT))
 
-from coordinator_core.audit import STATE_FORMAT  # noqa: E402
-from udfs.replay import COUNTS_TABLE, REPLAY_DERIVED_SCHEMA, REPLAY_SCHEMA, make_replay_fn  # noqa: E402
-from udfs.table_files import FILES_TABLE, DirectWrite  # noqa: E402
+from coordinator_audit.core.audit import STATE_FORMAT  # noqa: E402
+from coordinator_audit.udfs.replay import COUNTS_TABLE, REPLAY_DERIVED_SCHEMA, REPLAY_SCHEMA, make_replay_fn  # noqa: E402
+from coordinator_audit.udfs.table_files import FILES_TABLE, DirectWrite  # noqa: E402
 
 CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "offset_path": {"tables": ("offset_commits", "violations"), "observe": False},
@@ -86,7 +86,7 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "audit_files": {"derive": True, "files": True},
 }
 """Replay options per configuration; `files`: the tables the job's embedded writer has its replay
-tasks write (`jobs.audit.direct_tables`) are written as the job writes them (`_with_files`)."""
+tasks write (`coordinator_audit.jobs.audit.direct_tables`) are written as the job writes them (`_with_files`)."""
 NIGHTLY: dict[str, Any] = {"mode": "resume"}
 """The `nightly` configuration's replay options (its own input: `nightly_input`)."""
 BATCH_ROWS = 10_000
@@ -97,9 +97,9 @@ def replay_input(input_dir: Path, work_dir: Path) -> Path:
     out = work_dir / f"replay-input-{input_dir.name}"
     if (out / "_SUCCESS").exists():
         return out
-    from jobs.offsets_path import scan_log
-    from jobs.spark_session import build_session
-    from udfs.replay import replay_input as build_input
+    from coordinator_audit.jobs.offsets_path import scan_log
+    from coordinator_audit.jobs.spark_session import build_session
+    from coordinator_audit.udfs.replay import replay_input as build_input
 
     print(f"[bench_replay_cpu] building the replay input of {input_dir} under {out} (Spark, local[2])", flush=True)
     spark = build_session(master="local[2]")
@@ -118,12 +118,12 @@ def nightly_input(input_dir: Path, work_dir: Path) -> Path:
     if (out / "_SUCCESS").exists():
         return out
     from benchmarks.bench_nightly import window_bounds
-    from jobs.audit import run_audit, saved_states
-    from jobs.config import load_config
-    from jobs.delta_io import read_table
-    from jobs.offsets_path import scan_log
-    from jobs.spark_session import build_session
-    from udfs.replay import replay_input as build_input
+    from coordinator_audit.jobs.audit import run_audit, saved_states
+    from coordinator_audit.jobs.config import load_config
+    from coordinator_audit.jobs.delta_io import read_table
+    from coordinator_audit.jobs.offsets_path import scan_log
+    from coordinator_audit.jobs.spark_session import build_session
+    from coordinator_audit.udfs.replay import replay_input as build_input
 
     (_, mid), _ = window_bounds(input_dir, 2)
     base = work_dir / f"nightly-base-f{STATE_FORMAT}-{input_dir.name}"
@@ -145,12 +145,12 @@ def nightly_input(input_dir: Path, work_dir: Path) -> Path:
 
 def _with_files(options: dict[str, Any], scratch: Path | None) -> dict[str, Any]:
     """`options` for `make_replay_fn`: with `files`, a `DirectWrite` of the tables a fresh embedded
-    audit's replay tasks write (`jobs.audit.direct_tables`, derived tables included) into
+    audit's replay tasks write (`coordinator_audit.jobs.audit.direct_tables`, derived tables included) into
     directories under `scratch`, as the job does (local files, Parquet, a run id)."""
     if not options.get("files"):
         return options
-    from jobs.audit import direct_tables
-    from jobs.config import load_config
+    from coordinator_audit.jobs.audit import direct_tables
+    from coordinator_audit.jobs.config import load_config
 
     assert scratch is not None
     cfg = load_config(None, {"input.path": str(scratch), "input.format": "parquet", "input.table": "",
@@ -173,7 +173,7 @@ def _file_rows(scratch: Path) -> list[str]:
 def _rows_hash(batches: list[pa.RecordBatch], extra: Sequence[str] = ()) -> str:
     """A hash of the wide rows (with `extra`), each over every column of the full wide schema, a
     column its batch lacks as null: a replay asked for some tables outputs only their columns
-    (`udfs.replay.replay_schema`), and hashes the same rows as one asked for every table."""
+    (`coordinator_audit.udfs.replay.replay_schema`), and hashes the same rows as one asked for every table."""
     rows: list[str] = list(extra)
     for batch in batches:
         full = REPLAY_SCHEMA if set(batch.schema.names) <= set(REPLAY_SCHEMA.fieldNames()) else REPLAY_DERIVED_SCHEMA
@@ -194,7 +194,7 @@ def _rows_hash(batches: list[pa.RecordBatch], extra: Sequence[str] = ()) -> str:
 
 def _frozen_as_in_a_worker() -> None:
     """This process's live objects (its imports, the input read) moved out of the cyclic collector's
-    reach, as the job's task functions do in a Spark Python worker (`udfs.gc_batches.
+    reach, as the job's task functions do in a Spark Python worker (`coordinator_audit.udfs.gc_batches.
     freeze_survivors`): the replay's collections then walk only what the replay allocates."""
     gc.collect()
     gc.freeze()

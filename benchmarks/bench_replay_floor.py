@@ -4,12 +4,12 @@
 
 On the benchmark's input (`.cache/bench/input-r20221159-g5000-s0` by default: run `python -m
 benchmarks` once to make it), the job's single pass runs once; then, per shard count, the replay's
-input (`udfs.replay.replay_input`: the side records and the stretches, repartitioned by group and
+input (`coordinator_audit.udfs.replay.replay_input`: the side records and the stretches, repartitioned by group and
 sorted) is handed to the Python workers as Arrow batches that are only counted there
 (`to_python_s`), and counted in the JVM alone (`jvm_s`). The first is the floor of the replay stage
 (the job's replay adds its Python on top); the difference between them is the input's trip to Python.
 This is the Spark path (`job.replay_input = "spark"`, and any session that is not local): in a
-local session the job hands the input off as local files instead (`udfs.handoff`), which skips it.
+local session the job hands the input off as local files instead (`coordinator_audit.udfs.handoff`), which skips it.
 Prints one line per run; wall-clock seconds on whatever else the machine is doing.
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from jobs import offsets_path
-from jobs.spark_session import build_session
-from udfs.replay import REPLAY_SCHEMA, replay_input
+from coordinator_audit.jobs import offsets_path
+from coordinator_audit.jobs.spark_session import build_session
+from coordinator_audit.udfs.replay import REPLAY_SCHEMA, replay_input
 
 DEFAULT_INPUT = Path(__file__).resolve().parents[1] / ".cache" / "bench" / "input-r20221159-g5000-s0"
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator_core.sim.runner import run_scenario
-from coordinator_core.sim.scale import ScaleConfig, generate, metadata_scenario, plan_groups
+from coordinator_audit.core.sim.runner import run_scenario
+from coordinator_audit.core.sim.scale import ScaleConfig, generate, metadata_scenario, plan_groups
 from tools.make_samples import write_scale
 
 

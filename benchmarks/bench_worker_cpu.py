@@ -16,7 +16,7 @@ local[2] session, each of `--what` runs once to warm up (the JVM, the workers, n
 the session's JVM, of its Python workers (every process of pyspark's daemon, the daemon's reaped
 workers included) and of this process (the driver's Python). It prints each run's wall and CPU
 seconds and, after the first warm-up and at the end, the Python workers' collector state,
-measured in a task on each worker: objects frozen (`gc.freeze`, `udfs.gc_batches.
+measured in a task on each worker: objects frozen (`gc.freeze`, `coordinator_audit.udfs.gc_batches.
 freeze_survivors`), objects in the oldest generation, the milliseconds of one full collection
 (what pyspark's daemon runs after every task) and the worker's RSS. Linux only (/proc).
 
@@ -49,9 +49,9 @@ if str(ROOT) not in sys.path:  # run as a file: the project's packages (a PYTHON
 from benchmarks.bench_nightly import window_bounds  # noqa: E402
 from benchmarks.measures import measure_offset_path  # noqa: E402
 from benchmarks.memory import descendants, proc_children  # noqa: E402
-from jobs.audit import run_audit  # noqa: E402
-from jobs.config import load_config  # noqa: E402
-from jobs.spark_session import build_session  # noqa: E402
+from coordinator_audit.jobs.audit import run_audit  # noqa: E402
+from coordinator_audit.jobs.config import load_config  # noqa: E402
+from coordinator_audit.jobs.spark_session import build_session  # noqa: E402
 
 DEFAULT_INPUT = ROOT / ".cache" / "bench" / "input-r20221159-g5000-s0"
 WHAT = ("audit", "offset_path", "nightly")

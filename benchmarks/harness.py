@@ -29,8 +29,8 @@ from pyspark.sql import SparkSession
 
 import benchmarks
 from benchmarks import kafka_input, measures, memory, peer, report
-from coordinator_core.sim.scale import ScaleConfig, plan_groups
-from jobs.spark_session import build_session
+from coordinator_audit.core.sim.scale import ScaleConfig, plan_groups
+from coordinator_audit.jobs.spark_session import build_session
 from tools.make_samples import write_scale
 
 __all__ = ["MEASUREMENTS", "ensure_delta_input", "ensure_input", "main", "parse_args", "scale_config",
@@ -186,7 +186,7 @@ def ensure_delta_input(parquet_dir: Path, manifest: dict[str, Any]) -> Path:
     each Parquet file of the input becomes one data file (pyarrow, in its row order), committed
     with delta-rs's transaction API. (delta-rs's `write_deltalake` reorders record batches: on this
     input each Kafka partition then restarts its offsets mid-file, and the job would re-sort the
-    whole table through Spark; `jobs.audit` reads a log-ordered plain Delta table with pyarrow.)"""
+    whole table through Spark; `coordinator_audit.jobs.audit` reads a log-ordered plain Delta table with pyarrow.)"""
     directory = parquet_dir.with_name(parquet_dir.name + ".delta")
     stamp = parquet_dir.with_name(parquet_dir.name + ".delta.json")
     wanted = {**manifest, "delta_layout": DELTA_LAYOUT}

@@ -19,7 +19,7 @@ cluster.
   log holds the input's records, offsets and timestamps. The broker's group coordinator ignores
   them: it replays a partition when it loads it, and it loaded these while they were empty.
 * `measure_kafka_bare_scan`: the floor of this input, the bare scan's aggregate over the rows that
-  `jobs.kafka_source.read_kafka` returns (Spark's Kafka source, in the JVM only); then, timed
+  `coordinator_audit.jobs.kafka_source.read_kafka` returns (Spark's Kafka source, in the JVM only); then, timed
   apart, `python_read`: the same rows' columns that the single pass reads handed to the Python
   workers as Arrow batches (`mapInArrow`) and counted there, nothing else done: what any pass in
   Python over this input pays, the job's included (its kernel runs in the workers).
@@ -43,9 +43,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks.measures import bare_scan_totals
-from jobs.kafka_source import read_kafka
-from udfs.gc_batches import freeze_survivors
-from udfs.json_lines import DEFAULT_TOPIC
+from coordinator_audit.jobs.kafka_source import read_kafka
+from coordinator_audit.udfs.gc_batches import freeze_survivors
+from coordinator_audit.udfs.json_lines import DEFAULT_TOPIC
 
 __all__ = ["KafkaBroker", "KafkaInputUnavailable", "kafka_source_jars", "load_records", "measure_kafka_bare_scan"]
 
@@ -228,7 +228,7 @@ def measure_kafka_bare_scan(spark: SparkSession, bootstrap: str) -> dict[str, An
 
 def _count_batches(batches: Any) -> Any:
     """mapInArrow body of the Kafka input's `python_read`: the batches' rows counted, nothing else
-    (the worker's long-lived objects frozen, as in the job's tasks: `udfs.gc_batches.freeze_survivors`)."""
+    (the worker's long-lived objects frozen, as in the job's tasks: `coordinator_audit.udfs.gc_batches.freeze_survivors`)."""
     import pyarrow as pa
 
     freeze_survivors()

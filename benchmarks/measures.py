@@ -23,13 +23,13 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks.memory import MemorySampler
-from coordinator_core.audit import GroupAuditor
-from jobs import offsets_path
-from jobs.audit import run_audit
-from jobs.config import DEFAULT_SCAN_CHUNK_ROWS, load_config
-from jobs.delta_io import local_table_path, read_table
-from jobs.delta_read import read_arrow
-from udfs.gc_batches import freeze_survivors
+from coordinator_audit.core.audit import GroupAuditor
+from coordinator_audit.jobs import offsets_path
+from coordinator_audit.jobs.audit import run_audit
+from coordinator_audit.jobs.config import DEFAULT_SCAN_CHUNK_ROWS, load_config
+from coordinator_audit.jobs.delta_io import local_table_path, read_table
+from coordinator_audit.jobs.delta_read import read_arrow
+from coordinator_audit.udfs.gc_batches import freeze_survivors
 
 __all__ = ["AUDIT_STAGES", "STAGE_LINE", "bare_scan_totals", "measure_audit", "measure_bare_scan", "measure_offset_path", "measure_output_write",
            "measure_read_floors", "replay_python_seconds", "replay_rates", "stage_seconds"]
@@ -37,14 +37,14 @@ __all__ = ["AUDIT_STAGES", "STAGE_LINE", "bare_scan_totals", "measure_audit", "m
 InputFormat = Literal["parquet", "delta", "kafka"]
 
 STAGE_LINE = re.compile(r"^stage (.+?): .* in ([0-9.]+) s")
-"""A stage's log line (`jobs.spark_session.stage`): its name, then what it did and its wall time."""
+"""A stage's log line (`coordinator_audit.jobs.spark_session.stage`): its name, then what it did and its wall time."""
 AUDIT_STAGES: dict[str, str] = {"pass": "read input and scan it once", "replay": "replay", "write": "write Delta tables"}
 """The audit's stages whose times `stage_seconds` splits out, by the first words of their name
-(`jobs.audit`): the single pass; the per-group replay, whose time covers the `mapInArrow` of
-`udfs.replay` over the single pass's materialised side rows and stretches (their shuffle by group
+(`coordinator_audit.jobs.audit`): the single pass; the per-group replay, whose time covers the `mapInArrow` of
+`coordinator_audit.udfs.replay` over the single pass's materialised side rows and stretches (their shuffle by group
 included) up to its persisted output; and the commit of the tables."""
 REPLAY_TIMES = re.compile(r"^\[coordinator-audit\] replay: ([0-9,.]+) s feeding .*, ([0-9,.]+) s merging")
-"""The job's log line of the replay's own Python time (`udfs.replay.TIMING_FIELDS`, summed over the
+"""The job's log line of the replay's own Python time (`coordinator_audit.udfs.replay.TIMING_FIELDS`, summed over the
 workers): feeding records through the groups' audits, and merging the offset-commit stretches."""
 
 
@@ -81,7 +81,7 @@ def _python_read_counts(batches: Any) -> Any:
     """mapInArrow body of `measure_read_floors`' Python read: each unit's row groups read with
     pyarrow as the single pass's file reader reads them (its columns, `key` dictionary-decoded),
     the rows and the key and value bytes counted, nothing else done (its worker's long-lived objects
-    frozen as the job's task functions freeze them: `udfs.gc_batches.freeze_survivors`)."""
+    frozen as the job's task functions freeze them: `coordinator_audit.udfs.gc_batches.freeze_survivors`)."""
     freeze_survivors()
     rows = nbytes = 0
     for ub in batches:
@@ -98,13 +98,13 @@ def measure_read_floors(spark: SparkSession, path: str) -> dict[str, Any]:
     """Two floors under the offset path's marginal cost, on a Parquet input, each timed alone:
 
     * `python_read`: the single pass's own input read and nothing else: the files' row groups, in
-      the job's work units and tasks (`udfs.scan.pass_tasks`, as `jobs.offsets_path.scan_log` plans
+      the job's work units and tasks (`coordinator_audit.udfs.scan.pass_tasks`, as `coordinator_audit.jobs.offsets_path.scan_log` plans
       them), read with pyarrow in the Python workers, the rows counted. Any pass in Python pays it.
     * `jvm_commit_summary`: the plainest summary of the offset commits Spark can compute without
       Python: the records whose key is an OffsetCommitKey (type 0 or 1), grouped by the key's
       bytes, count and min/max log offset, written to `noop`; no value decoded, no window, no log
       order, no regression. A pass kept in the JVM pays at least this."""
-    from udfs.scan import pass_tasks
+    from coordinator_audit.udfs.scan import pass_tasks
 
     footers, why = offsets_path.local_parquet_files(spark.read.parquet(path))
     if why is not None:
@@ -133,7 +133,7 @@ def measure_read_floors(spark: SparkSession, path: str) -> dict[str, Any]:
 
 def measure_offset_path(spark: SparkSession, path: str) -> dict[str, Any]:
     """The job's offset-commit path alone: what produces `offset_commits` and `offset_regression`
-    (`jobs.offsets_path.offset_path`: the single pass, then the per-group replay that merges its
+    (`coordinator_audit.jobs.offsets_path.offset_path`: the single pass, then the per-group replay that merges its
     stretches into the generation windows and outputs those two tables' rows only), both outputs
     forced with a write to `noop`. Its two steps are timed apart (`stage_seconds`): `pass`, the
     single pass (`offsets_path.offset_scan`), and `replay`, the rest (`offsets_path.replay_offsets`
@@ -228,7 +228,7 @@ def _without_run(table: pa.Table) -> pa.Table:
 def measure_audit(spark: SparkSession, path: str, out_dir: Path, *, master: str, shards: int | None,
                   sample_memory: bool, derived_tables: bool = True, fmt: InputFormat = "parquet",
                   output_write: bool = False, kafka_bootstrap: str | None = None) -> dict[str, Any]:
-    """`jobs.audit.run_audit` end to end into `out_dir` (fresh), timed; memory sampled meanwhile.
+    """`coordinator_audit.jobs.audit.run_audit` end to end into `out_dir` (fresh), timed; memory sampled meanwhile.
     `fmt` is the job's `input.format`: Parquet files, or a Delta table that Spark reads itself;
     "kafka": the records of the broker at `kafka_bootstrap` (`input.kafka_bootstrap`; `path` is
     only the input they were loaded from). `output_write`: afterwards, also `measure_output_write`

@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from coordinator_core.audit import GroupAuditor
-from coordinator_core.sim.runner import run_scenario
-from coordinator_core.sim.scale import (
+from coordinator_audit.core.audit import GroupAuditor
+from coordinator_audit.core.sim.runner import run_scenario
+from coordinator_audit.core.sim.scale import (
     GroupPlan,
     ScaleConfig,
     metadata_scenario,

@@ -7,9 +7,9 @@ that with two outputs it exits 1 when a table differs.
 Every table under OUT is read with delta-rs at its current version. What differs from run to run is
 left out: the `run_id` column (and `runs`' times, durations, config, versions and base run id: only its counts
 and table rows are hashed). The schema is hashed by column names, types and nullability, as Delta
-stores them. The rows are those `jobs.compare` compares (`canonical_rows`: JSON with sorted keys, a
+stores them. The rows are those `coordinator_audit.jobs.compare` compares (`canonical_rows`: JSON with sorted keys, a
 map's entries sorted, in sorted order), hashed in that order. To check that N nightly runs equal one
-run, use `python -m jobs.compare` (it leaves out `run_window` and the run bookkeeping tables).
+run, use `python -m coordinator_audit.jobs.compare` (it leaves out `run_window` and the run bookkeeping tables).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from jobs.compare import canonical_rows, output_tables
+from coordinator_audit.jobs.compare import canonical_rows, output_tables
 
 RUN_VARYING = {"run_id", "started_at", "finished_at", "duration_ms", "config_json", "code_version", "spark_version",
                "input", "base_run_id"}
@@ -33,7 +33,7 @@ nightly chain, the id of the run a run continues)."""
 
 def table_hash(path: Path) -> tuple[int, str, str]:
     """(rows, schema SHA-256, rows SHA-256) of the Delta table at `path`: its rows as
-    `jobs.compare.canonical_rows` gives them (but the `RUN_VARYING` columns), hashed in that order."""
+    `coordinator_audit.jobs.compare.canonical_rows` gives them (but the `RUN_VARYING` columns), hashed in that order."""
     schema = json.dumps([(f.name, str(f.type), f.nullable) for f in pa.schema(DeltaTable(str(path)).schema()
                                                                                .to_arrow())], sort_keys=True)
     rows = canonical_rows(path, ignore=tuple(RUN_VARYING))

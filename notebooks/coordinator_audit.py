@@ -50,8 +50,8 @@ params
 
 # COMMAND ----------
 
-from jobs.audit import print_summary, run_audit
-from jobs.config import load_config
+from coordinator_audit.jobs.audit import print_summary, run_audit
+from coordinator_audit.jobs.config import load_config
 
 cfg = load_config(None, params)
 summary = run_audit(spark, cfg)  # spark: the notebook's session
@@ -61,7 +61,7 @@ print_summary(summary)
 
 from pyspark.sql import functions as F
 
-from jobs.delta_io import read_table
+from coordinator_audit.jobs.delta_io import read_table
 
 
 def table(name: str):

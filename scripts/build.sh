@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds what a cluster needs, into dist/ (or the directory given as $1):
 #   coordinator_audit-<version>-py3-none-any.whl  pip install it (the `coordinator-audit` command,
-#                                                 `from jobs.audit import run_audit` in a notebook)
+#                                                 `from coordinator_audit.jobs.audit import run_audit` in a notebook)
 #   coordinator_audit.zip                         spark-submit --py-files (the same archive: a wheel
-#                                                 is a zip of the packages coordinator_core, jobs, udfs)
+#                                                 is a zip of the packages coordinator_audit.core, jobs, udfs)
 # The job's defaults are built into the code: neither needs conf/.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # headless Chromium for the report's browser test (Debian's package; the test skips outside CI without it)
 bash scripts/browser.sh >/dev/null || echo "[test] no Chromium: the browser test will skip (fails under CI)" >&2
-.venv/bin/python -m ruff check coordinator_core jobs udfs tests scripts benchmarks tools notebooks
+.venv/bin/python -m ruff check coordinator_audit tests scripts benchmarks tools notebooks
 .venv/bin/python -m mypy
 if [ $# -gt 0 ]; then
     exec .venv/bin/python -m pytest "$@"

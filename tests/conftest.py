@@ -87,7 +87,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from jobs.spark_session import LOCAL_JIT_OPTIONS
+    from coordinator_audit.jobs.spark_session import LOCAL_JIT_OPTIONS
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     builder = (
@@ -100,7 +100,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
         .config("spark.driver.memory", "3g")  # one JVM for the whole suite: room for its cached tables
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.warehouse.dir", str(warehouse))
-        # the JIT thresholds the job gives a local JVM (jobs.spark_session.LOCAL_JIT_OPTIONS)
+        # the JIT thresholds the job gives a local JVM (coordinator_audit.jobs.spark_session.LOCAL_JIT_OPTIONS)
         .config("spark.driver.extraJavaOptions", f"{LOCAL_JIT_OPTIONS} -Dderby.system.home={warehouse}")
     )
     if request.config.getoption("--kafka"):

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from coordinator_core.records import RECORD_TYPE_NAMES
+from coordinator_audit.core.records import RECORD_TYPE_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 JAVA = ROOT / "tools" / "java" / "GroupRecordSerde.java"

@@ -3,7 +3,7 @@
     .venv/bin/python -m tools.make_samples            # regenerate data/samples/sim_*.parquet + .truth.json
     .venv/bin/python -m tools.make_samples --check    # exit 1 if regenerating would change any byte
 
-Each sample is one library scenario (coordinator_core/sim/scenarios/<name>.json), written as the Java
+Each sample is one library scenario (coordinator_audit/core/sim/scenarios/<name>.json), written as the Java
 coordinator (Kafka 4.x, the simulator's default) writes its log: `sim_<name>.*`; a few are also
 written as the Scala coordinator (<= 3.x) does, under their own group (`<group>-scala`):
 `sim_scala_<name>.*`. The Parquet schema is
@@ -23,13 +23,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coordinator_core.sim.log import LogRecord
-from coordinator_core.sim.runner import run_scenario
-from coordinator_core.sim.scenario import Scenario
+from coordinator_audit.core.sim.log import LogRecord
+from coordinator_audit.core.sim.runner import run_scenario
+from coordinator_audit.core.sim.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"
-LIBRARY = ROOT / "coordinator_core" / "sim" / "scenarios"
+LIBRARY = ROOT / "coordinator_audit" / "core" / "sim" / "scenarios"
 TOPIC = "__consumer_offsets"
 
 KAFKA_SOURCE_SCHEMA = pa.schema([
@@ -101,7 +101,7 @@ def write_scale(config: object, out_dir: Path, *, workers: int = 2, batch_rows: 
     """Writes a scale-mode run as Parquet files (one per worker) under `out_dir`; returns row counts."""
     from multiprocessing import get_context
 
-    from coordinator_core.sim.scale import ScaleConfig
+    from coordinator_audit.core.sim.scale import ScaleConfig
 
     assert isinstance(config, ScaleConfig)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -116,7 +116,7 @@ def write_scale(config: object, out_dir: Path, *, workers: int = 2, batch_rows: 
 
 
 def _write_share(config: object, partitions: list[int], path: str, batch_rows: int) -> int:
-    from coordinator_core.sim.scale import generate
+    from coordinator_audit.core.sim.scale import generate
 
     rows = 0
     with pq.ParquetWriter(path, KAFKA_SOURCE_SCHEMA, compression="zstd") as writer:

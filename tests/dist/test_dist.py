@@ -1,6 +1,6 @@
 """The job where users run it: the wheel built by `scripts/build.sh`, installed into a fresh
 virtualenv outside the checkout and run there with no --config; and `scripts/spark-submit.sh` with
-`--py-files dist/coordinator_audit.zip jobs/audit.py`, exactly as the README says.
+`--py-files dist/coordinator_audit.zip coordinator_audit/jobs/audit.py`, exactly as the README says.
 
 The fresh virtualenvs get the project's dependencies (pyspark, pyarrow, ...) without downloading
 them: a `.pth` file puts the project venv's site-packages on their path. A directory named in a
@@ -80,8 +80,8 @@ def test_wheel_installed_outside_the_checkout_runs_with_its_built_in_defaults(di
     installed = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
                       "--disable-pip-version-check", str(wheel)], cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr
-    where = _run([str(python), "-c", "import jobs, coordinator_core.sim; print(jobs.__file__); "
-                  "from coordinator_core.sim.scenario import *"], cwd=tmp_path)
+    where = _run([str(python), "-c", "import jobs, coordinator_audit.core.sim; print(coordinator_audit.jobs.__file__); "
+                  "from coordinator_audit.core.sim.scenario import *"], cwd=tmp_path)
     assert where.returncode == 0 and where.stdout.startswith(str(tmp_path / "venv")), where.stdout + where.stderr
     data = tmp_path / "samples"
     shutil.copytree(SAMPLES, data)  # Parquet logs beside their .truth.json: auto-detected as Parquet

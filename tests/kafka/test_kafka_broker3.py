@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.audit import run_audit
-from jobs.config import load_config
+from coordinator_audit.jobs.audit import run_audit
+from coordinator_audit.jobs.config import load_config
 from tests.kafka.cluster import Broker
 from tests.kafka.scenarios import run_all
 from tests.kafka.truth import assert_tables_match_truth, tables_at

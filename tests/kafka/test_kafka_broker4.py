@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.broker_log import broker_account, read_server_log
-from jobs.audit import run_audit
-from jobs.config import load_config
-from jobs.kafka_source import BATCH_FETCH_MAX_WAIT_MS, KafkaInputError, read_kafka
+from coordinator_audit.core.broker_log import broker_account, read_server_log
+from coordinator_audit.jobs.audit import run_audit
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.kafka_source import BATCH_FETCH_MAX_WAIT_MS, KafkaInputError, read_kafka
+from coordinator_audit.udfs.schemas import KAFKA_SOURCE_SCHEMA
 from tests.kafka.cluster import Broker
 from tests.kafka.scenarios import run_all
 from tests.kafka.truth import assert_tables_match_truth, holders, seen_generations, tables_at
-from udfs.schemas import KAFKA_SOURCE_SCHEMA
 
 pytestmark = pytest.mark.kafka
 

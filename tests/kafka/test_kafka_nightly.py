@@ -3,7 +3,7 @@ of a log, audited up to the cut, loaded with the rest, audited from the cut on (
 after the first run's end offsets, from its saved states), equals one audit of the whole log read
 through Kafka. In a local
 session both runs hand the replay's input off as local files, and the resumed run's saved states
-are read by the driver (`jobs.nightly.read_state_batches`), not by a Spark job."""
+are read by the driver (`coordinator_audit.jobs.nightly.read_state_batches`), not by a Spark job."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import pytest
 from deltalake import DeltaTable
 
 from benchmarks.kafka_input import KafkaBroker, interceptor_jar, kafka_source_jars, load_records
-from coordinator_core.sim.scale import ScaleConfig, generate
-from jobs.audit import RunSummary, run_audit
-from jobs.config import load_config
+from coordinator_audit.core.sim.scale import ScaleConfig, generate
+from coordinator_audit.jobs.audit import RunSummary, run_audit
+from coordinator_audit.jobs.config import load_config
 from tools.make_samples import to_table
 
 pytestmark = pytest.mark.kafka
@@ -84,7 +84,7 @@ def test_a_run_resumed_through_kafka_equals_one_run_over_the_whole_log(spark, tm
     assert [one.counts["records_in"], two.counts["records_in"]] == halves and min(halves) > 2000
     assert whole.counts["records_in"] == sum(halves)
     assert "replay input: handed from task to task as local files" in log
-    assert "read by the driver" in log  # the saved states: jobs.nightly.read_state_batches
+    assert "read by the driver" in log  # the saved states: coordinator_audit.jobs.nightly.read_state_batches
     assert two.rows_merged  # the second run closed or continued rows the first left open
     for table in COMPARED:
         assert _rows(tmp_path / "whole", table) == _rows(tmp_path / "chain", table), table

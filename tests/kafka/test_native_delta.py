@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from jobs import offsets_path
-from jobs.audit import run_audit
-from jobs.config import load_config
-from jobs.delta_io import delta_spark_available
+from coordinator_audit.jobs import offsets_path
+from coordinator_audit.jobs.audit import run_audit
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.delta_io import delta_spark_available
 from tests.kafka.truth import tables_at
 from tests.support.parquet_files import table_codecs
 
@@ -122,7 +122,7 @@ def test_a_delta_export_read_by_delta_spark_skips_the_nights_before_the_window(s
     """A nightly run over a Delta export read through Delta Spark (`job.scan_reader = spark`, as on
     a remote store): the second night's run reads only the second night's files, Delta's data
     skipping ruling out the first night's by the condition the log's statistics give
-    (`jobs.offsets_path._spark_window`), and two windows give one run's tables and counts. With
+    (`coordinator_audit.jobs.offsets_path._spark_window`), and two windows give one run's tables and counts. With
     deletion vectors enabled (and rows deleted from the first night's files) the statistics still
     bound the files' live rows, and Delta Spark counts them. A catalog table over the export
     (`input.table`) is read the same way, its location's log read by delta-rs."""

@@ -38,11 +38,11 @@ def test_the_readme_packages_are_the_ones_the_tier_resolves() -> None:
 def test_the_readme_spark_submit_line_runs_the_job_with_native_delta(spark, tmp_path: Path) -> None:
     args = readme_submit_line()
     assert args[0] == "spark-submit"
-    job = args.index("jobs/audit.py")
+    job = args.index("coordinator_audit/jobs/audit.py")
     zip_path = tmp_path / "coordinator_audit.zip"
     staging = tmp_path / "pkg"
-    for package in ("coordinator_core", "jobs", "udfs"):
-        shutil.copytree(ROOT / package, staging / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "coordinator_audit", staging / "coordinator_audit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.make_archive(str(zip_path.with_suffix("")), "zip", staging)
     head = [str(zip_path) if a.endswith("coordinator_audit.zip") else a for a in args[1:job]]
     tail = dict(zip(args[job + 1::2], args[job + 2::2], strict=True))  # the job's --flag value pairs
@@ -53,7 +53,7 @@ def test_the_readme_spark_submit_line_runs_the_job_with_native_delta(spark, tmp_
         tail.pop(bound, None)
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
            "--conf", f"spark.jars.ivy={ROOT / '.cache' / 'ivy'}", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.databricks.delta.snapshotPartitions=2", *head, "jobs/audit.py",
+           "--conf", "spark.databricks.delta.snapshotPartitions=2", *head, "coordinator_audit/jobs/audit.py",
            *[x for pair in tail.items() for x in pair], "--no-summary"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}

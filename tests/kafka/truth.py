@@ -6,7 +6,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from jobs.delta_io import read_table
+from coordinator_audit.jobs.delta_io import read_table
 
 
 def seen_generations(truth: dict[str, Any]) -> dict[int, dict[str, set[tuple[str, int]]]]:

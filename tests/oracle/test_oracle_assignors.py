@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from coordinator_core.client.assignors import (
+from coordinator_audit.core.client.assignors import (
     ASSIGNORS,
     ConsumerPartitionAssignor,
     MemberAssignment,
     MemberSubscription,
     TopicPartition,
 )
-from coordinator_core.consumer_protocol import encode_cooperative_user_data, encode_sticky_user_data
-from coordinator_core.errors import AssignorError
+from coordinator_audit.core.consumer_protocol import encode_cooperative_user_data, encode_sticky_user_data
+from coordinator_audit.core.errors import AssignorError
 from tests.oracle.kafka_jar import SEED, run_oracle
 
 pytestmark = pytest.mark.oracle

@@ -1,4 +1,4 @@
-"""Differential tests of coordinator_core.consumer_protocol (and partition_for) against the genuine
+"""Differential tests of coordinator_audit.core.consumer_protocol (and partition_for) against the genuine
 kafka-clients 4.3.0 classes, driven through tests/oracle/java/ProtocolOracle.java.
 
 Each test draws `oracle_cases` random cases (a fixed seed, so a failure reproduces), sends them to
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.consumer_protocol import (
     Assignment,
     Subscription,
     TopicPartitions,
@@ -29,9 +29,9 @@ from coordinator_core.consumer_protocol import (
     encode_sticky_user_data,
     encode_subscription,
 )
-from coordinator_core.errors import RecordDecodeError
-from coordinator_core.jhash import java_string_hashcode, spread
-from coordinator_core.records import partition_for
+from coordinator_audit.core.errors import RecordDecodeError
+from coordinator_audit.core.jhash import java_string_hashcode, spread
+from coordinator_audit.core.records import partition_for
 from tests.oracle.kafka_jar import SEED, run_oracle
 
 pytestmark = pytest.mark.oracle

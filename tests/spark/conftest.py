@@ -24,8 +24,8 @@ def derived_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def derived_run(spark, derived_input: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The audit of DERIVED_SAMPLES in one run (window `all`): the output base path."""
-    from jobs.audit import run_audit
-    from jobs.config import load_config
+    from coordinator_audit.jobs.audit import run_audit
+    from coordinator_audit.jobs.config import load_config
 
     out = tmp_path_factory.mktemp("derived-run")
     run_audit(spark, load_config(None, {"input.path": str(derived_input), "input.format": "parquet",

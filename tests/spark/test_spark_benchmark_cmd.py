@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks import harness, report
 from benchmarks.peer import peer_decode
-from coordinator_core.records import (
+from coordinator_audit.core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,

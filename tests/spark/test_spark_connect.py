@@ -1,13 +1,13 @@
 """The job on a Spark Connect session, as a Databricks Connect or Spark Connect user runs it: a
 Spark Connect server from pyspark's own distribution on loopback (`tests.support.connect`, a
-`local[2]` master) and the job's command line as its client, `python -m jobs.audit --remote
+`local[2]` master) and the job's command line as its client, `python -m coordinator_audit.jobs.audit --remote
 sc://127.0.0.1:<port> ...`. Every table it writes, read as stored, equals what the same command
 line writes in local mode (in the suite's local[2] session): one audit of the real broker's log, and
 the same log as a nightly pair (two windows, the state carried through the output).
 
 The server's Python workers run a Python that has the project's dependencies but not the project
 (`tests.support.standalone.python_without_project`): the code that runs there is what the client
-shipped to its session (`jobs.spark_session.ship_code`), and nothing else. The server has Delta
+shipped to its session (`coordinator_audit.jobs.spark_session.ship_code`), and nothing else. The server has Delta
 Spark's and the Kafka source's jars on its classpath but is not configured for Delta: the `auto`
 writer is the embedded one.
 
@@ -60,9 +60,9 @@ def _cli_args(output: Path, run_id: str, window: Sequence[str]) -> list[str]:
 
 
 def _run_connect(address: str, args: Sequence[str]) -> str:
-    """`python -m jobs.audit --remote <address> ARGS` from the checkout: its stderr (the job's lines)."""
+    """`python -m coordinator_audit.jobs.audit --remote <address> ARGS` from the checkout: its stderr (the job's lines)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
-    cmd = [sys.executable, "-m", "jobs.audit", "--remote", address, *args]
+    cmd = [sys.executable, "-m", "coordinator_audit.jobs.audit", "--remote", address, *args]
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, f"{' '.join(cmd)}\n{(result.stdout + result.stderr)[-4000:]}"
     return result.stderr
@@ -70,7 +70,7 @@ def _run_connect(address: str, args: Sequence[str]) -> str:
 
 def _run_local(spark: SparkSession, args: Sequence[str]) -> None:
     """The same command line in local mode, in the suite's local[2] session (`--master local[2]`)."""
-    from jobs.audit import config_from_args, parse_args, run_audit
+    from coordinator_audit.jobs.audit import config_from_args, parse_args, run_audit
 
     parsed = parse_args([*args, "--master", "local[2]"])
     run_audit(spark, config_from_args(parsed), run_id=parsed.run_id)
@@ -123,7 +123,7 @@ def test_connect_runs_take_the_spark_routes(name: str, outputs: dict[tuple[str, 
 def test_a_remote_address_and_a_master_together_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A Spark Connect server has its own master: both on one command line is a usage error (exit 2)
     found before any session is made."""
-    from jobs.audit import main
+    from coordinator_audit.jobs.audit import main
 
     code = main(["--remote", "sc://127.0.0.1:1", "--master", "local[2]", "--input", str(ROOT / "data" / "samples"),
                  "--output", str(tmp_path / "out")])

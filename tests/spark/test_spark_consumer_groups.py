@@ -1,5 +1,5 @@
 """The job on the real Kafka 4.4.0 KIP-848 log: its consumer groups' tables, as stored, are the pure
-audit's rows (`coordinator_core.audit` fed every record). The single pass cuts its offset-commit
+audit's rows (`coordinator_audit.core.audit` fed every record). The single pass cuts its offset-commit
 stretches at a consumer group's own records as at GroupMetadata records, so none of them is taken
 for a record already read."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_core.audit import audit_group
-from coordinator_core.records import decode
-from jobs.audit import RunSummary, run_audit
-from jobs.config import load_config
-from jobs.delta_io import read_table
-from udfs.schemas import AUDIT_TABLES
+from coordinator_audit.core.audit import audit_group
+from coordinator_audit.core.records import decode
+from coordinator_audit.jobs.audit import RunSummary, run_audit
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.delta_io import read_table
+from coordinator_audit.udfs.schemas import AUDIT_TABLES
 
 pytestmark = pytest.mark.spark
 

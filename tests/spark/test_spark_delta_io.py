@@ -1,4 +1,4 @@
-"""jobs.delta_io, embedded writer: round trip (deltalake and Spark), idempotent window reruns,
+"""coordinator_audit.jobs.delta_io, embedded writer: round trip (deltalake and Spark), idempotent window reruns,
 failed runs leaving every table at its previous version, crash detection."""
 
 from __future__ import annotations
@@ -13,8 +13,14 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable, Schema
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
-from jobs import delta_io
-from jobs.delta_io import DeltaWriteError, find_incomplete_runs, read_table, window_label, write_tables
+from coordinator_audit.jobs import delta_io
+from coordinator_audit.jobs.delta_io import (
+    DeltaWriteError,
+    find_incomplete_runs,
+    read_table,
+    window_label,
+    write_tables,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -242,7 +248,7 @@ def test_auto_picks_delta_spark_only_for_a_session_configured_for_it(spark) -> N
     suite's session is not configured for Delta Spark, so `auto` is the embedded writer. (A server
     with Delta Spark's jars but not configured for it: tests/spark/test_spark_connect.py; a session
     configured for it: tests/kafka/test_native_delta.py.)"""
-    from jobs.delta_io import delta_spark_available, resolve_writer
+    from coordinator_audit.jobs.delta_io import delta_spark_available, resolve_writer
 
     assert spark.conf.get("spark.sql.extensions", None) is None
     assert not delta_spark_available(spark) and resolve_writer(spark, "auto") == "embedded"

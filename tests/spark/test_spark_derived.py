@@ -1,6 +1,6 @@
 """The derived tables in the job: stored with their schemas, equal to the pure derivation of the
 stored base rows, the same when the log is audited in two windows (nightly runs) as in one, and
-answered by `jobs.query`."""
+answered by `coordinator_audit.jobs.query`."""
 
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from jobs import query
-from jobs.audit import run_audit
-from jobs.compare import compare_outputs
-from jobs.config import load_config
-from jobs.delta_io import read_table
-from jobs.delta_read import _outside, may_hold, may_reach, plain_type, read_arrow
-from jobs.derived_step import _ALIVE, HISTORY_LOOKBACK_MS, stored_history
+from coordinator_audit.jobs import query
+from coordinator_audit.jobs.audit import run_audit
+from coordinator_audit.jobs.compare import compare_outputs
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.delta_io import read_table
+from coordinator_audit.jobs.delta_read import _outside, may_hold, may_reach, plain_type, read_arrow
+from coordinator_audit.jobs.derived_step import _ALIVE, HISTORY_LOOKBACK_MS, stored_history
+from coordinator_audit.udfs.derived import NATURAL_KEYS
+from coordinator_audit.udfs.history import commit_times, derive_group
+from coordinator_audit.udfs.schemas import TIME_COMPANIONS, stored_schema
 from tests.spark.test_spark_nightly import _scale_log
-from udfs.derived import NATURAL_KEYS
-from udfs.history import commit_times, derive_group
-from udfs.schemas import TIME_COMPANIONS, stored_schema
 
 pytestmark = pytest.mark.spark
 
@@ -112,7 +112,7 @@ def two_windows(spark, derived_input: Path, tmp_path_factory: pytest.TempPathFac
 
 def test_two_nightly_windows_give_the_same_tables_as_one_run(two_windows: Path, derived_run: Path) -> None:
     """Read as stored (no de-duplication), every table of the two windows, the derived ones
-    included, is that of one run over all (`jobs.compare`)."""
+    included, is that of one run over all (`coordinator_audit.jobs.compare`)."""
     assert len({r["run_window"] for r in _rows(two_windows, "partition_ownership")}) == 2
     results = compare_outputs(two_windows, derived_run)
     assert set(DERIVED) <= {r.table for r in results}
@@ -120,10 +120,10 @@ def test_two_nightly_windows_give_the_same_tables_as_one_run(two_windows: Path, 
 
 
 def test_compare_exits_cleanly_in_a_fresh_interpreter(two_windows: Path, derived_run: Path) -> None:
-    """`python -m jobs.compare` as a user runs it, on tables a nightly merge rewrote: its answer and exit
+    """`python -m coordinator_audit.jobs.compare` as a user runs it, on tables a nightly merge rewrote: its answer and exit
     code 0, every time (read through deltalake's Python filesystem, the exit once aborted: code 134)."""
     for _ in range(6):
-        done = subprocess.run([sys.executable, "-m", "jobs.compare", str(two_windows), str(derived_run)],
+        done = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.compare", str(two_windows), str(derived_run)],
                               capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
         assert done.stdout.rstrip().endswith("all tables equal"), done.stdout[-1000:]
@@ -243,11 +243,11 @@ def test_history_reads_every_row_a_full_scan_keeps(spark, two_windows: Path) -> 
 
 
 def test_query_exits_cleanly_in_a_fresh_interpreter(two_windows: Path) -> None:
-    """`python -m jobs.query` as an operator runs it, on tables a nightly merge rewrote: the answer
+    """`python -m coordinator_audit.jobs.query` as an operator runs it, on tables a nightly merge rewrote: the answer
     and exit code 0, every time (deltalake's Python filesystem once aborted the exit, code 134)."""
     t = str(two_windows)
     for args in (["timeline", "--group", "grp-s02"], ["worst", "--day", "2023-11-14"]) * 2:
-        done = subprocess.run([sys.executable, "-m", "jobs.query", "--tables", t, *args], capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.query", "--tables", t, *args], capture_output=True,
                               text=True, cwd=ROOT, timeout=120, check=False)
         assert done.returncode == 0, (args, done.returncode, done.stderr[-2000:])
         expected = "grp-s02: " if args[0] == "timeline" else "least healthy groups on 2023-11-14"
@@ -281,8 +281,8 @@ def test_the_brokers_rebalance_start_column_is_used_when_present(spark, derived_
     timestamp or epoch milliseconds; either way it is the start of the join phase."""
     from pyspark.sql import functions as F
 
-    from jobs.delta_io import read_table
-    from udfs.derived import derive_tables
+    from coordinator_audit.jobs.delta_io import read_table
+    from coordinator_audit.udfs.derived import derive_tables
 
     base = {t: read_table(spark, str(derived_run / t)).where("group_id = 'grp-s01'")
             for t in ("generations", "assignments", "offset_commits", "rebalance_causes", "violations")}
@@ -300,9 +300,9 @@ def test_the_brokers_log_never_moves_a_crashed_owners_end_past_its_last_commit(s
     """grp-s02's c3 was killed at 23:43:59; the broker started the rebalance when its session timed
     out (23:44:04.674). tp-s02-a-4 is unowned from c3's last commit with the broker's log as without
     it (the broker's times only refine what the log leaves open)."""
-    from udfs.broker_log import attach_broker_account, broker_account_frame
-    from udfs.derived import derive_tables
-    from udfs.schemas import BROKER_ACCOUNT_COLUMNS
+    from coordinator_audit.udfs.broker_log import attach_broker_account, broker_account_frame
+    from coordinator_audit.udfs.derived import derive_tables
+    from coordinator_audit.udfs.schemas import BROKER_ACCOUNT_COLUMNS
 
     base = {t: read_table(spark, str(derived_run / t)).where("group_id = 'grp-s02'")
             for t in ("generations", "assignments", "offset_commits", "rebalance_causes", "violations")}
@@ -332,7 +332,7 @@ def test_the_batch_adapter_joins_a_group_split_across_batches(derived_run: Path)
     across two Arrow batches and small flushes: the same rows as `derive_group` group by group."""
     import pyarrow as pa
 
-    from udfs.derived import _TAG, BASE_INPUTS, _derive_batches
+    from coordinator_audit.udfs.derived import _TAG, BASE_INPUTS, _derive_batches
 
     rows = []
     for table, cols in BASE_INPUTS.items():

@@ -1,4 +1,4 @@
-"""`udfs.gc_batches.freeze_survivors` in real Spark Python workers: inside a task it moves the
+"""`coordinator_audit.udfs.gc_batches.freeze_survivors` in real Spark Python workers: inside a task it moves the
 objects that survived every collection to the permanent generation once they are many (and not
 again until they are), and every task function of the job calls it at its start; and the readings
 of `benchmarks.bench_worker_cpu`, which measures what it saves."""
@@ -13,12 +13,12 @@ from typing import Any
 import pyarrow as pa
 
 from benchmarks.bench_worker_cpu import session_cpu, worker_collectors
-from udfs.derived import derive_partition
-from udfs.gc_batches import FREEZE_SURVIVORS, freeze_survivors
-from udfs.handoff import Handoff
-from udfs.json_lines import make_fit_fn, make_json_read_fn
-from udfs.replay import make_handoff_fn, make_replay_fn
-from udfs.scan import make_file_scan_fn, make_scan_fn
+from coordinator_audit.udfs.derived import derive_partition
+from coordinator_audit.udfs.gc_batches import FREEZE_SURVIVORS, freeze_survivors
+from coordinator_audit.udfs.handoff import Handoff
+from coordinator_audit.udfs.json_lines import make_fit_fn, make_json_read_fn
+from coordinator_audit.udfs.replay import make_handoff_fn, make_replay_fn
+from coordinator_audit.udfs.scan import make_file_scan_fn, make_scan_fn
 
 REPORT = "name string, before long, after long, frozen_more long, again boolean"
 
@@ -63,14 +63,14 @@ def test_inside_a_task_survivors_are_frozen_once_they_are_many(spark: Any) -> No
 
 def test_every_task_function_of_the_job_freezes_at_its_start(spark: Any) -> None:
     functions: dict[str, Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]] = {
-        "scan of files (udfs.scan.make_file_scan_fn)": make_file_scan_fn(chunk_rows=1000),
-        "scan through Spark (udfs.scan.make_scan_fn)": make_scan_fn(chunk_rows=1000),
-        "replay (udfs.replay.make_replay_fn)": make_replay_fn(),
-        "derivation (udfs.derived.derive_partition)": derive_partition,
-        "JSON lines read (udfs.json_lines.make_json_read_fn)": make_json_read_fn("hex"),
-        "JSON lines fit (udfs.json_lines.make_fit_fn)": make_fit_fn(),
+        "scan of files (coordinator_audit.udfs.scan.make_file_scan_fn)": make_file_scan_fn(chunk_rows=1000),
+        "scan through Spark (coordinator_audit.udfs.scan.make_scan_fn)": make_scan_fn(chunk_rows=1000),
+        "replay (coordinator_audit.udfs.replay.make_replay_fn)": make_replay_fn(),
+        "derivation (coordinator_audit.udfs.derived.derive_partition)": derive_partition,
+        "JSON lines read (coordinator_audit.udfs.json_lines.make_json_read_fn)": make_json_read_fn("hex"),
+        "JSON lines fit (coordinator_audit.udfs.json_lines.make_fit_fn)": make_fit_fn(),
     }
-    functions["hand-off (udfs.replay.make_handoff_fn)"] = make_handoff_fn(
+    functions["hand-off (coordinator_audit.udfs.replay.make_handoff_fn)"] = make_handoff_fn(
         Handoff(tempfile.mkdtemp(prefix="gc-freeze-"), 2))
 
     def probe() -> Iterator[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The replay's input handed from task to task as local files (`udfs.handoff`, `Scan.replay`).
+"""The replay's input handed from task to task as local files (`coordinator_audit.udfs.handoff`, `Scan.replay`).
 
 Without Spark: a group's rows all land in one bucket, whatever the process (no salted hash); the
 writer hands off exactly the rows of the kinds it is given, and its reports lead back to them;
@@ -27,15 +27,20 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaProtocolError
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from jobs import nightly
-from jobs import offsets_path as op
-from jobs.audit import run_audit, saved_states
-from jobs.config import load_config
+from coordinator_audit.jobs import nightly
+from coordinator_audit.jobs import offsets_path as op
+from coordinator_audit.jobs.audit import run_audit, saved_states
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.udfs import handoff as H
+from coordinator_audit.udfs.replay import (
+    STATE_WINDOWS_TYPE,
+    hand_off_states,
+    handed_input,
+    saved_states_table,
+)
+from coordinator_audit.udfs.scan import KIND_PARTIAL, KIND_RANGE, KIND_SIDE, SCAN_FIELDS
+from coordinator_audit.udfs.schemas import GROUP_STATE_SCHEMA
 from tests.spark.test_spark_nightly import _scale_log
-from udfs import handoff as H
-from udfs.replay import STATE_WINDOWS_TYPE, hand_off_states, handed_input, saved_states_table
-from udfs.scan import KIND_PARTIAL, KIND_RANGE, KIND_SIDE, SCAN_FIELDS
-from udfs.schemas import GROUP_STATE_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "data" / "samples"
@@ -49,7 +54,7 @@ def _scan_rows(rows: list[dict]) -> pa.RecordBatch:
 def test_a_groups_bucket_does_not_depend_on_the_process() -> None:
     groups = [f"group-{i}" for i in range(200)] + [None, "é-ünïcode"]
     here = H.bucket_of(pa.array(groups), 7).tolist()
-    code = ("import pyarrow as pa; from udfs.handoff import bucket_of; "
+    code = ("import pyarrow as pa; from coordinator_audit.udfs.handoff import bucket_of; "
             f"print(bucket_of(pa.array({groups!r}), 7).tolist())")
     for seed in ("1", "2"):
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
@@ -215,7 +220,7 @@ def _states(out: Path) -> list[str]:
 
 @pytest.mark.spark
 def test_saved_states_the_driver_reads_are_those_spark_selects(spark) -> None:
-    """`saved_states_table` (the driver's Arrow read) against `jobs.audit.saved_states` (Spark) on
+    """`saved_states_table` (the driver's Arrow read) against `coordinator_audit.jobs.audit.saved_states` (Spark) on
     the same `group_state` rows: a state without windows, windows without a state (a group seen
     only through offset commits), neither (left out), null windows, and a group filter."""
     windows_type = GROUP_STATE_SCHEMA["offset_windows"].dataType

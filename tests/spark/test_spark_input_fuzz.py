@@ -1,4 +1,4 @@
-"""The input edge under fuzz: the job's command line (`jobs.audit.main`) on inputs spoiled at
+"""The input edge under fuzz: the job's command line (`coordinator_audit.jobs.audit.main`) on inputs spoiled at
 random (garbage lines, keys that are not hex, wrong field types, truncated and empty files,
 Parquet with wrong column types or null positions, undecidable encodings, a window with no rows).
 
@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from jobs.audit import main
+from coordinator_audit.jobs.audit import main
 
 pytestmark = pytest.mark.spark
 

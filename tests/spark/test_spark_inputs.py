@@ -1,4 +1,4 @@
-"""jobs.inputs: formats and auto-detection, text dumps (hex/base64), schema casts and errors,
+"""coordinator_audit.jobs.inputs: formats and auto-detection, text dumps (hex/base64), schema casts and errors,
 the time window and deduplication with their counts."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from chispa import assert_df_equality
 from deltalake import write_deltalake
 
-from jobs.inputs import InputCounts, InputError, detect_format, read_input
-from udfs.scan import RowGroupBounds
+from coordinator_audit.jobs.inputs import InputCounts, InputError, detect_format, read_input
+from coordinator_audit.udfs.scan import RowGroupBounds
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""End-to-end tests of the audit job (`jobs.audit.run_audit`) on the bundled samples: every table's
+"""End-to-end tests of the audit job (`coordinator_audit.jobs.audit.run_audit`) on the bundled samples: every table's
 content (chispa, expected rows inline), reopening with deltalake and with Spark, counts that add
 up, idempotent reruns, quarantine of corrupted records, and the command line."""
 
@@ -16,11 +16,11 @@ import pytest
 from chispa import assert_df_equality
 from deltalake import DeltaTable
 
-from coordinator_core.errors import ConfigError
-from jobs.audit import AUDIT_OUTPUT_TABLES, RunSummary, run_audit
-from jobs.config import load_config
-from jobs.delta_io import read_table
-from udfs.schemas import stored_schema
+from coordinator_audit.core.errors import ConfigError
+from coordinator_audit.jobs.audit import AUDIT_OUTPUT_TABLES, RunSummary, run_audit
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.delta_io import read_table
+from coordinator_audit.udfs.schemas import stored_schema
 
 pytestmark = pytest.mark.spark
 
@@ -112,7 +112,7 @@ def test_primary_causes_match_the_broker_reasons(spark, sample_run, shared_dir) 
 
 
 def test_every_generation_has_exactly_one_primary_cause(spark, sample_run) -> None:
-    from coordinator_core.audit.causes import primary_problems
+    from coordinator_audit.core.audit.causes import primary_problems
 
     out, _ = sample_run
     causes = _table(spark, out, "rebalance_causes").collect()
@@ -156,8 +156,8 @@ def test_violations_of_the_planted_bugs_and_none_elsewhere(spark, sample_run) ->
 
 
 def _pure_rows() -> list:
-    """Every row `coordinator_core.audit` gives for the samples, each group's records fed one by one."""
-    from coordinator_core.audit import audit_group
+    """Every row `coordinator_audit.core.audit` gives for the samples, each group's records fed one by one."""
+    from coordinator_audit.core.audit import audit_group
 
     rows = []
     for path in sorted(SAMPLES.glob("*.parquet")):
@@ -176,12 +176,12 @@ def _pure_rows() -> list:
 
 @pytest.mark.parametrize("table", ["generations", "assignments", "rebalance_causes", "violations", "offset_commits"])
 def test_every_audit_table_matches_the_pure_audit(spark, sample_run, table: str) -> None:
-    """The job (the single pass's stretches merged into the replay) and coordinator_core.audit fed
+    """The job (the single pass's stretches merged into the replay) and coordinator_audit.core.audit fed
     every record agree row for row on the samples: offset rows and regressions, and the causes,
     whose evidence (a member's last commit) decides which member left or rejoined first."""
     import dataclasses
 
-    from udfs.schemas import AUDIT_TABLES
+    from coordinator_audit.udfs.schemas import AUDIT_TABLES
 
     out, _ = sample_run
     cls = AUDIT_TABLES[table]
@@ -250,10 +250,10 @@ def test_rerunning_a_window_replaces_it_and_keeps_other_windows(spark, tmp_path)
 
 
 def test_command_line_help_and_config_errors() -> None:
-    helped = subprocess.run([sys.executable, "-m", "jobs.audit", "--help"], cwd=ROOT, capture_output=True,
+    helped = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.audit", "--help"], cwd=ROOT, capture_output=True,
                             text=True, check=False)
     assert helped.returncode == 0 and "--since" in helped.stdout and "--output" in helped.stdout
-    bad = subprocess.run([sys.executable, "-m", "jobs.audit", "--input", str(ROOT / "no-such-dir"),
+    bad = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.audit", "--input", str(ROOT / "no-such-dir"),
                           "--output", "/tmp/x", "--shards", "0"], cwd=ROOT, capture_output=True, text=True,
                          check=False)
     assert bad.returncode == 2 and "job.shards" in bad.stderr

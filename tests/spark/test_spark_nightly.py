@@ -1,6 +1,6 @@
-"""Nightly runs that carry state (`jobs.nightly`): N consecutive windows written into one output give
+"""Nightly runs that carry state (`coordinator_audit.jobs.nightly`): N consecutive windows written into one output give
 the same tables as one run over the whole log, read as stored and compared on every column but
-`run_id`/`run_window` (`jobs.compare`; the derived tables included), whether each run's input holds
+`run_id`/`run_window` (`coordinator_audit.jobs.compare`; the derived tables included), whether each run's input holds
 the whole log or only its window; compaction gives `history_gap` causes that explain every difference;
 re-running the latest window changes nothing; overlapping and earlier windows are refused; a run after
 a skipped night audits it when its input holds it (else the offsets it lacks are history gaps, and
@@ -28,14 +28,14 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from coordinator_core.records import decode, partition_for
-from coordinator_core.sim.scale import ScaleConfig, generate
-from jobs import delta_io, derived_step, offsets_path, query
-from jobs.audit import RunSummary, run_audit
-from jobs.compare import compare_outputs
-from jobs.config import load_config
-from jobs.delta_io import read_table, window_label
-from jobs.nightly import ChainRun, WindowConflict, plan_run, read_note
+from coordinator_audit.core.records import decode, partition_for
+from coordinator_audit.core.sim.scale import ScaleConfig, generate
+from coordinator_audit.jobs import delta_io, derived_step, offsets_path, query
+from coordinator_audit.jobs.audit import RunSummary, run_audit
+from coordinator_audit.jobs.compare import compare_outputs
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.delta_io import read_table, window_label
+from coordinator_audit.jobs.nightly import ChainRun, WindowConflict, plan_run, read_note
 from tools.make_samples import to_table
 
 pytestmark = pytest.mark.spark
@@ -124,7 +124,7 @@ DERIVED = ("partition_ownership", "rebalances", "group_health")
 
 
 def _assert_same(out: Path, single: Path) -> None:
-    """Every table of `out` as stored equals one run's (`jobs.compare.compare_outputs`), the derived
+    """Every table of `out` as stored equals one run's (`coordinator_audit.jobs.compare.compare_outputs`), the derived
     tables among them."""
     results = compare_outputs(out, single)
     assert {*COMPARED, *DERIVED} <= {r.table for r in results}
@@ -246,7 +246,7 @@ def test_windows_in_order_equal_one_run(spark, tmp_path, logs, single_runs, log,
 def test_a_growing_export_directory_is_read_a_night_at_a_time(spark, tmp_path, logs, single_runs, monkeypatch) -> None:
     """The nightly recipe's input: one directory that grows by a night's files. Each run leaves
     unread every row group of the nights before it (their offsets are at or below the previous run's
-    last ones, `jobs.offsets_path._outside_row_groups`), and its tables and the runs table's counts
+    last ones, `coordinator_audit.jobs.offsets_path._outside_row_groups`), and its tables and the runs table's counts
     are those of reading and filtering them."""
     single = single_runs("scale_7")
     left_out: list[int] = []

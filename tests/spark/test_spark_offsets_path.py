@@ -1,4 +1,4 @@
-"""jobs.offsets_path against hand-built records (encoded with the codec): classification, the SQL
+"""coordinator_audit.jobs.offsets_path against hand-built records (encoded with the codec): classification, the SQL
 decode of every OffsetCommitValue version, the offset_commits summary and offset_regression rows,
 checked with inline expected rows and against the pure-Python audit."""
 
@@ -10,16 +10,16 @@ from datetime import UTC, datetime
 import pytest
 from chispa import assert_df_equality
 
-from coordinator_core.audit.auditor import audit_group
-from coordinator_core.audit.rows import OffsetCommitRow, ViolationRow
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.audit.auditor import audit_group
+from coordinator_audit.core.audit.rows import OffsetCommitRow, ViolationRow
+from coordinator_audit.core.consumer_protocol import (
     Assignment,
     Subscription,
     TopicPartitions,
     encode_assignment,
     encode_subscription,
 )
-from coordinator_core.records import (
+from coordinator_audit.core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -28,8 +28,8 @@ from coordinator_core.records import (
     OffsetCommitValue,
     encode,
 )
-from jobs import offsets_path as op
-from udfs.schemas import TABLE_SCHEMAS
+from coordinator_audit.jobs import offsets_path as op
+from coordinator_audit.udfs.schemas import TABLE_SCHEMAS
 
 pytestmark = pytest.mark.spark
 
@@ -161,7 +161,7 @@ def test_rejected_records_are_read_offsets() -> None:
     ranges and running counts of offsets never read. Partition 0 continues after offset 7 with
     records at 10, 11, 13, 16 (one chunk) and rejected ones at 9, 12, 15: offsets 8 and 14 were never
     read (8 before the side record at 13); partition 3 holds a rejected record only."""
-    from jobs.offsets_path import Scan
+    from coordinator_audit.jobs.offsets_path import Scan
 
     scan = Scan(None, {}, False, "spark", ((0, 10, 16, 4, 1),)).with_rejected([(0, 15), (0, 9), (3, 5), (0, 12)])
     assert scan.rejected == {0: (9, 12, 15), 3: (5,)}

@@ -1,4 +1,4 @@
-"""udfs.replay: the mapInArrow adapter against the pure audit, without Spark (Arrow batches fed to
+"""coordinator_audit.udfs.replay: the mapInArrow adapter against the pure audit, without Spark (Arrow batches fed to
 the function) and through Spark (`replay_frame`, then `split_table` / `split_counts`)."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from coordinator_core.audit import GroupAuditor, GroupReplay, HistoryGap, table_of
-from coordinator_core.sim.builders import LogBuilder, member, tps
-from udfs.derived import BASE_INPUTS, DERIVED_TABLES, derive_tables
-from udfs.replay import (
+from coordinator_audit.core.audit import GroupAuditor, GroupReplay, HistoryGap, table_of
+from coordinator_audit.core.sim.builders import LogBuilder, member, tps
+from coordinator_audit.udfs.derived import BASE_INPUTS, DERIVED_TABLES, derive_tables
+from coordinator_audit.udfs.replay import (
     COUNT_FIELDS,
     COUNTS_TABLE,
     INPUT_COLUMNS,
@@ -35,7 +35,7 @@ from udfs.replay import (
     split_table,
     wide_column,
 )
-from udfs.schemas import AUDIT_TABLES
+from coordinator_audit.udfs.schemas import AUDIT_TABLES
 
 pytestmark = pytest.mark.spark
 
@@ -179,7 +179,7 @@ def test_a_resumed_group_builds_its_generation_rows_only_when_it_is_fed_records(
     only a fed record can change them. A group fed records takes them once, before the first one,
     and builds them again at its end; its closed generation comes out carried (the test above holds
     the rows equal at every cut)."""
-    from coordinator_core.audit.observer import GenerationObserver
+    from coordinator_audit.core.audit.observer import GenerationObserver
 
     log = [r for r in _log() if r[0] == "grp-a"]
     calls: list[str] = []
@@ -215,8 +215,8 @@ def test_saved_windows_are_read_field_by_field_as_their_values_say() -> None:
     """`_summaries` of a windows column (a slice of a larger one, a null row, a row of a state saved
     before `last_commit_source_offset` existed): each row's summaries, equal to those built from
     its values as dicts."""
-    from coordinator_core.audit import OffsetSummary
-    from udfs.replay import _summaries
+    from coordinator_audit.core.audit import OffsetSummary
+    from coordinator_audit.udfs.replay import _summaries
 
     def row(t: str, p: int, commits: int) -> dict[str, Any]:
         return {"group_id": "g", "topic": t, "partition": p, "generation_id": 1, "window_state": "Stable",
@@ -255,7 +255,7 @@ def test_saved_windows_are_read_field_by_field_as_their_values_say() -> None:
 
 
 def _same_interval(table: str, a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Two rows of `table` describe the same generation / ownership interval (udfs.replay's keys)."""
+    """Two rows of `table` describe the same generation / ownership interval (coordinator_audit.udfs.replay's keys)."""
     fields = [f.name for f in dataclasses.fields(AUDIT_TABLES[table])]
     keys = {"generations": ("generation_id", "source_partition", "source_offset"),
             "assignments": ("member_id", "generation_id", "topic", "partition", "source_partition",
@@ -321,7 +321,7 @@ def test_replay_frame_through_spark(spark) -> None:
                for r in counts if r["records_in"])
 
     # derived in the replay: the same base rows and counts, and the derived tables are what
-    # udfs.derived derives from those base rows in a stage of its own
+    # coordinator_audit.udfs.derived derives from those base rows in a stage of its own
     fused = replay_frame(records, derive=True).localCheckpoint()
     assert fused.schema == REPLAY_DERIVED_SCHEMA
     for table in AUDIT_TABLES:
@@ -366,9 +366,9 @@ def test_the_open_window_value_is_the_open_row_and_its_last_commit() -> None:
     """`group_state.offset_windows` values, as the state rows' column is built (column by column, for
     several groups at once): the fields of each open `OffsetSummary.row` and its last commit's log
     offset, in `OFFSET_WINDOW_STRUCT`'s order; a group without open windows has an empty list."""
-    from coordinator_core.audit import OffsetSummary
-    from udfs.replay import _open_windows, _RowBlock
-    from udfs.schemas import OFFSET_WINDOW_STRUCT
+    from coordinator_audit.core.audit import OffsetSummary
+    from coordinator_audit.udfs.replay import _open_windows, _RowBlock
+    from coordinator_audit.udfs.schemas import OFFSET_WINDOW_STRUCT
 
     s = OffsetSummary.of_commit(10, 1000, 3, 40)
     s.commit(12, 1001, 41, True)
@@ -462,7 +462,7 @@ STRETCH_INPUT_SCHEMA = pa.schema([
         "last_offset", "last_commit_timestamp", "offset_value", "commit_timestamp", "previous_offset",
         "previous_commit_timestamp", "previous_source_offset")),
     pa.field("state_windows", STATE_WINDOWS_TYPE)])
-"""The replay's input with the single pass's stretch columns (`udfs.replay.STRETCH_COLUMNS`)."""
+"""The replay's input with the single pass's stretch columns (`coordinator_audit.udfs.replay.STRETCH_COLUMNS`)."""
 
 
 def _stretch(group: str, partition: int, first: int, topic: str, key: int, commits: list[int], tombstones: int,
@@ -558,7 +558,7 @@ def test_side_records_missing_counts_leave_out_the_rejected_records_below_them()
     and 15: one offset (14) was never read before 16, none before 13."""
     import numpy as np
 
-    from udfs.replay import _side_missing
+    from coordinator_audit.udfs.replay import _side_missing
 
     rows = pa.table({"chunk": [1, 1, 1, 1], "partition": [0, 0, 0, 0], "offset": [10, 11, 13, 16],
                      "records_in": [0, 1, 2, 3]})

@@ -1,4 +1,4 @@
-"""`jobs.report` opened in a real headless Chromium (Debian's package, installed by
+"""`coordinator_audit.jobs.report` opened in a real headless Chromium (Debian's package, installed by
 scripts/browser.sh; driven by Playwright with executable_path): the page loads with no console
 error and no network request, the timeline of a sample group renders its bars, the violation is
 listed with its evidence, and a screenshot is written under the test's tmp dir."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import report
+from coordinator_audit.jobs import report
 
 pytestmark = [pytest.mark.spark, pytest.mark.browser]
 

@@ -1,4 +1,4 @@
-"""udfs.scan (the single pass's Arrow/numpy kernel) and its Spark wiring in jobs.offsets_path.
+"""coordinator_audit.udfs.scan (the single pass's Arrow/numpy kernel) and its Spark wiring in coordinator_audit.jobs.offsets_path.
 
 The kernel's record-level decision (which records it summarises, with which committed offset and
 commitTimestamp) is checked against the codec on generated and mangled records, without Spark.
@@ -19,18 +19,17 @@ from chispa import assert_df_equality
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.errors import RecordDecodeError
-from coordinator_core.records import (
+from coordinator_audit.core.errors import RecordDecodeError
+from coordinator_audit.core.records import (
     CoordinatorRecord,
     OffsetCommitKey,
     OffsetCommitValue,
     decode,
     encode,
 )
-from jobs import offsets_path as op
-from tests.spark.test_spark_offsets_path import EXPECTED_SUMMARY, LOG, SCHEMA, T, _frame
-from udfs.replay import replay_frame, replay_input, split_table
-from udfs.scan import (
+from coordinator_audit.jobs import offsets_path as op
+from coordinator_audit.udfs.replay import replay_frame, replay_input, split_table
+from coordinator_audit.udfs.scan import (
     INPUT_COLUMNS,
     KIND_COUNTS,
     KIND_PARTIAL,
@@ -47,7 +46,7 @@ from udfs.scan import (
     scan_chunk,
     unit_rows_for,
 )
-from udfs.scan_kernel import (
+from coordinator_audit.udfs.scan_kernel import (
     S_PART,
     S_STRETCH,
     STRETCH_FIELDS,
@@ -58,7 +57,8 @@ from udfs.scan_kernel import (
     open_partitions,
     same_bytes,
 )
-from udfs.schemas import TABLE_SCHEMAS, epoch_ms
+from coordinator_audit.udfs.schemas import TABLE_SCHEMAS, epoch_ms
+from tests.spark.test_spark_offsets_path import EXPECTED_SUMMARY, LOG, SCHEMA, T, _frame
 
 _ARROW_INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
                           ("offset", pa.int64()), ("timestamp_ms", pa.int64()), ("in_window", pa.bool_())])
@@ -235,15 +235,15 @@ def test_arrow_and_spark_readers_agree_on_the_samples(spark) -> None:
 @pytest.mark.spark
 def test_the_window_the_workers_evaluate_is_the_one_spark_evaluates(spark) -> None:
     """Records that Spark reads reach the pass without a window column: each worker evaluates the
-    run's window on the record times in epoch ms (`udfs.scan._input_batch`). On Kafka record times
+    run's window on the record times in epoch ms (`coordinator_audit.udfs.scan._input_batch`). On Kafka record times
     (whole milliseconds), nulls in every position column and windows with and without each bound
-    and the previous run's offsets, it is `jobs.inputs.window_condition` as Spark evaluates it
+    and the previous run's offsets, it is `coordinator_audit.jobs.inputs.window_condition` as Spark evaluates it
     (null: outside), record by record."""
     from datetime import UTC, datetime, timedelta
 
     from pyspark.sql import functions as F
 
-    from jobs.inputs import window_condition
+    from coordinator_audit.jobs.inputs import window_condition
 
     rng = np.random.default_rng(3)
     base = datetime(2026, 11, 21, 23, 43, 40, tzinfo=UTC)
@@ -307,7 +307,7 @@ def test_an_equal_dictionary_is_classified_once(monkeypatch: pytest.MonkeyPatch)
               for i in range(6)]
     keys = [*commit, b"\x00\x02\x00\x02g0", b"\x01", None, commit[0]]
     calls: list[int] = []
-    monkeypatch.setattr("udfs.scan.classify_keys", lambda *a: calls.append(1) or classify_keys(*a))
+    monkeypatch.setattr("coordinator_audit.udfs.scan.classify_keys", lambda *a: calls.append(1) or classify_keys(*a))
 
     task = TaskKeys()
 

@@ -1,4 +1,4 @@
-"""The single pass's kernel is held to the offset-commit rules of `coordinator_core.audit.offsets`:
+"""The single pass's kernel is held to the offset-commit rules of `coordinator_audit.core.audit.offsets`:
 its partial summaries, given their windows and merged in log order with `OffsetSummary.merge`
 (what the replay's `GroupAuditor.merge_stretch` does), equal the summaries the core folds record
 by record, for any cut of the log into chunks, whether each chunk closes its stretches or the task
@@ -15,13 +15,20 @@ import pyarrow.compute as pc
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.audit import GroupAuditor
-from coordinator_core.audit.offsets import OffsetSummary
+from coordinator_audit.core.audit import GroupAuditor
+from coordinator_audit.core.audit.offsets import OffsetSummary
+from coordinator_audit.udfs.replay import (
+    COUNT_FIELDS,
+    COUNTS_TABLE,
+    STATE_TABLE,
+    handed_input,
+    make_replay_fn,
+    wide_column,
+)
+from coordinator_audit.udfs.scan import HANDED_KINDS, KIND_PARTIAL, TaskKeys, scan_chunk
 from tests.spark.test_spark_offsets_path import T, _commit, _gm, _gm_tombstone, _member, _tombstone
 from tests.spark.test_spark_replay import _expected, _wide_rows, _windows
 from tests.spark.test_spark_scan import _batch
-from udfs.replay import COUNT_FIELDS, COUNTS_TABLE, STATE_TABLE, handed_input, make_replay_fn, wide_column
-from udfs.scan import HANDED_KINDS, KIND_PARTIAL, TaskKeys, scan_chunk
 
 GROUPS = ("g", "h")
 TPS = (("t", 0), ("t", 1), ("u", 0))

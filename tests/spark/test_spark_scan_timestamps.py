@@ -1,7 +1,7 @@
 """The single pass's Arrow reader on Parquet timestamps that are not milliseconds (Spark's default
 INT96 reads as nanoseconds; TIMESTAMP_MICROS as microseconds), nulls included; the row groups it
 leaves unread because their statistics put every record outside the window; and the kernel's
-big-endian reads of the values' bytes (unsigned-indexed, `udfs.scan_kernel._be_int64`)."""
+big-endian reads of the values' bytes (unsigned-indexed, `coordinator_audit.udfs.scan_kernel._be_int64`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from udfs.scan import (
+from coordinator_audit.udfs.scan import (
     NOTHING_INSIDE_MS,
     RowGroupBounds,
     _input_batch,
@@ -147,7 +147,7 @@ def test_row_groups_are_left_unread_when_the_statistics_prove_it() -> None:
 def test_the_kernels_big_endian_reads_are_python_s(data: bytes, draw: st.DataObject) -> None:
     import numpy as np
 
-    from udfs.scan_kernel import be_int64, be_signed
+    from coordinator_audit.udfs.scan_kernel import be_int64, be_signed
 
     buf = np.frombuffer(data, dtype=np.uint8)
     at = draw.draw(st.integers(0, len(data) - 8))

@@ -1,4 +1,4 @@
-"""udfs.schemas (dataclass -> StructType rule) and jobs.config (validation naming the key)."""
+"""coordinator_audit.udfs.schemas (dataclass -> StructType rule) and coordinator_audit.jobs.config (validation naming the key)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,16 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from coordinator_core.errors import ConfigError
-from jobs.config import DEFAULT_SCAN_CHUNK_ROWS, SPEC, load_config, parse_timestamp
-from jobs.spark_session import ALWAYS, LOCAL_DEFAULTS, is_local_master, load_spark_conf, release
-from udfs.schemas import (
+from coordinator_audit.core.errors import ConfigError
+from coordinator_audit.jobs.config import DEFAULT_SCAN_CHUNK_ROWS, SPEC, load_config, parse_timestamp
+from coordinator_audit.jobs.spark_session import (
+    ALWAYS,
+    LOCAL_DEFAULTS,
+    is_local_master,
+    load_spark_conf,
+    release,
+)
+from coordinator_audit.udfs.schemas import (
     MILLIS_COLUMNS,
     TABLE_SCHEMAS,
     TIME_COMPANIONS,
@@ -210,7 +216,7 @@ def test_release_frees_the_blocks_of_a_local_checkpoint_under_a_projection(spark
 def test_the_local_jvm_runs_with_the_jit_thresholds(spark: Any) -> None:
     """A local master's JVM gets `LOCAL_JIT_OPTIONS` (the suite's session has them too): this JDK
     accepts them (an unknown -XX flag would stop the JVM from starting) and applies them."""
-    from jobs.spark_session import LOCAL_JIT_OPTIONS
+    from coordinator_audit.jobs.spark_session import LOCAL_JIT_OPTIONS
 
     assert LOCAL_DEFAULTS["spark.driver.extraJavaOptions"] == LOCAL_JIT_OPTIONS
     jvm = spark.sparkContext._jvm

@@ -1,7 +1,7 @@
 """The job on a Spark standalone cluster, as a user outgrowing one machine runs it: a master and two
 workers from pyspark's own distribution on loopback (`tests.support.standalone`), executors in JVMs
 of their own with Python workers of their own, each run a driver of its own: the README's cluster
-command, `scripts/spark-submit.sh --master spark://... --py-files coordinator_audit.zip jobs/audit.py`.
+command, `scripts/spark-submit.sh --master spark://... --py-files coordinator_audit.zip coordinator_audit/jobs/audit.py`.
 Every table it writes, read as stored, equals what the same command line writes in local mode (run
 in the suite's local[2] session): one audit of the real broker's log, and the same log as a nightly
 pair (two windows, the state carried from the first run to the second through the output).
@@ -10,7 +10,7 @@ The cluster's drivers and executors run a Python that has the project's dependen
 project (a virtualenv seeing the project venv's site-packages without its editable install, as in
 `tests/dist`): the code that runs there is the zip's, shipped by `--py-files`, and nothing else.
 Their JVMs get the JIT thresholds the job gives a JVM it starts for one run
-(`jobs.spark_session.LOCAL_JIT_OPTIONS`): less CPU compiling, the same results.
+(`coordinator_audit.jobs.spark_session.LOCAL_JIT_OPTIONS`): less CPU compiling, the same results.
 
 The cluster tests are `slow`: three applications, each starting a driver and two executors whose
 Python workers compile the single pass's kernel afresh (numba keeps no cache for code in a zip),
@@ -27,7 +27,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from jobs.spark_session import LOCAL_JIT_OPTIONS, code_zip
+from coordinator_audit.jobs.spark_session import LOCAL_JIT_OPTIONS, code_zip
 from tests.support.outputs import differences
 from tests.support.standalone import LOOPBACK, StandaloneCluster, standalone_cluster
 from tests.support.standalone import python_without_project as make_python_without_project
@@ -55,7 +55,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
 
 @pytest.fixture(scope="module")
 def py_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The job's packages zipped for `--py-files` (`jobs.spark_session.code_zip`), without pip."""
+    """The job's packages zipped for `--py-files` (`coordinator_audit.jobs.spark_session.code_zip`), without pip."""
     return code_zip(tmp_path_factory.mktemp("dist") / "coordinator_audit.zip")
 
 
@@ -71,7 +71,7 @@ def _cli_args(output: Path, run_id: str, window: Sequence[str]) -> list[str]:
 
 def _submit(master: str, args: Sequence[str], *, py_files: Path, python: Path) -> None:
     """The README's cluster command (`scripts/spark-submit.sh --py-files coordinator_audit.zip
-    jobs/audit.py ARGS`): driver and executors on `python`, loopback only."""
+    coordinator_audit/jobs/audit.py ARGS`): driver and executors on `python`, loopback only."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV") and not k.startswith("PYSPARK_")}
     env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), SPARK_LOCAL_IP=LOOPBACK)
@@ -79,15 +79,15 @@ def _submit(master: str, args: Sequence[str], *, py_files: Path, python: Path) -
            "--conf", f"spark.driver.host={LOOPBACK}", "--conf", f"spark.driver.bindAddress={LOOPBACK}",
            "--conf", "spark.ui.enabled=false", "--driver-java-options", LOCAL_JIT_OPTIONS,
            "--conf", f"spark.executor.extraJavaOptions={LOCAL_JIT_OPTIONS}",
-           "--py-files", str(py_files), "jobs/audit.py", *args]
+           "--py-files", str(py_files), "coordinator_audit/jobs/audit.py", *args]
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, f"{' '.join(cmd)}\n{(result.stdout + result.stderr)[-4000:]}"
 
 
 def _run_local(spark: SparkSession, args: Sequence[str]) -> None:
     """The same command line in local mode, in the suite's local[2] session (`--master local[2]`):
-    parsed by the job's own parser into the job's configuration, run by `jobs.audit.run_audit`."""
-    from jobs.audit import config_from_args, parse_args, run_audit
+    parsed by the job's own parser into the job's configuration, run by `coordinator_audit.jobs.audit.run_audit`."""
+    from coordinator_audit.jobs.audit import config_from_args, parse_args, run_audit
 
     parsed = parse_args([*args, "--master", "local[2]"])
     run_audit(spark, config_from_args(parsed), run_id=parsed.run_id)

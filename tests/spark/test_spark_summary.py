@@ -1,4 +1,4 @@
-"""The summary the command prints after a run (`jobs.audit.table_highlights`): read back by the
+"""The summary the command prints after a run (`coordinator_audit.jobs.audit.table_highlights`): read back by the
 driver with pyarrow (a run on the local file system that wrote few rows) or by Spark, the same
 lines, on real runs (one window and the next) and on the derived lines' edge cases (nulls, ties,
 the rebalances' median at many sizes, where Spark's `percentile_approx` is exact)."""
@@ -11,11 +11,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs import audit, delta_io
-from jobs.audit import run_audit
-from jobs.config import load_config
-from jobs.derived_step import HIGHLIGHT_COLUMNS, derived_highlights, derived_highlights_arrow
-from udfs.schemas import TABLE_SCHEMAS
+from coordinator_audit.jobs import audit, delta_io
+from coordinator_audit.jobs.audit import run_audit
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.derived_step import (
+    HIGHLIGHT_COLUMNS,
+    derived_highlights,
+    derived_highlights_arrow,
+)
+from coordinator_audit.udfs.schemas import TABLE_SCHEMAS
 
 pytestmark = pytest.mark.spark
 

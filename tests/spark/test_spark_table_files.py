@@ -1,5 +1,5 @@
 """The replay's workers writing the run's table files themselves (`output.direct_files`,
-`udfs.table_files`, `jobs.delta_io.StagedFiles`): the same tables, schema and rows, as when Spark
+`coordinator_audit.udfs.table_files`, `coordinator_audit.jobs.delta_io.StagedFiles`): the same tables, schema and rows, as when Spark
 writes them, over a windowed chain; only the files the tasks reported are committed; a table with no
 rows still gets its file; the Arrow window cut equals the Spark one."""
 
@@ -15,14 +15,14 @@ import pytest
 from deltalake import DeltaTable
 
 from benchmarks.output_hash import output_hashes
-from jobs import delta_io
-from jobs.audit import AUDIT_OUTPUT_TABLES, run_audit
-from jobs.config import load_config
-from jobs.delta_io import read_table
+from coordinator_audit.jobs import delta_io
+from coordinator_audit.jobs.audit import AUDIT_OUTPUT_TABLES, run_audit
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.delta_io import read_table
+from coordinator_audit.udfs.derived import overlapping_window
+from coordinator_audit.udfs.schemas import TABLE_SCHEMAS
+from coordinator_audit.udfs.table_files import overlapping_rows, staged_schema, stored_batch
 from tests.support.parquet_files import table_codecs
-from udfs.derived import overlapping_window
-from udfs.schemas import TABLE_SCHEMAS
-from udfs.table_files import overlapping_rows, staged_schema, stored_batch
 
 pytestmark = pytest.mark.spark
 
@@ -165,17 +165,17 @@ def test_the_arrow_window_cut_equals_spark(spark) -> None:
 
 def test_a_run_that_fails_after_the_replay_wrote_its_files_leaves_none(spark, derived_input, tmp_path,
                                                                       monkeypatch) -> None:
-    import jobs.audit
+    import coordinator_audit.jobs.audit
 
     seen: list[int] = []
-    real = jobs.audit._staged_files
+    real = coordinator_audit.jobs.audit._staged_files
 
     def fail_after_listing(wide, stage_dirs, carried_dirs=None):  # the replay's tasks have written their files by now
         staged, _ = real(wide, stage_dirs, carried_dirs)
         seen.append(sum(len(f.files) for f in staged.values()))
         raise RuntimeError("injected failure after the replay")
 
-    monkeypatch.setattr(jobs.audit, "_staged_files", fail_after_listing)
+    monkeypatch.setattr(coordinator_audit.jobs.audit, "_staged_files", fail_after_listing)
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="injected failure"):
         run_audit(spark, load_config(None, {"input.path": str(derived_input), "input.format": "parquet",
@@ -186,7 +186,7 @@ def test_a_run_that_fails_after_the_replay_wrote_its_files_leaves_none(spark, de
 
 def test_a_resumed_run_that_fails_after_the_replay_leaves_no_carried_rows(spark, derived_input, tmp_path,
                                                                           monkeypatch) -> None:
-    import jobs.audit
+    import coordinator_audit.jobs.audit
 
     out = tmp_path / "out"
     (since, until), (since2, until2) = WINDOWS
@@ -199,14 +199,14 @@ def test_a_resumed_run_that_fails_after_the_replay_leaves_no_carried_rows(spark,
     audit(0, since, until)
     before = {p for p in out.rglob("*.parquet")}
     seen: list[int] = []
-    real = jobs.audit._staged_files
+    real = coordinator_audit.jobs.audit._staged_files
 
     def fail_after_listing(wide, stage_dirs, carried_dirs=None):
         _, carried = real(wide, stage_dirs, carried_dirs)
         seen.append(sum(f.rows for f in carried.values()))
         raise RuntimeError("injected failure after the replay")
 
-    monkeypatch.setattr(jobs.audit, "_staged_files", fail_after_listing)
+    monkeypatch.setattr(coordinator_audit.jobs.audit, "_staged_files", fail_after_listing)
     with pytest.raises(RuntimeError, match="injected failure"):
         audit(1, since2, until2)
     assert seen and seen[0] > 0  # the tasks had written carried rows

@@ -1,4 +1,4 @@
-"""udfs.decode: the Arrow UDFs over coordinator_core (record, subscription, assignment,
+"""coordinator_audit.udfs.decode: the Arrow UDFs over coordinator_audit.core (record, subscription, assignment,
 partition_for, owners)."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.consumer_protocol import (
     Assignment,
     Subscription,
     TopicPartitions,
     encode_assignment,
     encode_subscription,
 )
-from coordinator_core.records import (
+from coordinator_audit.core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -22,7 +22,7 @@ from coordinator_core.records import (
     OffsetCommitValue,
     encode,
 )
-from udfs.decode import (
+from coordinator_audit.udfs.decode import (
     decode_assignment_udf,
     decode_record_udf,
     decode_subscription_udf,

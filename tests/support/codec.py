@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from coordinator_core.records import CoordinatorRecord, decode, encode
+from coordinator_audit.core.records import CoordinatorRecord, decode, encode
 
 INT8 = st.integers(-(2**7), 2**7 - 1)
 INT16 = st.integers(-(2**15), 2**15 - 1)

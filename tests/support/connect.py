@@ -7,7 +7,7 @@ waits until its port answers, yields its `sc://127.0.0.1:<port>` address, and st
 group it started on the way out, also when starting or the body fails. Its Python workers run the
 given interpreter (`PYSPARK_PYTHON`; a python without the project, `python_without_project`, in
 the tests) with an empty `PYTHONPATH`: the job's code reaches them only as the artifacts the client
-adds (`jobs.spark_session.ship_code`), as on a server the user does not own.
+adds (`coordinator_audit.jobs.spark_session.ship_code`), as on a server the user does not own.
 Its log, scratch space and warehouse live under `work`."""
 
 from __future__ import annotations

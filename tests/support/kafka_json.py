@@ -9,7 +9,7 @@ import base64
 import uuid
 from typing import Any
 
-from coordinator_core.wire import Array, Message, Struct
+from coordinator_audit.core.wire import Array, Message, Struct
 
 
 def camel(name: str) -> str:

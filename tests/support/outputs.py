@@ -1,5 +1,5 @@
 """Two outputs of the job compared as stored, for the tiers that check the job elsewhere (a
-standalone cluster, Spark Connect) against local mode: every table `jobs.compare` compares, plus the
+standalone cluster, Spark Connect) against local mode: every table `coordinator_audit.jobs.compare` compares, plus the
 saved states and what each run read and wrote."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from jobs.compare import IGNORED_COLUMNS, canonical_rows, compare_outputs
+from coordinator_audit.jobs.compare import IGNORED_COLUMNS, canonical_rows, compare_outputs
 
 __all__ = ["RUNS_COMPARED", "differences"]
 
@@ -22,13 +22,13 @@ as JSON, which name the master) differ between any two runs."""
 
 
 def _stored(path: Path, columns: Sequence[str]) -> list[str]:
-    """Some columns of a Delta table as stored, a row a sorted entry (`jobs.compare.canonical_rows`)."""
+    """Some columns of a Delta table as stored, a row a sorted entry (`coordinator_audit.jobs.compare.canonical_rows`)."""
     names = DeltaTable(str(path)).schema().to_arrow().names
     return canonical_rows(path, ignore=[c for c in names if c not in columns])
 
 
 def differences(left: Path, right: Path) -> list[str]:
-    """Where two outputs, read as stored, differ: every table `jobs.compare` compares, the saved
+    """Where two outputs, read as stored, differ: every table `coordinator_audit.jobs.compare` compares, the saved
     states (`group_state`, all columns but `run_id`/`run_window`) and what each run read and wrote
     (`runs` on `RUNS_COMPARED`). Empty when they are equal."""
     problems = [r.describe() for r in compare_outputs(left, right) if not r.equal]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.client.assignors import (
+from coordinator_audit.core.client.assignors import (
     ASSIGNORS,
     CooperativeStickyAssignor,
     MemberAssignment,
@@ -18,14 +18,14 @@ from coordinator_core.client.assignors import (
     TopicPartition,
     assignor_for,
 )
-from coordinator_core.client.assignors.jcollections import (
+from coordinator_audit.core.client.assignors.jcollections import (
     JavaHashOrder,
     java_string_key,
     string_hash_order,
     topic_partition_hash,
 )
-from coordinator_core.consumer_protocol import encode_sticky_user_data
-from coordinator_core.errors import AssignorError, ConfigError
+from coordinator_audit.core.consumer_protocol import encode_sticky_user_data
+from coordinator_audit.core.errors import AssignorError, ConfigError
 
 
 def tp(topic: str, partition: int) -> TopicPartition:

@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.client.assignors import (
+from coordinator_audit.core.client.assignors import (
     ASSIGNORS,
     CooperativeStickyAssignor,
     MemberAssignment,
@@ -18,7 +18,7 @@ from coordinator_core.client.assignors import (
     StickyAssignor,
     TopicPartition,
 )
-from coordinator_core.consumer_protocol import encode_sticky_user_data
+from coordinator_audit.core.consumer_protocol import encode_sticky_user_data
 
 TOPIC_NAMES = ("a", "b", "orders", "t0", "t1")
 EAGER_NAMES = ("range", "roundrobin", "sticky")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator_core.audit import RebalanceCauseRow, ViolationRow
+from coordinator_audit.core.audit import RebalanceCauseRow, ViolationRow
 
 ALIASES = {"member_joined_after_empty": "member_joined"}
 

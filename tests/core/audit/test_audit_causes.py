@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator_core.audit import GroupAuditor
+from coordinator_audit.core.audit import GroupAuditor
 
 from .audit_builders import T0, LogBuilder, member, rows_by_table, tps
 

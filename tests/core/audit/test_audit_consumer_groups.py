@@ -14,22 +14,22 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_core.audit import (
+from coordinator_audit.core.audit import (
     CAUSES,
     CONSUMER_CAUSES,
     CONSUMER_VIOLATION_KINDS,
     GroupAuditor,
     audit_group,
 )
-from coordinator_core.audit.consumer import topic_id_text
-from coordinator_core.records import (
+from coordinator_audit.core.audit.consumer import topic_id_text
+from coordinator_audit.core.records import (
     CoordinatorRecord,
     OffsetCommitKey,
     OffsetCommitValue,
     decode,
     encode,
 )
-from coordinator_core.records_kip848 import (
+from coordinator_audit.core.records_kip848 import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator_core.audit import OffsetSummary, Regression
-from coordinator_core.audit.offsets import NO_OFFSET
+from coordinator_audit.core.audit import OffsetSummary, Regression
+from coordinator_audit.core.audit.offsets import NO_OFFSET
 
 PARTITION = 7
 

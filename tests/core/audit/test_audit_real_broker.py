@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_core.audit import GroupAuditor
-from coordinator_core.records import decode
+from coordinator_audit.core.audit import GroupAuditor
+from coordinator_audit.core.records import decode
 
 from .audit_builders import rows_by_table
 from .audit_scoring import Score, score

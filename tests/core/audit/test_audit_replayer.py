@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.audit import (
+from coordinator_audit.core.audit import (
     AssignmentRun,
     GroupAuditor,
     GroupReplay,
@@ -19,7 +19,7 @@ from coordinator_core.audit import (
     ResumeMode,
     SavedGroup,
 )
-from coordinator_core.audit.replayer import _identity_key
+from coordinator_audit.core.audit.replayer import _identity_key
 
 from .audit_builders import LogBuilder
 from .test_audit_stream import rich_log

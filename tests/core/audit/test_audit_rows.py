@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from coordinator_core.audit.rows import (
+from coordinator_audit.core.audit.rows import (
     AssignmentRow,
     GenerationRow,
     RebalanceCauseRow,
@@ -14,7 +14,7 @@ from coordinator_core.audit.rows import (
     make_cause_row,
     make_generation_row,
 )
-from coordinator_core.records_fast import fast_constructor
+from coordinator_audit.core.records_fast import fast_constructor
 
 CASES = [
     (make_assignment_row, AssignmentRow,

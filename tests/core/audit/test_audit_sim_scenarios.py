@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.audit import AssignmentRow, AssignmentRun, GroupAuditor
-from coordinator_core.sim.randomized import random_scenario
-from coordinator_core.sim.runner import run_scenario
-from coordinator_core.sim.scenario import FLAVORS, Scenario
+from coordinator_audit.core.audit import AssignmentRow, AssignmentRun, GroupAuditor
+from coordinator_audit.core.sim.randomized import random_scenario
+from coordinator_audit.core.sim.runner import run_scenario
+from coordinator_audit.core.sim.scenario import FLAVORS, Scenario
 
 from .audit_builders import rows_by_table
 from .audit_scoring import PrimaryScore, Score, score, score_primary
 
-SCENARIO_DIR = Path(__file__).resolve().parents[3] / "coordinator_core" / "sim" / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parents[3] / "coordinator_audit" / "core" / "sim" / "scenarios"
 SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.json"))
 
 RANDOM_SEEDS = range(60)
@@ -131,7 +131,7 @@ def test_issue_shapes_agree_exactly(name: str, flavor: str) -> None:
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_random_scenarios_agreement(flavor: str, capsys) -> None:
-    """Random scenarios (`coordinator_core.sim.randomized`): histories nobody shaped for the audit,
+    """Random scenarios (`coordinator_audit.core.sim.randomized`): histories nobody shaped for the audit,
     including rounds where a crash, a restart and a rejoin overlap within a heartbeat, which the log
     cannot order. The figure is printed; the floor guards against regressions."""
     total = PrimaryScore()

@@ -9,8 +9,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.audit import STATE_FORMAT, GroupAuditor, HistoryGap, RebalanceCauseRow, audit_group
-from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, encode
+from coordinator_audit.core.audit import (
+    STATE_FORMAT,
+    GroupAuditor,
+    HistoryGap,
+    RebalanceCauseRow,
+    audit_group,
+)
+from coordinator_audit.core.records import CoordinatorRecord, GroupMetadataKey, encode
 
 from .audit_builders import LogBuilder, member, rows_by_table, tps
 from .test_audit_causes import audit

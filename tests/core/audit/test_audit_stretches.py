@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_core.audit import GroupAuditor, OffsetSummary, Regression, audit_group
-from coordinator_core.records import offset_commit_key_fields, offset_commit_value_fields
+from coordinator_audit.core.audit import GroupAuditor, OffsetSummary, Regression, audit_group
+from coordinator_audit.core.records import offset_commit_key_fields, offset_commit_value_fields
 
 from .audit_builders import LogBuilder, member, tps
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.audit import GroupSnapshot
-from coordinator_core.errors import RecordDecodeError
+from coordinator_audit.core.audit import GroupSnapshot
+from coordinator_audit.core.errors import RecordDecodeError
 
 from .audit_builders import LogBuilder, member, tps
 from .test_audit_causes import audit
@@ -169,7 +169,7 @@ def test_replaced_static_member_may_move_when_membership_changes() -> None:
 
 def test_owner_ids_read_from_value_bytes() -> None:
     """What an offset_regression names, read from a GroupMetadata value's bytes (the Spark job's
-    `udfs.decode.owners_udf`); bytes the codec rejects raise its error."""
+    `coordinator_audit.udfs.decode.owners_udf`); bytes the codec rejects raise its error."""
     log = LogBuilder("g").group(4, [member("a-1", tps("t", 0, 1)), member("b-1", tps("t", 1, 2))])
     value = log.records[0][4]
     owners = GroupSnapshot.from_value_bytes(value, group_id="g").owner_ids()

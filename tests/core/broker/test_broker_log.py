@@ -1,4 +1,4 @@
-"""The broker's server.log account (coordinator_core.broker_log) on the real Kafka 3.9.0 sample
+"""The broker's server.log account (coordinator_audit.core.broker_log) on the real Kafka 3.9.0 sample
 (Scala coordinator) and on Kafka 4.x lines (Java coordinator), without Spark."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_core.broker_log import (
+from coordinator_audit.core.broker_log import (
     BrokerLogError,
     broker_account,
     classify_reason,

@@ -6,9 +6,14 @@ import json
 
 import pytest
 
-from coordinator_core.errors import ConfigError
-from jobs.config import load_config
-from jobs.kafka_source import KafkaInputError, parse_kafka_options, parse_offsets_json, redact_options
+from coordinator_audit.core.errors import ConfigError
+from coordinator_audit.jobs.config import load_config
+from coordinator_audit.jobs.kafka_source import (
+    KafkaInputError,
+    parse_kafka_options,
+    parse_offsets_json,
+    redact_options,
+)
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="s3cr3t";'
 

@@ -8,9 +8,9 @@ import itertools
 
 import pytest
 
-from coordinator_core.client.assignors import ASSIGNORS
-from coordinator_core.client.consumer import ConsumerConfig, GroupConsumer, Request
-from coordinator_core.protocol import (
+from coordinator_audit.core.client.assignors import ASSIGNORS
+from coordinator_audit.core.client.consumer import ConsumerConfig, GroupConsumer, Request
+from coordinator_audit.core.protocol import (
     Errors,
     JoinGroupRequest,
     JoinGroupResponse,

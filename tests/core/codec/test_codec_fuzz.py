@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.consumer_protocol import (
     decode_assignment,
     decode_cooperative_user_data,
     decode_sticky_user_data,
@@ -31,8 +31,8 @@ from coordinator_core.consumer_protocol import (
     encode_sticky_user_data,
     encode_subscription,
 )
-from coordinator_core.errors import RecordDecodeError, RecordEncodeError
-from coordinator_core.records import (
+from coordinator_audit.core.errors import RecordDecodeError, RecordEncodeError
+from coordinator_audit.core.records import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,

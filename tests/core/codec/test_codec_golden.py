@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.consumer_protocol import (
     Assignment,
     StickyUserData,
     Subscription,
@@ -19,7 +19,7 @@ from coordinator_core.consumer_protocol import (
     encode_sticky_user_data,
     encode_subscription,
 )
-from coordinator_core.records import (
+from coordinator_audit.core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -29,7 +29,7 @@ from coordinator_core.records import (
     decode,
     encode,
 )
-from coordinator_core.records_kip848 import (
+from coordinator_audit.core.records_kip848 import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupMemberMetadataKey,

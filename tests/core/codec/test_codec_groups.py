@@ -28,15 +28,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core import records
-from coordinator_core.errors import RecordDecodeError
-from coordinator_core.records import RECORD_TYPE_NAMES, CoordinatorRecord, decode, encode
-from coordinator_core.records_kip848 import (
+from coordinator_audit.core import records
+from coordinator_audit.core.errors import RecordDecodeError
+from coordinator_audit.core.records import RECORD_TYPE_NAMES, CoordinatorRecord, decode, encode
+from coordinator_audit.core.records_kip848 import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     CurrentTopicPartitions,
 )
-from coordinator_core.records_share import (
+from coordinator_audit.core.records_share import (
     LEGACY_LAYOUTS,
     ShareGroupMetadataKey,
     ShareGroupMetadataValue,
@@ -47,7 +47,7 @@ from coordinator_core.records_share import (
     TopicInfo,
     TopicPartitionsInfo,
 )
-from coordinator_core.records_streams import (
+from coordinator_audit.core.records_streams import (
     CurrentTaskIds,
     KeyValue,
     StreamsGroupCurrentMemberAssignmentKey,
@@ -55,7 +55,7 @@ from coordinator_core.records_streams import (
     StreamsGroupMetadataKey,
     StreamsGroupMetadataValue,
 )
-from coordinator_core.wire import Array, Message, Struct, read_body
+from coordinator_audit.core.wire import Array, Message, Struct, read_body
 from tests.support.codec import INT8, INT16, INT32, INT64, round_trip
 from tests.support.kafka_json import to_kafka_json
 

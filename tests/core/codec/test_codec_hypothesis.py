@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator_core import records
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core import records
+from coordinator_audit.core.consumer_protocol import (
     Assignment,
     Subscription,
     TopicPartitions,
@@ -24,8 +24,8 @@ from coordinator_core.consumer_protocol import (
     encode_sticky_user_data,
     encode_subscription,
 )
-from coordinator_core.errors import RecordDecodeError
-from coordinator_core.records import (
+from coordinator_audit.core.errors import RecordDecodeError
+from coordinator_audit.core.records import (
     ControlRecordKey,
     ControlRecordValue,
     CoordinatorRecord,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.errors import ConfigError
-from coordinator_core.jhash import java_string_hashcode
-from coordinator_core.records import partition_for
+from coordinator_audit.core.errors import ConfigError
+from coordinator_audit.core.jhash import java_string_hashcode
+from coordinator_audit.core.records import partition_for
 
 
 @pytest.mark.parametrize(("group", "hash_code", "partition"), [

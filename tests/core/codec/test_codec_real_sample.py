@@ -12,14 +12,14 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.consumer_protocol import (
     decode_assignment,
     decode_cooperative_user_data,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
-from coordinator_core.records import (
+from coordinator_audit.core.records import (
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_VALUE,
     CoordinatorRecord,
@@ -32,7 +32,7 @@ from coordinator_core.records import (
     offset_commit_value_fields,
     partition_for,
 )
-from coordinator_core.wire import read_body
+from coordinator_audit.core.wire import read_body
 
 SAMPLES = Path(__file__).resolve().parents[3] / "data" / "samples"
 SAMPLE = SAMPLES / "real_broker_3_9_0.parquet"

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.consumer_protocol import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
-from coordinator_core.errors import RecordDecodeError
-from coordinator_core.records import (
+from coordinator_audit.core.errors import RecordDecodeError
+from coordinator_audit.core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,

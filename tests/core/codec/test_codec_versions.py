@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.consumer_protocol import (
     Assignment,
     Subscription,
     TopicPartitions,
@@ -17,8 +17,8 @@ from coordinator_core.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from coordinator_core.errors import RecordDecodeError, RecordEncodeError
-from coordinator_core.records import (
+from coordinator_audit.core.errors import RecordDecodeError, RecordEncodeError
+from coordinator_audit.core.records import (
     RECORD_TYPE_NAMES,
     ControlRecordKey,
     ControlRecordValue,
@@ -35,7 +35,7 @@ from coordinator_core.records import (
     offset_commit_key_fields,
     offset_commit_value_fields,
 )
-from coordinator_core.records_kip848 import (
+from coordinator_audit.core.records_kip848 import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,

@@ -1,4 +1,4 @@
-"""udfs.json_lines without Spark: each line becomes a record or an error naming the field and the
+"""coordinator_audit.udfs.json_lines without Spark: each line becomes a record or an error naming the field and the
 problem, and a record written back as a line reads back the same; encoding detection counts; a
 truncated .gz keeps the lines before the cut."""
 
@@ -15,8 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.inputs import InputError, choose_text_encoding
-from udfs.json_lines import ParsedLine, encoding_fit, iter_lines, open_file, parse_line, read_file_rows
+from coordinator_audit.jobs.inputs import InputError, choose_text_encoding
+from coordinator_audit.udfs.json_lines import (
+    ParsedLine,
+    encoding_fit,
+    iter_lines,
+    open_file,
+    parse_line,
+    read_file_rows,
+)
 
 KEY = b"\x00\x02\x00\x03grp"
 LINE = {"key": KEY.hex(), "value": None, "partition": 3, "offset": 7, "timestamp": 1_700_000_000_123}

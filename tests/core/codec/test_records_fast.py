@@ -1,11 +1,11 @@
-"""The codec's byte-level readers (`coordinator_core.records_fast`) agree with the codec field for field, or step aside."""
+"""The codec's byte-level readers (`coordinator_audit.core.records_fast`) agree with the codec field for field, or step aside."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.consumer_protocol import (
     Assignment,
     Subscription,
     TopicPartitions,
@@ -14,8 +14,8 @@ from coordinator_core.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from coordinator_core.errors import RecordDecodeError
-from coordinator_core.records import (
+from coordinator_audit.core.errors import RecordDecodeError
+from coordinator_audit.core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -25,7 +25,7 @@ from coordinator_core.records import (
     decode,
     encode,
 )
-from coordinator_core.records_fast import (
+from coordinator_audit.core.records_fast import (
     GroupRecordReader,
     assignment_fast,
     group_metadata_header,

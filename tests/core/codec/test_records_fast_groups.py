@@ -5,15 +5,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.audit.snapshot import GroupSnapshot
-from coordinator_core.consumer_protocol import (
+from coordinator_audit.core.audit.snapshot import GroupSnapshot
+from coordinator_audit.core.consumer_protocol import (
     Assignment,
     TopicPartitions,
     decode_assignment,
     encode_assignment,
 )
-from coordinator_core.records import GroupMetadataValue, MemberMetadata
-from coordinator_core.records_fast import assignment_fast, assignment_groups_fast
+from coordinator_audit.core.records import GroupMetadataValue, MemberMetadata
+from coordinator_audit.core.records_fast import assignment_fast, assignment_groups_fast
 from tests.support.codec import INT32
 
 TOPICS = st.sampled_from(["", "a", "orders", "é"])

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator_core.consumer_protocol import Subscription, encode_subscription
-from coordinator_core.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator, GroupState
-from coordinator_core.coordinator.views import GroupView
-from coordinator_core.protocol import (
+from coordinator_audit.core.consumer_protocol import Subscription, encode_subscription
+from coordinator_audit.core.coordinator import (
+    CoordinatorConfig,
+    CoordinatorResult,
+    GroupCoordinator,
+    GroupState,
+)
+from coordinator_audit.core.coordinator.views import GroupView
+from coordinator_audit.core.protocol import (
     DeleteGroupsRequest,
     Errors,
     HeartbeatRequest,
@@ -21,7 +26,7 @@ from coordinator_core.protocol import (
     OffsetCommitRequestTopic,
     SyncGroupRequest,
 )
-from coordinator_core.records import CoordinatorRecord, decode, encode
+from coordinator_audit.core.records import CoordinatorRecord, decode, encode
 
 
 def sub(*topics: str) -> bytes:

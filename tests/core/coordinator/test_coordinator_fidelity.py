@@ -3,10 +3,10 @@ first port got wrong, naming the Kafka method it follows."""
 
 from __future__ import annotations
 
-from coordinator_core.coordinator import GroupState
-from coordinator_core.coordinator.hashorder import champ_order
-from coordinator_core.jhash import java_string_hashcode, spread
-from coordinator_core.protocol import Errors, MemberIdentity, SyncGroupResponse
+from coordinator_audit.core.coordinator import GroupState
+from coordinator_audit.core.coordinator.hashorder import champ_order
+from coordinator_audit.core.jhash import java_string_hashcode, spread
+from coordinator_audit.core.protocol import Errors, MemberIdentity, SyncGroupResponse
 
 from .scenario import REBALANCE, Ctx
 
@@ -145,7 +145,7 @@ def test_leader_not_rejoined_and_nobody_joined_is_logged() -> None:
 def test_scala_unexpected_sync_expiration_text() -> None:
     """GroupCoordinator#onExpirePendingSync (S) says "already transitioned to the <state> state." without a
     trailing period; J (GroupMetadataManager#expirePendingSync) "already transitioned to <state> state."."""
-    from coordinator_core.coordinator.rebalance import expire_pending_sync
+    from coordinator_audit.core.coordinator.rebalance import expire_pending_sync
 
     for flavor, text in (("scala", "already transitioned to the PreparingRebalance state."),
                          ("java", "already transitioned to PreparingRebalance state.")):

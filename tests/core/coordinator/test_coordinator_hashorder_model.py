@@ -1,6 +1,6 @@
 """The hash-map order emulation and String#hashCode against direct models of what Java and Scala do.
 
-`coordinator_core.coordinator.hashorder` derives the iteration order from insertion order and the
+`coordinator_audit.core.coordinator.hashorder` derives the iteration order from insertion order and the
 tracked capacity instead of keeping buckets; the models below keep explicit bucket chains (Java:
 append to the chain, resize after the insertion that passes 0.75 * capacity, re-walk the chains in
 order; Scala: resize before an insertion when size + 1 >= 0.75 * capacity, chains sorted by hash with
@@ -12,8 +12,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.coordinator.hashorder import JavaHashMap, ScalaHashMap
-from coordinator_core.jhash import java_string_hashcode, spread
+from coordinator_audit.core.coordinator.hashorder import JavaHashMap, ScalaHashMap
+from coordinator_audit.core.jhash import java_string_hashcode, spread
 
 
 def _reference_hashcode(s: str) -> int:

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.coordinator import GroupState
-from coordinator_core.protocol import Errors, JoinGroupResponse, JoinGroupResponseMember
-from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from coordinator_audit.core.coordinator import GroupState
+from coordinator_audit.core.protocol import Errors, JoinGroupResponse, JoinGroupResponseMember
+from coordinator_audit.core.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+)
 
 from .scenario import RANGE, REBALANCE, SESSION, Ctx, sub
 
@@ -399,7 +404,7 @@ def test_j20_known_member_in_empty_group() -> None:
 
 
 def _ghost():  # type: ignore[no-untyped-def]
-    from coordinator_core.coordinator.group import Member
+    from coordinator_audit.core.coordinator.group import Member
 
     return Member("m", None, "c", "/h", 1, 1, "consumer", RANGE)
 
@@ -430,7 +435,7 @@ def test_select_protocol_majority_wins() -> None:
 
 
 def test_select_protocol_scala_tie_uses_champ_order() -> None:
-    from coordinator_core.coordinator.hashorder import champ_order
+    from coordinator_audit.core.coordinator.hashorder import champ_order
 
     ctx = Ctx(flavor="scala")
     a = ctx.member_id_required()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.coordinator import GroupState
-from coordinator_core.protocol import (
+from coordinator_audit.core.coordinator import GroupState
+from coordinator_audit.core.protocol import (
     Errors,
     LeaveGroupResponse,
     MemberIdentity,
@@ -16,7 +16,7 @@ from coordinator_core.protocol import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
-from coordinator_core.records import (
+from coordinator_audit.core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -239,7 +239,7 @@ def test_commit_append_failure_scope(flavor: str) -> None:
     ctx = Ctx(flavor=flavor, config_overrides={"offset_metadata_max_bytes": 2})
     ctx.commit()
     ctx.fail_next_append(Errors.MESSAGE_TOO_LARGE)
-    from coordinator_core.protocol import (
+    from coordinator_audit.core.protocol import (
         OffsetCommitRequest,
         OffsetCommitRequestPartition,
         OffsetCommitRequestTopic,

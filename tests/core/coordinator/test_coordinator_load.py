@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
-from coordinator_core.coordinator import CoordinatorConfig, CoordinatorStatus, GroupCoordinator, GroupState
-from coordinator_core.protocol import Errors, SyncGroupResponse
-from coordinator_core.records import (
+from coordinator_audit.core.coordinator import (
+    CoordinatorConfig,
+    CoordinatorStatus,
+    GroupCoordinator,
+    GroupState,
+)
+from coordinator_audit.core.protocol import Errors, SyncGroupResponse
+from coordinator_audit.core.records import (
     ControlRecordKey,
     CoordinatorRecord,
     GroupMetadataKey,

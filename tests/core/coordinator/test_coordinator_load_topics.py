@@ -3,9 +3,14 @@ replayed, decoded on first read; the value must be the one an eager computation 
 
 from __future__ import annotations
 
-from coordinator_core.consumer_protocol import Subscription, encode_subscription
-from coordinator_core.coordinator import GroupCoordinator
-from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from coordinator_audit.core.consumer_protocol import Subscription, encode_subscription
+from coordinator_audit.core.coordinator import GroupCoordinator
+from coordinator_audit.core.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+)
 
 
 def sub(*topics: str) -> bytes:

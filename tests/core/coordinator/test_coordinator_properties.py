@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.coordinator import GroupState
-from coordinator_core.protocol import Errors, JoinGroupResponse, MemberIdentity, SyncGroupResponse
+from coordinator_audit.core.coordinator import GroupState
+from coordinator_audit.core.protocol import Errors, JoinGroupResponse, MemberIdentity, SyncGroupResponse
 
 from .scenario import Ctx, sub
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_core.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
-from coordinator_core.protocol import (
+from coordinator_audit.core.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
+from coordinator_audit.core.protocol import (
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
     MemberIdentity,
     SyncGroupRequest,
 )
-from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, OffsetCommitKey, decode
+from coordinator_audit.core.records import CoordinatorRecord, GroupMetadataKey, OffsetCommitKey, decode
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "samples" / "real_broker_3_9_0.parquet"
 SERVER_LOG = Path("/work/shared/real-broker-sample/server_log_groupcoordinator.txt")

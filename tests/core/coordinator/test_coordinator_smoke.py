@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from coordinator_core.coordinator import GroupState
+from coordinator_audit.core.coordinator import GroupState
 
 from .scenario import Ctx
 

@@ -6,9 +6,14 @@ import itertools
 
 import pytest
 
-from coordinator_core.coordinator import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition
-from coordinator_core.coordinator.hashorder import JavaHashMap, ScalaHashMap, champ_order, java_hashmap_order
-from coordinator_core.coordinator.state import check_transition
+from coordinator_audit.core.coordinator import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition
+from coordinator_audit.core.coordinator.hashorder import (
+    JavaHashMap,
+    ScalaHashMap,
+    champ_order,
+    java_hashmap_order,
+)
+from coordinator_audit.core.coordinator.state import check_transition
 
 ALL = list(GroupState)
 PAIRS = list(itertools.product(ALL, ALL))
@@ -31,9 +36,9 @@ def test_table_matches_spec() -> None:
 
 @pytest.mark.parametrize(("current", "target"), LEGAL, ids=[f"{a.value}->{b.value}" for a, b in LEGAL])
 def test_legal_transition(current: GroupState, target: GroupState) -> None:
-    from coordinator_core.coordinator import CoordinatorConfig
-    from coordinator_core.coordinator.group import ClassicGroup
-    from coordinator_core.coordinator.runtime import Shard
+    from coordinator_audit.core.coordinator import CoordinatorConfig
+    from coordinator_audit.core.coordinator.group import ClassicGroup
+    from coordinator_audit.core.coordinator.runtime import Shard
 
     group = ClassicGroup.create("g", Shard(CoordinatorConfig(), None), state=current, now_ms=1)
     group.transition_to(target, 42)
@@ -64,7 +69,7 @@ def test_java_hashmap_resize_and_removal_keep_bucket_order() -> None:
     order = m.keys()
     assert sorted(order) == sorted(k for k in keys if k not in keys[::3])
     # with capacity 64 now, order is by bucket index; insertion order inside a bucket
-    from coordinator_core.jhash import java_string_hashcode, spread
+    from coordinator_audit.core.jhash import java_string_hashcode, spread
 
     buckets = [spread(java_string_hashcode(k)) & 63 for k in order]
     assert buckets == sorted(buckets)
@@ -72,7 +77,7 @@ def test_java_hashmap_resize_and_removal_keep_bucket_order() -> None:
 
 
 def test_scala_hashmap_sorted_by_hash_within_bucket() -> None:
-    from coordinator_core.jhash import java_string_hashcode, spread
+    from coordinator_audit.core.jhash import java_string_hashcode, spread
 
     m: ScalaHashMap[int] = ScalaHashMap()
     for i in range(30):
@@ -90,8 +95,8 @@ def test_champ_order_is_a_permutation_and_deterministic() -> None:
 
 
 def test_member_id_supplier_is_injectable_and_default_is_deterministic() -> None:
-    from coordinator_core.coordinator import CoordinatorConfig, GroupCoordinator
-    from coordinator_core.protocol import JoinGroupRequest
+    from coordinator_audit.core.coordinator import CoordinatorConfig, GroupCoordinator
+    from coordinator_audit.core.protocol import JoinGroupRequest
 
     def req(instance: str | None = None) -> JoinGroupRequest:
         return JoinGroupRequest(group_id="g", session_timeout_ms=10_000, protocol_type="consumer",
@@ -129,8 +134,8 @@ def test_log_lines_per_flavour() -> None:
 
 
 def test_config_rejects_bad_values() -> None:
-    from coordinator_core.coordinator import CoordinatorConfig
-    from coordinator_core.errors import ConfigError
+    from coordinator_audit.core.coordinator import CoordinatorConfig
+    from coordinator_audit.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="flavor"):
         CoordinatorConfig(flavor="go")  # type: ignore[arg-type]
@@ -141,7 +146,7 @@ def test_config_rejects_bad_values() -> None:
 
 
 def test_old_ibp_rejects_static_members_and_writes_old_versions() -> None:
-    from coordinator_core.protocol import Errors
+    from coordinator_audit.core.protocol import Errors
 
     from .scenario import Ctx
 

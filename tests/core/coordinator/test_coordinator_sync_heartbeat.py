@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.coordinator import GroupState
-from coordinator_core.protocol import Errors, HeartbeatResponse, SyncGroupResponse
-from coordinator_core.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from coordinator_audit.core.coordinator import GroupState
+from coordinator_audit.core.protocol import Errors, HeartbeatResponse, SyncGroupResponse
+from coordinator_audit.core.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+)
 
 from .scenario import RANGE, REBALANCE, SESSION, Ctx
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.coordinator import GroupState
-from coordinator_core.protocol import Errors, JoinGroupResponse, MemberIdentity
+from coordinator_audit.core.coordinator import GroupState
+from coordinator_audit.core.protocol import Errors, JoinGroupResponse, MemberIdentity
 
 from .scenario import REBALANCE, SESSION, Ctx
 

@@ -1,4 +1,4 @@
-"""`udfs.gc_batches.collected_in_bulk`: the batches pass unchanged, reference cycles made while a
+"""`coordinator_audit.udfs.gc_batches.collected_in_bulk`: the batches pass unchanged, reference cycles made while a
 batch is built are freed after it, and the collector's thresholds come back when the iteration ends
 (Spark reuses a Python worker for the next task); `freeze_survivors` outside a task (inside one:
 `tests/spark/test_spark_gc_freeze.py`)."""
@@ -11,7 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from udfs.gc_batches import FREEZE_SURVIVORS, SAFETY_THRESHOLD, collected_in_bulk, freeze_survivors
+from coordinator_audit.udfs.gc_batches import (
+    FREEZE_SURVIVORS,
+    SAFETY_THRESHOLD,
+    collected_in_bulk,
+    freeze_survivors,
+)
 
 
 class _Node:

@@ -1,4 +1,4 @@
-"""`udfs.history.derive_group` on small inline histories: the eager join-phase gap and its evidence,
+"""`coordinator_audit.udfs.history.derive_group` on small inline histories: the eager join-phase gap and its evidence,
 cooperative revocation rounds, departed owners, Empty groups, static replacements, aborted join
 phases, rows an earlier run left open, and the health figures."""
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-import udfs.history
-from coordinator_core.audit import AssignmentRun, GroupAuditor, table_of
-from coordinator_core.sim.runner import run_scenario
-from coordinator_core.sim.scenario import Scenario
-from udfs.history import (
+import coordinator_audit.udfs.history
+from coordinator_audit.core.audit import AssignmentRun, GroupAuditor, table_of
+from coordinator_audit.core.sim.runner import run_scenario
+from coordinator_audit.core.sim.scenario import Scenario
+from coordinator_audit.udfs.history import (
     BASE_INPUTS,
     DAY_MS,
     CommitTimes,
@@ -217,7 +217,7 @@ def test_readme_documents_every_derived_column_and_command() -> None:
     import re
     from pathlib import Path
 
-    from udfs.history import HealthRow, OwnershipRow, RebalanceRow
+    from coordinator_audit.udfs.history import HealthRow, OwnershipRow, RebalanceRow
 
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
     for table, cls in (("partition_ownership", OwnershipRow), ("rebalances", RebalanceRow),
@@ -227,8 +227,8 @@ def test_readme_documents_every_derived_column_and_command() -> None:
         text = parts[1].split("**`", 1)[0]
         for field in dataclasses.fields(cls):
             assert re.search(rf"\b{field.name}\b", text), f"README: column {table}.{field.name} is not described"
-    for command in ("jobs.query --tables out/delta owner", "jobs.query --tables out/delta timeline",
-                    "jobs.query --tables out/delta worst", "jobs.report --tables out/delta --out report.html"):
+    for command in ("coordinator_audit.jobs.query --tables out/delta owner", "coordinator_audit.jobs.query --tables out/delta timeline",
+                    "coordinator_audit.jobs.query --tables out/delta worst", "coordinator_audit.jobs.report --tables out/delta --out report.html"):
         assert command in readme
     assert (Path(__file__).resolve().parents[3] / "docs" / "report-timeline.png").is_file()
 
@@ -276,12 +276,12 @@ def test_marked_runs_give_the_same_rows_on_the_inline_histories() -> None:
     assert [(len(o.keys), o.valid_to) for o in got if isinstance(o, OwnershipRun)] == [(5, None)]
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in (Path(__file__).resolve().parents[3] / "coordinator_core" / "sim"
+@pytest.mark.parametrize("name", sorted(p.stem for p in (Path(__file__).resolve().parents[3] / "coordinator_audit" / "core" / "sim"
                                                          / "scenarios").glob("*.json")))
 def test_marked_runs_give_the_same_rows_on_the_simulator_library(name: str) -> None:
     """Every library scenario's audit, derived from its assignment rows and from the runs an auditor
     with `assignment_runs=True` emits (the replay's input), and from those rows as `_as_runs`."""
-    scenario = Scenario.load(Path(__file__).resolve().parents[3] / "coordinator_core" / "sim" / "scenarios"
+    scenario = Scenario.load(Path(__file__).resolve().parents[3] / "coordinator_audit" / "core" / "sim" / "scenarios"
                              / f"{name}.json")
     records = run_scenario(scenario).records
     auditor, with_runs = GroupAuditor(), GroupAuditor(assignment_runs=True)
@@ -309,7 +309,7 @@ def _both_ways(monkeypatch: pytest.MonkeyPatch, gens: list[dict[str, Any]], assi
                **inputs: Any) -> Any:
     """derive_group with and without `ONE_OWNER_PATH`: the same rows in the same order."""
     fast = derive_group(G, generations=gens, assignments=assignments, **inputs)
-    monkeypatch.setattr(udfs.history, "ONE_OWNER_PATH", False)
+    monkeypatch.setattr(coordinator_audit.udfs.history, "ONE_OWNER_PATH", False)
     general = derive_group(G, generations=gens, assignments=assignments, **inputs)
     monkeypatch.undo()
     assert list(map(repr, fast[0])) == list(map(repr, general[0]))

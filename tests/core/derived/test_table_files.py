@@ -1,4 +1,4 @@
-"""`udfs.table_files`: the rows a replay task writes as Parquet files itself, in the layout Spark's path
+"""`coordinator_audit.udfs.table_files`: the rows a replay task writes as Parquet files itself, in the layout Spark's path
 stores (content columns, TIMESTAMP companions, run_id), one file per table per task, reported as
 written; the derived rows cut to the run's window (the Spark twin is held equal in the Spark tier)."""
 
@@ -12,10 +12,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_core.audit import AssignmentRow, GenerationRow
-from udfs import table_files
-from udfs.schemas import stored_schema
-from udfs.table_files import DirectWrite, TableFiles, overlapping_rows, stored_arrow_schema, stored_batch
+from coordinator_audit.core.audit import AssignmentRow, GenerationRow
+from coordinator_audit.udfs import table_files
+from coordinator_audit.udfs.schemas import stored_schema
+from coordinator_audit.udfs.table_files import (
+    DirectWrite,
+    TableFiles,
+    overlapping_rows,
+    stored_arrow_schema,
+    stored_batch,
+)
 
 
 def _assignment(i: int, valid_to: int | None) -> AssignmentRow:
@@ -147,8 +153,8 @@ def test_a_column_may_come_as_an_array_of_its_type() -> None:
 def test_a_tasks_rows_in_group_order_are_written_in_row_groups_a_one_group_read_can_pick(tmp_path: Path,
                                                                                           monkeypatch) -> None:
     """Row groups of `QUERY_ROW_GROUP_ROWS` rows: the groups a task wrote in order have narrow
-    `group_id` statistics, so `jobs.delta_read` reads one row group of the file for one group."""
-    from jobs.delta_read import _row_groups
+    `group_id` statistics, so `coordinator_audit.jobs.delta_read` reads one row group of the file for one group."""
+    from coordinator_audit.jobs.delta_read import _row_groups
 
     monkeypatch.setattr(table_files, "QUERY_ROW_GROUP_ROWS", 100)
     files = TableFiles(DirectWrite({"assignments": str(tmp_path)}, "r", compression="zstd"), partition_id=0)

@@ -7,7 +7,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from coordinator_core.audit.rows import ROW_TYPES
+from coordinator_audit.core.audit.rows import ROW_TYPES
 
 ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -41,7 +41,7 @@ def test_every_output_column_is_documented() -> None:
 
 
 def test_runs_columns_are_documented() -> None:
-    from udfs.schemas import RUNS_SCHEMA  # pyspark types only; no session
+    from coordinator_audit.udfs.schemas import RUNS_SCHEMA  # pyspark types only; no session
 
     text = README.split("**`runs`**", 1)[1].split("###", 1)[0]
     for name in RUNS_SCHEMA.fieldNames():
@@ -49,7 +49,7 @@ def test_runs_columns_are_documented() -> None:
 
 
 def test_time_companions_and_input_columns_are_documented() -> None:
-    from udfs.schemas import TIME_COMPANIONS  # pyspark types only; no session
+    from coordinator_audit.udfs.schemas import TIME_COMPANIONS  # pyspark types only; no session
 
     for table, pairs in TIME_COMPANIONS.items():
         text = README.split(f"**`{table}`**", 1)[1].split("**`", 1)[0]

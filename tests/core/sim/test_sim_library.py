@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_core import consumer_protocol as cp
-from coordinator_core.coordinator import CoordinatorConfig, GroupCoordinator
-from coordinator_core.records import GroupMetadataKey, decode, partition_for
-from coordinator_core.sim.runner import RunResult, run_scenario
-from coordinator_core.sim.scenario import Scenario
-from coordinator_core.sim.truth import CAUSES, VIOLATIONS
+from coordinator_audit.core import consumer_protocol as cp
+from coordinator_audit.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator_audit.core.records import GroupMetadataKey, decode, partition_for
+from coordinator_audit.core.sim.runner import RunResult, run_scenario
+from coordinator_audit.core.sim.scenario import Scenario
+from coordinator_audit.core.sim.truth import CAUSES, VIOLATIONS
 
-LIBRARY = Path(__file__).resolve().parents[3] / "coordinator_core" / "sim" / "scenarios"
+LIBRARY = Path(__file__).resolve().parents[3] / "coordinator_audit" / "core" / "sim" / "scenarios"
 
 # scenario -> (causes that must appear, exact set of violation kinds)
 EXPECTED = {

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from coordinator_core.records import OffsetCommitKey, decode, partition_for
-from coordinator_core.sim.scale import (
+from coordinator_audit.core.records import OffsetCommitKey, decode, partition_for
+from coordinator_audit.core.sim.scale import (
     ScaleConfig,
     generate,
     offset_commit_key,

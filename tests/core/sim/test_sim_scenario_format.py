@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_core.errors import ScenarioError
-from coordinator_core.sim.clock import EventQueue
-from coordinator_core.sim.log import LogWriter, drop_prefix
-from coordinator_core.sim.scenario import ACTIONS, Scenario, ScenarioBuilder
+from coordinator_audit.core.errors import ScenarioError
+from coordinator_audit.core.sim.clock import EventQueue
+from coordinator_audit.core.sim.log import LogWriter, drop_prefix
+from coordinator_audit.core.sim.scenario import ACTIONS, Scenario, ScenarioBuilder
 
-LIBRARY = Path(__file__).resolve().parents[3] / "coordinator_core" / "sim" / "scenarios"
+LIBRARY = Path(__file__).resolve().parents[3] / "coordinator_audit" / "core" / "sim" / "scenarios"
 
 
 def _base(**over):

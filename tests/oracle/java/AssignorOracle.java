@@ -27,7 +27,7 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 
 /**
- * Differential oracle for coordinator_core.client.assignors: runs Kafka's own assignors on cases read
+ * Differential oracle for coordinator_audit.core.client.assignors: runs Kafka's own assignors on cases read
  * from stdin and prints their assignments.
  *
  * Tokens are whitespace separated. A string is "-" (null) or "x" followed by the hex of its UTF-8

@@ -19,7 +19,7 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.utils.Utils;
 
 /**
- * Differential oracle for coordinator_core.consumer_protocol: answers one line per request line,
+ * Differential oracle for coordinator_audit.core.consumer_protocol: answers one line per request line,
  * using the genuine kafka-clients classes (ConsumerProtocol, StickyAssignor,
  * CooperativeStickyAssignor, Utils.abs + String.hashCode).
  *
