@@ -22,12 +22,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator_audit.core.audit import GroupSnapshot
-from coordinator_audit.core.audit.snapshot import MemberView
+from coordinator_audit.core.audit import (
+    AssignmentRow,
+    GenerationRow,
+    GroupSnapshot,
+    OffsetCommitRow,
+    RebalanceCauseRow,
+)
 from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, decode
 
-__all__ = ["Assumptions", "Consumer", "GroupHistory", "HistoryError", "LifecycleEvent", "derive_history"]
+__all__ = ["Assumptions", "Consumer", "GroupHistory", "HistoryError", "LifecycleEvent", "ObservedMember",
+           "ObservedState", "derive_history", "derive_history_from_rows"]
 
 EVENT_KINDS = ("start", "close", "crash", "poll_timeout", "subscribe")
 
@@ -68,6 +74,10 @@ class Assumptions:
     static_stop: str = "close"
     """A static member that disappeared sent no LeaveGroup either way; it is taken as an operator's
     close (a dynamic member would have sent LeaveGroup), not a crash."""
+    session_timeout_ms: int = 45000
+    """session.timeout.ms where the source does not say (the audit's tables; the log does): Kafka's default."""
+    rebalance_timeout_ms: int = 300000
+    """max.poll.interval.ms (the rebalance timeout) where the source does not say: Kafka's default."""
     poll_timeout_fraction: float = 0.9
     """A member removed at least this fraction of its rebalance timeout (max.poll.interval.ms) after its
     last sign of life, when that timeout is longer than its session timeout, was removed by its
@@ -151,11 +161,41 @@ class GroupHistory:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class ObservedMember:
+    """One member of one persisted group state, as far as the source tells."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout: int
+    rebalance_timeout: int
+    topics: frozenset[str] | None
+    """Its subscription; None when not known (then the topics of its assignment stand in)."""
+    assigned: frozenset[tuple[str, int]]
+
+    @property
+    def assigned_topics(self) -> frozenset[str]:
+        return frozenset(t for t, _ in self.assigned)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedState:
+    """One persisted group state (a GroupMetadata record: assignment, empty, replacement or creation record)."""
+
+    generation: int
+    record_ms: int
+    state_timestamp: int | None
+    protocol: str | None
+    members: tuple[ObservedMember, ...]
+
+
 @dataclass(slots=True)
 class _Slot:
     name: str
     member_id: str
-    member: MemberView
+    member: ObservedMember
     last_sign: int
     """Last commit of a partition assigned to it, or its latest join completion."""
 
@@ -169,15 +209,14 @@ class _Walk:
     events: list[LifecycleEvent] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     topics: dict[str, int] = field(default_factory=dict)
-    prev: GroupSnapshot | None = None
-    prev_ts: int | None = None
+    prev: ObservedState | None = None
     owners: dict[tuple[str, int], str] = field(default_factory=dict)  # partition -> consumer name
     stopped_at: dict[str, int] = field(default_factory=dict)  # consumer name -> its last stop event
     created: int | None = None
     """The Java coordinator's creation record's time while the group awaits its first generation."""
     delay: int = 3000
 
-    def identity(self, m: MemberView) -> str:
+    def identity(self, m: ObservedMember) -> str:
         if m.group_instance_id is not None:
             return m.group_instance_id
         return f"{m.client_id}@{m.client_host}"
@@ -202,12 +241,13 @@ class _Walk:
             slot = self.slots[name]
             slot.last_sign = max(slot.last_sign, ts)
 
-    def on_state(self, snap: GroupSnapshot, ts: int) -> None:
+    def on_state(self, snap: ObservedState) -> None:
         prev = self.prev
+        ts = snap.record_ms
         done = snap.state_timestamp if snap.state_timestamp is not None else ts
         same_generation = prev is not None and prev.generation == snap.generation and snap.members
         if snap.generation == 0 and not snap.members and prev is None:
-            self.prev, self.prev_ts = snap, ts  # the Java coordinator's creation record
+            self.prev = snap  # the Java coordinator's creation record
             self.created = snap.state_timestamp if snap.state_timestamp is not None else ts
             return
         now = {m.member_id: m for m in snap.members}
@@ -262,12 +302,12 @@ class _Walk:
             self.created = None
             self.owners = {}
             for name, s in self.slots.items():
-                for topic, partition in s.member.assigned_set:
+                for topic, partition in s.member.assigned:
                     self.owners[(topic, partition)] = name
                     self.topics[topic] = max(self.topics.get(topic, 0), partition + 1)
-        self.prev, self.prev_ts = snap, ts
+        self.prev = snap
 
-    def first_stable_pending(self, prev: GroupSnapshot | None) -> bool:
+    def first_stable_pending(self, prev: ObservedState | None) -> bool:
         """The join phase that completed started from an Empty (or new) group: the initial delay applied."""
         return prev is None or not prev.members
 
@@ -277,7 +317,7 @@ class _Walk:
         at = min(slot.last_sign, ts - 1)
         self.event(at, "close" if self.a.static_stop == "close" else "crash", name, "last commit (static_stop)", gen)
 
-    def _stop(self, name: str, slot: _Slot, done: int, ts: int, snap: GroupSnapshot) -> None:
+    def _stop(self, name: str, slot: _Slot, done: int, ts: int, snap: ObservedState) -> None:
         m = slot.member
         gen = snap.generation
         session = m.session_timeout
@@ -308,21 +348,18 @@ def derive_history(records: Iterable[tuple[int, int, int, Any, Any]], *, group_i
     """The lifecycle of one group from its records, (partition, offset, timestamp_ms, key, value) in log
     order (the audit's input). Records of other groups are refused; unreadable ones are skipped and
     counted in `notes` (the audit quarantines them)."""
-    a = assumptions or Assumptions()
-    walk: _Walk | None = None
-    first_ts: int | None = None
-    last_ts = 0
+    notes: list[str] = []
+    items: list[_Item] = []
     unreadable = 0
-    protocols: list[str] = []
-    flavour = "scala"
     seen: set[tuple[int, int]] = set()
+    prev: GroupSnapshot | None = None
     for partition, offset, ts, key, value in records:
         if (partition, offset) in seen:
             continue
         seen.add((partition, offset))
         try:
             rec = decode(key, value)
-        except Exception:
+        except CoordinatorAuditError:  # the codec refuses it (the audit quarantines it, naming why)
             unreadable += 1
             continue
         group = getattr(rec.key, "group", None)
@@ -333,40 +370,147 @@ def derive_history(records: Iterable[tuple[int, int, int, Any, Any]], *, group_i
         elif group != group_id:
             raise HistoryError(f"record at partition {partition} offset {offset} belongs to group {group!r}, "
                                f"not {group_id!r}")
-        if walk is None:
-            walk = _Walk(a, group_id, delay=a.initial_rebalance_delay_ms)
-        first_ts = ts if first_ts is None else first_ts
-        last_ts = max(last_ts, ts)
         if isinstance(rec.key, OffsetCommitKey):
             if rec.value is not None:
-                walk.on_commit(rec.key.topic, rec.key.partition, ts)
+                items.append((rec.key.topic, rec.key.partition, ts))
             continue
         if not isinstance(rec.key, GroupMetadataKey):
             continue
         if not isinstance(rec.value, GroupMetadataValue):
-            walk.notes.append(f"tombstone at partition {partition} offset {offset}: the group was deleted")
+            notes.append(f"tombstone at partition {partition} offset {offset}: the group was deleted")
             continue
         try:
-            snap = GroupSnapshot.from_value(rec.value, group_id=group_id, previous=walk.prev)
+            snap = GroupSnapshot.from_value(rec.value, group_id=group_id, previous=prev)
         except CoordinatorAuditError as e:
-            walk.notes.append(f"GroupMetadata at partition {partition} offset {offset} skipped: {e}")
+            notes.append(f"GroupMetadata at partition {partition} offset {offset} skipped: {e}")
             continue
-        if snap.generation == 0 and not snap.members and walk.prev is None:
-            flavour = "java"
-        if snap.protocol and (not protocols or protocols[-1] != snap.protocol):
-            protocols.append(snap.protocol)
-        walk.on_state(snap, ts)
-    if walk is None or first_ts is None or not walk.consumers:
-        raise HistoryError(f"group {group_id!r}: no GroupMetadata record with members, nothing to replay")
+        prev = snap
+        items.append(ObservedState(snap.generation, ts, snap.state_timestamp, snap.protocol, tuple(
+            ObservedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
+                           m.rebalance_timeout, m.topics, m.assigned_set) for m in snap.members)))
     if unreadable:
-        walk.notes.append(f"{unreadable} unreadable record(s) skipped (the audit quarantines them)")
+        notes.append(f"{unreadable} unreadable record(s) skipped (the audit quarantines them)")
+    return _history(group_id, items, assumptions or Assumptions(), notes)
+
+
+_JOINED = ("member_joined", "static_member_rejoined_new_generation")
+
+
+def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: Iterable[AssignmentRow],
+                             offset_commits: Iterable[OffsetCommitRow], causes: Iterable[RebalanceCauseRow] = (), *,
+                             assumptions: Assumptions | None = None) -> GroupHistory:
+    """The lifecycle of one group from the audit's rows (its `generations`, `assignments`,
+    `offset_commits` and `rebalance_causes` tables) instead of the log. The tables keep less than the
+    log, and what they lack is taken from `assumptions` and said in `notes`: the members' session and
+    rebalance timeouts (`Assumptions.session_timeout_ms`, `rebalance_timeout_ms`), their subscriptions
+    (the topics of all their assignments: a member id's subscription change is not seen), members assigned nothing (known only when a cause row names
+    them joining and an assignments row of theirs, in any generation, gives their client; the others
+    are absent and `notes` counts them), and each member's last commit (a window's last commit per
+    partition)."""
+    a = assumptions or Assumptions()
+    gens = sorted(generations, key=lambda g: (g.source_partition, g.source_offset))
+    if not gens:
+        raise HistoryError("no generations rows: nothing to replay")
+    group_id = gens[0].group_id
+    by_record: dict[tuple[int, int], list[AssignmentRow]] = {}
+    known: dict[str, AssignmentRow] = {}
+    topics: dict[str, set[str]] = {}  # member id -> the topics of all its assignments
+    for r in assignments:
+        if r.group_id != group_id:
+            raise HistoryError(f"assignments row of group {r.group_id!r} among group {group_id!r}'s rows")
+        by_record.setdefault((r.source_partition, r.source_offset), []).append(r)
+        known.setdefault(r.member_id, r)
+        topics.setdefault(r.member_id, set()).add(r.topic)
+    joined: dict[int, list[str]] = {}
+    for c in causes:
+        if c.cause in _JOINED and c.member_id is not None and c.generation_id is not None:
+            joined.setdefault(c.generation_id, []).append(c.member_id)
+    notes = [f"the tables keep no member timeouts: session.timeout.ms {a.session_timeout_ms} and "
+             f"max.poll.interval.ms {a.rebalance_timeout_ms} assumed"]
+    # each generation's opening record, then its replacement records, in log order
+    points: list[tuple[tuple[int, int], Any]] = []
+    missing = 0
+    for g in gens:
+        members = _row_members(by_record.get((g.source_partition, g.source_offset), []), a, topics)
+        if g.member_count > len(members):
+            for member_id in joined.get(g.generation_id, []):
+                seen = known.get(member_id)
+                if member_id not in members and seen is not None:
+                    members[member_id] = ObservedMember(member_id, seen.group_instance_id, seen.client_id,
+                                                        seen.client_host, a.session_timeout_ms, a.rebalance_timeout_ms,
+                                                        frozenset(topics[member_id]), frozenset())
+        missing += max(0, g.member_count - len(members))
+        points.append(((g.source_partition, g.source_offset), ObservedState(
+            g.generation_id, g.record_timestamp, g.state_timestamp, g.protocol_name, tuple(members.values()))))
+        replacements = sorted(k for k, rows in by_record.items()
+                              if rows[0].generation_id == g.generation_id and k > (g.source_partition, g.source_offset)
+                              and (g.ended_by_offset is None or k[1] < g.ended_by_offset))
+        for k in replacements:
+            rows = by_record[k]
+            for new in _row_members(rows, a, topics).values():
+                members = {mid: m for mid, m in members.items() if m.group_instance_id != new.group_instance_id}
+                members[new.member_id] = new
+            points.append((k, ObservedState(g.generation_id, rows[0].valid_from, g.state_timestamp, g.protocol_name,
+                                            tuple(members.values()))))
+    if missing:
+        notes.append(f"{missing} member(s) assigned nothing are absent from the assignments table and from the replay")
+    for o in offset_commits:
+        if o.last_commit_timestamp is None:
+            continue
+        end = o.window_end_offset if o.window_end_offset is not None else 1 << 62
+        points.append(((o.source_partition, end), (o.topic, o.partition, o.last_commit_timestamp)))
+    # a window's commits come before the record that closed it
+    points.sort(key=lambda p: (p[0], isinstance(p[1], ObservedState)))
+    return _history(group_id, [item for _, item in points], a, notes)
+
+
+def _row_members(rows: Iterable[AssignmentRow], a: Assumptions, topics: dict[str, set[str]]
+                 ) -> dict[str, ObservedMember]:
+    by_member: dict[str, list[AssignmentRow]] = {}
+    for r in rows:
+        by_member.setdefault(r.member_id, []).append(r)
+    out = {}
+    for member_id, mine in by_member.items():
+        r = mine[0]
+        assigned = frozenset((x.topic, x.partition) for x in mine)
+        out[member_id] = ObservedMember(member_id, r.group_instance_id, r.client_id, r.client_host,
+                                        a.session_timeout_ms, a.rebalance_timeout_ms, frozenset(topics[member_id]),
+                                        assigned)
+    return out
+
+
+_Item = ObservedState | tuple[str, int, int]
+"""A persisted state, or an offset commit (topic, partition, timestamp)."""
+
+
+def _history(group_id: str | None, items: Iterable[_Item], a: Assumptions, notes: list[str]) -> GroupHistory:
+    walk = _Walk(a, group_id or "", delay=a.initial_rebalance_delay_ms)
+    walk.notes.extend(notes)
+    first_ts: int | None = None
+    last_ts = 0
+    protocols: list[str] = []
+    flavour = "scala"
+    for item in items:
+        ts = item.record_ms if isinstance(item, ObservedState) else item[2]
+        first_ts = ts if first_ts is None else min(first_ts, ts)
+        last_ts = max(last_ts, ts)
+        if not isinstance(item, ObservedState):
+            walk.on_commit(*item)
+            continue
+        if item.generation == 0 and not item.members and walk.prev is None:
+            flavour = "java"
+        if item.protocol and (not protocols or protocols[-1] != item.protocol):
+            protocols.append(item.protocol)
+        walk.on_state(item)
+    if first_ts is None or not walk.consumers:
+        raise HistoryError(f"group {group_id!r}: no GroupMetadata record with members, nothing to replay")
     if len(protocols) > 1:
         walk.notes.append(f"the selected assignor changed ({' -> '.join(protocols)}): replayed with the last one")
     consumers = tuple(walk.consumers.values())
     events = sorted(walk.events, key=lambda e: (e.at_ms, EVENT_KINDS.index(e.kind) if e.kind != "start" else 9))
     start = min([first_ts, *(e.at_ms for e in events)])
     return GroupHistory(
-        group_id=group_id or "", start_ms=start, end_ms=last_ts, topics=tuple(sorted(walk.topics.items())),
+        group_id=walk.group_id, start_ms=start, end_ms=last_ts, topics=tuple(sorted(walk.topics.items())),
         assignor=protocols[-1] if protocols else "range", flavour=flavour, initial_rebalance_delay_ms=walk.delay,
         static=all(c.group_instance_id is not None for c in consumers), consumers=consumers, events=tuple(events),
         assumptions=a, notes=tuple(walk.notes))
