@@ -36,8 +36,8 @@ from coordinator_audit.core.whatif.replay import (
     Configuration,
     ReplayResult,
     Reproduction,
-    calibrate,
     costs_of_rows,
+    fit,
     replay,
 )
 from coordinator_audit.jobs.query import QueryError, load_rows
@@ -208,8 +208,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     assumptions = Assumptions(session_timeout_ms=args.observed_session_timeout_ms,
                               rebalance_timeout_ms=args.observed_max_poll_interval_ms)
     observed = [*generations, *assignments, *causes]
-    history = derive_history_from_rows(generations, assignments, commits, causes, assumptions=assumptions)
-    history, actual, rep = calibrate(history, observed)
+    history, actual, rep = fit(lambda a: derive_history_from_rows(generations, assignments, commits, causes,
+                                                                  assumptions=a), observed, assumptions)
     results = [replay(history, c) for c in configurations(args)]
     rows = whatif_rows(history, actual, rep, costs_of_rows(observed).rebalances, results, int(time.time() * 1000))
     _print(rows, rep, out)

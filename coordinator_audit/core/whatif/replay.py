@@ -23,7 +23,7 @@ configuration's replay reproduces the log.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -38,10 +38,24 @@ from coordinator_audit.core.audit import (
 from coordinator_audit.core.errors import ScenarioError
 from coordinator_audit.core.sim.runner import Runner, RunResult
 from coordinator_audit.core.sim.scenario import ConsumerSpec, Scenario
-from coordinator_audit.core.whatif.events import GroupHistory, LifecycleEvent
+from coordinator_audit.core.whatif.events import Assumptions, GroupHistory, LifecycleEvent
 
-__all__ = ["ASSIGNOR_CHOICES", "Configuration", "Costs", "GenerationDiff", "ReplayResult", "Reproduction",
-           "calibrate", "costs_of_rows", "measure", "replay", "reproduction", "to_scenario"]
+__all__ = [
+    "ASSIGNOR_CHOICES",
+    "HEARTBEAT_CANDIDATES_MS",
+    "Configuration",
+    "Costs",
+    "GenerationDiff",
+    "ReplayResult",
+    "Reproduction",
+    "calibrate",
+    "costs_of_rows",
+    "fit",
+    "measure",
+    "replay",
+    "reproduction",
+    "to_scenario",
+]
 
 ASSIGNOR_CHOICES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
@@ -422,6 +436,39 @@ def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: in
             history.start_ms, *(e.at_ms for e in shifted)))
     assert best is not None
     return best
+
+
+HEARTBEAT_CANDIDATES_MS = (3000, 2000, 1000, 500)
+"""heartbeat.interval.ms values `fit` tries, after the assumed one, when that one does not reproduce the log."""
+
+
+def fit(derive: Callable[[Assumptions], GroupHistory], observed: Sequence[AuditRow],
+        assumptions: Assumptions | None = None) -> tuple[GroupHistory, ReplayResult, Reproduction]:
+    """The history `derive` reads under `assumptions`, calibrated (`calibrate`). heartbeat.interval.ms
+    is not in the log, and it sets how soon the members hear of a rebalance and rejoin: when the
+    assumed value does not reproduce every generation, each of `HEARTBEAT_CANDIDATES_MS` is tried and
+    the best reproduction kept (highest score, then lowest time error); a fitted value is said in the
+    history's `notes`, and every configuration is then replayed with it."""
+    base = assumptions or Assumptions()
+    best = calibrate(derive(base), observed)
+    if best[2].score == 1.0:
+        return best
+    for hb in HEARTBEAT_CANDIDATES_MS:
+        if hb == base.heartbeat_interval_ms:
+            continue
+        got = calibrate(derive(replace(base, heartbeat_interval_ms=hb)), observed)
+        if (got[2].score, -(got[2].mean_time_error_ms or 0.0)) > (best[2].score, -(best[2].mean_time_error_ms or 0.0)):
+            best = got
+        if best[2].score == 1.0:
+            break
+    history, result, rep = best
+    hb = history.assumptions.heartbeat_interval_ms
+    if hb != base.heartbeat_interval_ms:
+        note = (f"heartbeat.interval.ms {hb} fitted: with the assumed {base.heartbeat_interval_ms} the replay "
+                f"did not reproduce the log's rejoin times")
+        history = replace(history, notes=(*history.notes, note))
+        result.history = history
+    return history, result, rep
 
 
 def _in_order(events: list[LifecycleEvent], original: Sequence[LifecycleEvent]) -> tuple[LifecycleEvent, ...]:

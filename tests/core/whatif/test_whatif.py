@@ -32,11 +32,11 @@ from coordinator_audit.core.whatif.events import (
     derive_history,
     derive_history_from_rows,
 )
-from coordinator_audit.core.whatif.replay import Configuration, calibrate, measure, replay
+from coordinator_audit.core.whatif.replay import Configuration, calibrate, fit, measure, replay
 
 ROOT = Path(__file__).resolve().parents[3]
 LIBRARY = ROOT / "coordinator_audit" / "core" / "sim" / "scenarios"
-REAL = ROOT / "data" / "samples" / "real_broker_3_9_0.parquet"
+REAL_SAMPLE = ROOT / "data" / "samples" / "real_broker_3_9_0.parquet"
 
 Raw = tuple[int, int, int, Any, Any]
 
@@ -77,7 +77,7 @@ def library(name: str) -> tuple[dict[str, Any], list[Raw]]:
 def fitted(name: str) -> tuple[GroupHistory, Any, Any, list[AuditRow]]:
     data, records = library(name)
     observed = list(audit_group(records, group_id=data["group"]))
-    history, result, rep = calibrate(derive_history(records, group_id=data["group"]), observed)
+    history, result, rep = fit(lambda a: derive_history(records, group_id=data["group"], assumptions=a), observed)
     return history, result, rep, observed
 
 
@@ -229,20 +229,27 @@ def test_replay_is_deterministic():
 @cache
 def real_groups() -> dict[str, list[Raw]]:
     by: dict[str, list[Raw]] = defaultdict(list)
-    for r in pq.read_table(REAL).to_pylist():
+    for r in pq.read_table(REAL_SAMPLE).to_pylist():
         ts = r["timestamp"]
         ms = ts if isinstance(ts, int) else int(ts.timestamp() * 1000)
         by[decode(r["key"], None).key.group].append((r["partition"], r["offset"], ms, r["key"], r["value"]))
     return dict(by)
 
 
-# group -> (generations matched, generations observed) of the actual configuration's replay
-REAL_SCORES = {"grp-s01": (2, 3), "grp-s02": (5, 5), "grp-s05": (1, 4), "grp-s07": (7, 7)}
+# group -> (generations matched with Kafka's default heartbeat.interval.ms, the heartbeat fitted);
+# every group then reproduces all its generations
+REAL_FIT = {"grp-s01": (2, 2000), "grp-s02": (5, 3000), "grp-s05": (1, 2000), "grp-s07": (7, 3000)}
 
 
-@pytest.mark.parametrize("group", sorted(REAL_SCORES))
+@pytest.mark.parametrize("group", sorted(REAL_FIT))
 def test_real_broker_sample_reproduction(group):
     records = real_groups()[group]
     observed = list(audit_group(records, group_id=group))
-    _history, _result, rep = calibrate(derive_history(records, group_id=group), observed)
-    assert (rep.matched, rep.generations_observed) == REAL_SCORES[group]
+    assumed = calibrate(derive_history(records, group_id=group), observed)[2]
+    assert assumed.matched == REAL_FIT[group][0]
+    history, result, rep = fit(lambda a: derive_history(records, group_id=group, assumptions=a), observed)
+    assert rep.score == 1.0 and rep.generations_observed == rep.generations_replayed
+    assert history.assumptions.heartbeat_interval_ms == REAL_FIT[group][1]
+    assert result.history is history
+    fitted_note = [n for n in history.notes if n.startswith("heartbeat.interval.ms")]
+    assert bool(fitted_note) == (REAL_FIT[group][1] != 3000)
