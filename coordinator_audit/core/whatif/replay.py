@@ -8,8 +8,8 @@ the log showed), runs it through the simulator's clients and the coordinator por
 
 * rebalances: generations completed with members (assignment records; static replacements are not);
 * unowned_partition_ms: per partition, the time no running consumer held it, summed (counted from the
-  group's first assignment on, while at least one consumer process of the group is running; a crashed
-  or stalled process holds nothing);
+  group's first assignment on, for the partitions of the topics some running consumer subscribes to;
+  a crashed or stalled process holds nothing);
 * longest_unowned_ms: the longest single stretch of one partition;
 * partitions_moved: times a partition was next held by a different consumer than the one before;
 * members_stopped: eager revocations, a member giving up all its partitions to rejoin.
@@ -229,8 +229,17 @@ def costs_of_rows(rows: Iterable[AuditRow]) -> Costs:
                  sum(g.static_replacements for g in gens))
 
 
+Stall = tuple[str, int, int]
+"""(consumer, from, to): a poll timeout's stretch (epoch ms) when the process holds its partitions but
+processes nothing, from its last poll to its heartbeat thread's LeaveGroup (or its restart)."""
+
+
 def to_scenario(history: GroupHistory, config: Configuration) -> Scenario:
     """The simulator scenario of `history` under `config` (each consumer's own timeouts where kept)."""
+    return _plan(history, config)[0]
+
+
+def _plan(history: GroupHistory, config: Configuration) -> tuple[Scenario, list[Stall]]:
     r = config.resolved(history)
     assert r.assignor is not None and r.initial_rebalance_delay_ms is not None
     a = history.assumptions
@@ -245,6 +254,7 @@ def to_scenario(history: GroupHistory, config: Configuration) -> Scenario:
             max_poll_interval_ms=config.max_poll_interval_ms or c.rebalance_timeout_ms))
     by_name = {s.name: s for s in specs}
     steps: list[tuple[int, int, str, dict[str, Any]]] = []
+    stalls: list[Stall] = []
     events = list(history.events)
     for i, e in enumerate(events):
         at = e.at_ms - history.start_ms
@@ -254,8 +264,9 @@ def to_scenario(history: GroupHistory, config: Configuration) -> Scenario:
             leave = at + by_name[e.consumer].max_poll_interval_ms
             restart = next((f.at_ms - history.start_ms for f in events[i + 1:]
                             if f.consumer == e.consumer and f.kind == "start"), None)
-            steps.append((min(leave, restart) if restart is not None else leave, i, "close",
-                          {"consumer": e.consumer}))
+            until = min(leave, restart) if restart is not None else leave
+            steps.append((until, i, "close", {"consumer": e.consumer}))
+            stalls.append((e.consumer, e.at_ms, history.start_ms + until))
         elif e.kind == "subscribe":
             steps.append((at, i, "subscribe", {"consumer": e.consumer, "topics": list(e.topics)}))
         else:
@@ -271,7 +282,7 @@ def to_scenario(history: GroupHistory, config: Configuration) -> Scenario:
         "consumers": [_spec_dict(s) for s in specs],
         "timeline": [{"at": at, "do": do, **args} for at, _, do, args in steps],
         "end_ms": end,
-    }, source=f"what-if of group {history.group_id!r}")
+    }, source=f"what-if of group {history.group_id!r}"), stalls
 
 
 def _spec_dict(s: ConsumerSpec) -> dict[str, Any]:
@@ -285,18 +296,23 @@ def _spec_dict(s: ConsumerSpec) -> dict[str, Any]:
     return out
 
 
+def _nothing(now: int) -> None:
+    """An event that only makes the runner take a sample."""
+
+
 class _MeasuringRunner(Runner):
     """The simulator's runner, sampling which consumer holds each partition after every instant."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, stalls: Sequence[Stall] = ()) -> None:
         super().__init__(scenario)
+        self.stalls = list(stalls)
         self.stopped = 0
         self.unowned: dict[tuple[str, int], int] = {}
         self.stretch: dict[tuple[str, int], int] = {}
         self.longest = 0
         self.moved = 0
         self.last_owner: dict[tuple[str, int], str] = {}
-        self._state: tuple[dict[tuple[str, int], str], bool] = ({}, False)
+        self._state: tuple[dict[tuple[str, int], str], set[tuple[str, int]]] = ({}, set())
         self._at = scenario.start_ms
         self.assigned = False
         """Costs count from the group's first assignment on (startup is not a rebalance's cost)."""
@@ -307,54 +323,50 @@ class _MeasuringRunner(Runner):
         super()._observe(proc, kind, data)
 
     def _sample(self, now: int) -> None:
-        held, running = self._state
+        """Accrues the time since the last sample to the partitions unowned then, and takes the new state:
+        who holds what (a stalled consumer holds nothing) and which partitions are wanted (those of a
+        topic some running consumer subscribes to, once the group's first assignment happened)."""
+        held, wanted = self._state
         dt = now - self._at
-        if dt > 0 and running:
-            for topic, count in self.metadata.items():
-                for p in range(count):
-                    tp = (topic, p)
-                    if tp in held:
-                        continue
-                    self.unowned[tp] = self.unowned.get(tp, 0) + dt
+        if dt > 0:
+            for tp in wanted - held.keys():
+                self.unowned[tp] = self.unowned.get(tp, 0) + dt
         self._at = now
         holders: dict[tuple[str, int], str] = {}
-        alive = False
+        topics: set[str] = set()
         for proc in self.procs.values():
             c = proc.consumer
             if not c.alive:
                 continue
-            alive = self.assigned
+            topics.update(c.subscription)
             if c.paused_until is not None and c.paused_until > now:
+                continue
+            if any(who == proc.name and start <= now < end for who, start, end in self.stalls):
                 continue
             for tp in c.owned:
                 holders.setdefault((tp.topic, tp.partition), proc.name)
-        if holders and not self.assigned:
-            self.assigned = alive = True
-        for tp in set(self.metadata_partitions()):
-            if tp in holders:
-                begun = self.stretch.pop(tp, None)
-                if begun is not None:
-                    self.longest = max(self.longest, now - begun)
-                prev = self.last_owner.get(tp)
-                if prev is not None and prev != holders[tp]:
-                    self.moved += 1
-                self.last_owner[tp] = holders[tp]
-            elif alive:
-                begun = self.stretch.setdefault(tp, now)
-                self.longest = max(self.longest, now - begun)
-        if not alive:
-            for begun in self.stretch.values():
-                self.longest = max(self.longest, now - begun)
-            self.stretch.clear()
-        self._state = (holders, alive)
-
-    def metadata_partitions(self) -> list[tuple[str, int]]:
-        return [(t, p) for t, n in self.metadata.items() for p in range(n)]
+        self.assigned = self.assigned or bool(holders)
+        now_wanted = {(t, p) for t in topics for p in range(self.metadata.get(t, 0))} if self.assigned else set()
+        for tp, name in holders.items():
+            prev = self.last_owner.get(tp)
+            if prev is not None and prev != name:
+                self.moved += 1
+            self.last_owner[tp] = name
+        for tp in list(self.stretch):
+            if tp in holders or tp not in now_wanted:
+                self.longest = max(self.longest, now - self.stretch.pop(tp))
+        for tp in now_wanted - holders.keys():
+            begun = self.stretch.setdefault(tp, now)
+            self.longest = max(self.longest, now - begun)
+        self._state = (holders, now_wanted)
 
     def run(self) -> RunResult:
         s = self.s
         for step in s.timeline:
             self.q.schedule(s.start_ms + step.at, partial(self._do, step), f"step {step.index}")
+        for who, start, stop in self.stalls:  # samples where a stall begins and ends
+            for at in (start, stop):
+                self.q.schedule(at, _nothing, f"stall of {who}")
         end = s.start_ms + s.end_ms
         while True:
             t = self.q.peek_time()
@@ -369,10 +381,11 @@ class _MeasuringRunner(Runner):
         return RunResult(s, records, records, self.truth, self.port)
 
 
-def measure(scenario: Scenario) -> tuple[RunResult, Costs, list[AuditRow]]:
-    """Runs `scenario` in the simulator, measuring its costs from the simulated clients, and audits the
-    log it wrote (the rows a replay's reproduction and rebalance count are read from)."""
-    runner = _MeasuringRunner(scenario)
+def measure(scenario: Scenario, stalls: Sequence[Stall] = ()) -> tuple[RunResult, Costs, list[AuditRow]]:
+    """Runs `scenario` in the simulator, measuring its costs from the simulated clients (a consumer holds
+    nothing during its `stalls`), and audits the log it wrote (the rows a replay's reproduction and
+    rebalance count are read from)."""
+    runner = _MeasuringRunner(scenario, stalls)
     run = runner.run()
     rows = list(audit_group(((r.partition, r.offset, r.timestamp_ms, r.key, r.value) for r in run.records),
                             group_id=scenario.group))
@@ -387,8 +400,8 @@ def measure(scenario: Scenario) -> tuple[RunResult, Costs, list[AuditRow]]:
 def replay(history: GroupHistory, config: Configuration | None = None) -> ReplayResult:
     """Runs `history` under `config` (the actual configuration when None) and measures it."""
     config = config or Configuration()
-    scenario = to_scenario(history, config)
-    run, costs, rows = measure(scenario)
+    scenario, stalls = _plan(history, config)
+    run, costs, rows = measure(scenario, stalls)
     return ReplayResult(history, config, config.resolved(history), scenario, run, costs, rows)
 
 

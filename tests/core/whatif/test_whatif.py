@@ -253,3 +253,32 @@ def test_real_broker_sample_reproduction(group):
     assert result.history is history
     fitted_note = [n for n in history.notes if n.startswith("heartbeat.interval.ms")]
     assert bool(fitted_note) == (REAL_FIT[group][1] != 3000)
+
+
+def test_costs_of_a_crash_follow_the_session_timeout():
+    # c3 is killed at 30 s: its two partitions are unowned until its expiry's round reassigns them
+    history = fitted("eager-crash")[0]
+    for session in (10000, 30000):
+        costs = replay(history, Configuration(session_timeout_ms=session)).costs
+        assert costs.longest_unowned_ms is not None and costs.unowned_partition_ms is not None
+        assert session - 3000 <= costs.longest_unowned_ms <= session + 3000
+        assert costs.unowned_partition_ms >= 2 * (session - 3000)
+        assert costs.rebalances == 2 and costs.members_stopped == 2  # c1 and c2 revoke everything (eager)
+
+
+def test_a_poll_timeout_leaves_after_max_poll_interval():
+    # read c3's disappearance as a poll timeout (a rule of Assumptions): it stalls at its last sign of
+    # life, holds its partitions without processing them, and its heartbeat thread leaves the group
+    # max.poll.interval.ms later
+    _data, records = library("eager-crash")
+    history = derive_history(records, assumptions=Assumptions(poll_timeout_fraction=1e-6))
+    stall = [e for e in history.events if e.kind == "poll_timeout"]
+    assert len(stall) == 1 and not [e for e in history.events if e.kind == "crash"]
+    short = replay(history, Configuration(max_poll_interval_ms=20000))
+    long = replay(history, Configuration(max_poll_interval_ms=60000))
+    assert short.costs.rebalances == long.costs.rebalances == 2
+    for result, interval in ((short, 20000), (long, 60000)):
+        leave = [s for s in result.scenario.timeline if s.do == "close"]
+        assert [s.at + result.scenario.start_ms for s in leave] == [stall[0].at_ms + interval]
+        assert result.costs.longest_unowned_ms is not None
+        assert interval <= result.costs.longest_unowned_ms <= interval + 3000
