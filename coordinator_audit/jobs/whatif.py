@@ -28,7 +28,13 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
-from coordinator_audit.core.audit import AssignmentRow, GenerationRow, OffsetCommitRow, RebalanceCauseRow
+from coordinator_audit.core.audit import (
+    AssignmentRow,
+    AuditRow,
+    GenerationRow,
+    OffsetCommitRow,
+    RebalanceCauseRow,
+)
 from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.core.whatif.events import Assumptions, GroupHistory, derive_history_from_rows
 from coordinator_audit.core.whatif.replay import (
@@ -84,7 +90,7 @@ def _ms(value: Any) -> Any:
     return value
 
 
-def _rows(tables: str, table: str, cls: type, group: str) -> list[Any]:
+def _rows(tables: str, table: str, cls: type, group: str | None) -> list[Any]:
     names = [f.name for f in fields(cls)]
     out = []
     for r in load_rows(tables, table, group=group):
@@ -98,7 +104,7 @@ def _rows(tables: str, table: str, cls: type, group: str) -> list[Any]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="coordinator_audit.jobs.whatif", description=__doc__.split("\n\n")[0])
     p.add_argument("--tables", required=True, help="base path of the audit's Delta tables")
-    p.add_argument("--group", required=True, help="the consumer group")
+    p.add_argument("--group", action="append", help="a consumer group (repeatable; default: every group of the tables)")
     p.add_argument("--assignor", choices=ASSIGNOR_CHOICES)
     static = p.add_mutually_exclusive_group()
     static.add_argument("--static", dest="static", action="store_true", default=None,
@@ -186,9 +192,13 @@ def _print(rows: list[dict[str, Any]], rep: Reproduction, out: TextIO) -> None:
     if rep.score < 1.0:
         out.write("  (alternatives below are only as trustworthy as this reproduction)\n")
     out.write(f"  assumed: {first['assumptions']}\n")
+    _table(rows, out)
+
+
+def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
     head = ("configuration", "rebalances", "unowned s", "longest s", "moved", "stopped", "replacements")
     table = [head]
-    base = first
+    base = rows[0]
     for r in rows:
         table.append((r["configuration"], *(_cell(r, base, key, scale) for key, scale in _COLUMNS)))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
@@ -197,31 +207,81 @@ def _print(rows: list[dict[str, Any]], rep: Reproduction, out: TextIO) -> None:
                                    for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip() + "\n")
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    tables, group = args.tables, args.group
-    generations = _rows(tables, "generations", GenerationRow, group)
-    if not generations:
-        raise WhatIfError(f"group {group!r}: not in {tables.rstrip('/')}/generations")
-    assignments = _rows(tables, "assignments", AssignmentRow, group)
-    commits = _rows(tables, "offset_commits", OffsetCommitRow, group)
-    causes = _rows(tables, "rebalance_causes", RebalanceCauseRow, group)
+def _by_group(tables: str, table: str, cls: type, groups: Sequence[str] | None) -> dict[str, list[Any]]:
+    rows = ([r for g in groups for r in _rows(tables, table, cls, g)] if groups
+            else _rows(tables, table, cls, None))
+    out: dict[str, list[Any]] = {}
+    for r in rows:
+        out.setdefault(r.group_id, []).append(r)
+    return out
+
+
+def group_rows(tables: str, group: str, generations: list[GenerationRow], assignments: list[AssignmentRow],
+               commits: list[OffsetCommitRow], causes: list[RebalanceCauseRow], args: argparse.Namespace,
+               out: TextIO, computed_at: int) -> list[dict[str, Any]]:
+    """One group's what-if: its history fitted to the actual configuration, then each alternative."""
+    if any(g.group_type != "classic" for g in generations):
+        raise WhatIfError(f"group {group!r} is a KIP-848 consumer group: the what-if replays classic groups only")
     assumptions = Assumptions(session_timeout_ms=args.observed_session_timeout_ms,
                               rebalance_timeout_ms=args.observed_max_poll_interval_ms)
-    observed = [*generations, *assignments, *causes]
+    observed: list[AuditRow] = [*generations, *assignments, *causes]
     history, actual, rep = fit(lambda a: derive_history_from_rows(generations, assignments, commits, causes,
                                                                   assumptions=a), observed, assumptions)
     results = [replay(history, c) for c in configurations(args)]
-    rows = whatif_rows(history, actual, rep, costs_of_rows(observed).rebalances, results, int(time.time() * 1000))
+    rows = whatif_rows(history, actual, rep, costs_of_rows(observed).rebalances, results, computed_at)
     _print(rows, rep, out)
-    if not args.no_write:
+    return rows
+
+
+def _print_total(rows: list[dict[str, Any]], groups: int, out: TextIO) -> None:
+    actual = [r for r in rows if r["is_actual"]]
+    full = sum(1 for r in actual if r["reproduction_score"] == 1.0)
+    out.write(f"total over {groups} group(s) ({full} reproduced in every generation):\n")
+    totals: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        t = totals.setdefault(r["configuration"], {"configuration": r["configuration"], "groups": 0,
+                                                   **{k: 0 for k, _ in _COLUMNS}})
+        t["groups"] += 1
+        for k, _ in _COLUMNS:
+            t[k] = max(t[k], r[k]) if k == "longest_unowned_ms" else t[k] + r[k]
+    ordered = [totals.pop("actual"), *totals.values()]
+    _table(ordered, out)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    tables = args.tables
+    named = args.group or None
+    generations = _by_group(tables, "generations", GenerationRow, named)
+    for g in named or ():
+        if g not in generations:
+            raise WhatIfError(f"group {g!r}: not in {tables.rstrip('/')}/generations")
+    assignments = _by_group(tables, "assignments", AssignmentRow, named)
+    commits = _by_group(tables, "offset_commits", OffsetCommitRow, named)
+    causes = _by_group(tables, "rebalance_causes", RebalanceCauseRow, named)
+    computed_at = int(time.time() * 1000)
+    rows: list[dict[str, Any]] = []
+    done = 0
+    for group in sorted(generations):
+        try:
+            rows += group_rows(tables, group, generations[group], assignments.get(group, []),
+                               commits.get(group, []), causes.get(group, []), args, out, computed_at)
+            done += 1
+        except CoordinatorAuditError as exc:
+            if named is not None and len(named) == 1:
+                raise
+            out.write(f"group {group}: skipped: {exc}\n")  # one group's failure does not stop the others
+    if done > 1:
+        _print_total(rows, done, out)
+    if rows and not args.no_write:
         from deltalake import write_deltalake
 
         uri = f"{tables.rstrip('/')}/whatif"
-        quoted = group.replace("'", "''")
+        written = sorted({r["group_id"] for r in rows})
+        listed = ", ".join("'" + g.replace("'", "''") + "'" for g in written)
         write_deltalake(uri, pa.Table.from_pylist(rows, schema=WHATIF_SCHEMA), mode="overwrite",
-                        predicate=f"group_id = '{quoted}'")
+                        predicate=f"group_id IN ({listed})")
         out.write(f"wrote {len(rows)} row(s) to {uri}\n")
-    return 0
+    return 0 if done else 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -75,3 +75,17 @@ def test_unknown_group_is_a_clear_error(tables: Path, capsys: pytest.CaptureFixt
     assert whatif.main(["--tables", str(tables), "--group", "no-such-group", "--no-write"]) == 2
     assert "group 'no-such-group': not in" in capsys.readouterr().err
     assert not (tables / "whatif").exists()
+
+
+def test_every_group_and_the_total(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert whatif.main(["--tables", str(tables), "--observed-session-timeout-ms", "10000", "--static"]) == 0
+    out = capsys.readouterr().out
+    rows = _whatif(tables)
+    groups = sorted({r["group_id"] for r in rows})
+    assert {"grp-s01", "grp-s02", "grp-s05", "grp-s07"} <= set(groups)
+    for g in groups:
+        assert f"group {g}: the actual configuration reproduces" in out
+    assert f"total over {len(groups)} group(s)" in out
+    total = out[out.index("total over"):].splitlines()
+    actual = next(line for line in total if line.strip().startswith("actual"))
+    assert int(actual.split()[1]) == sum(r["rebalances"] for r in rows if r["is_actual"])
