@@ -72,8 +72,9 @@ class Assumptions:
     subscription) sent its request: None means half a heartbeat interval (the others rejoin at their
     next heartbeat). A group's first generation instead starts the initial rebalance delay earlier."""
     static_stop: str = "close"
-    """A static member that disappeared sent no LeaveGroup either way; it is taken as an operator's
-    close (a dynamic member would have sent LeaveGroup), not a crash."""
+    """A static member that disappeared sent no LeaveGroup either way (`AbstractCoordinator#maybeLeaveGroup`
+    skips it for a group.instance.id, KIP-345); it is taken as an operator's close (under dynamic
+    membership the replay's consumer then sends LeaveGroup), not a crash."""
     session_timeout_ms: int = 45000
     """session.timeout.ms where the source does not say (the audit's tables; the log does): Kafka's default."""
     rebalance_timeout_ms: int = 300000
@@ -81,7 +82,8 @@ class Assumptions:
     poll_timeout_fraction: float = 0.9
     """A member removed at least this fraction of its rebalance timeout (max.poll.interval.ms) after its
     last sign of life, when that timeout is longer than its session timeout, was removed by its
-    heartbeat thread's LeaveGroup after a poll timeout: its processing stalled at that last sign."""
+    heartbeat thread's LeaveGroup after a poll timeout (`AbstractCoordinator.HeartbeatThread#run`,
+    KIP-62: the heartbeats go on while processing stalls): its processing stalled at that last sign."""
 
     def heartbeat(self, session_timeout_ms: int) -> int:
         return min(self.heartbeat_interval_ms, max(1, session_timeout_ms // 3))
