@@ -218,7 +218,7 @@ def _by_group(tables: str, table: str, cls: type, groups: Sequence[str] | None) 
 
 def group_rows(tables: str, group: str, generations: list[GenerationRow], assignments: list[AssignmentRow],
                commits: list[OffsetCommitRow], causes: list[RebalanceCauseRow], args: argparse.Namespace,
-               out: TextIO, computed_at: int) -> list[dict[str, Any]]:
+               configs: Sequence[Configuration], out: TextIO, computed_at: int) -> list[dict[str, Any]]:
     """One group's what-if: its history fitted to the actual configuration, then each alternative."""
     if any(g.group_type != "classic" for g in generations):
         raise WhatIfError(f"group {group!r} is a KIP-848 consumer group: the what-if replays classic groups only")
@@ -227,7 +227,7 @@ def group_rows(tables: str, group: str, generations: list[GenerationRow], assign
     observed: list[AuditRow] = [*generations, *assignments, *causes]
     history, actual, rep = fit(lambda a: derive_history_from_rows(generations, assignments, commits, causes,
                                                                   assumptions=a), observed, assumptions)
-    results = [replay(history, c) for c in configurations(args)]
+    results = [replay(history, c) for c in configs]
     rows = whatif_rows(history, actual, rep, costs_of_rows(observed).rebalances, results, computed_at)
     _print(rows, rep, out)
     return rows
@@ -250,6 +250,7 @@ def _print_total(rows: list[dict[str, Any]], groups: int, out: TextIO) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     tables = args.tables
+    configs = configurations(args)  # a configuration Kafka would refuse fails here, before any group
     named = args.group or None
     generations = _by_group(tables, "generations", GenerationRow, named)
     for g in named or ():
@@ -264,7 +265,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for group in sorted(generations):
         try:
             rows += group_rows(tables, group, generations[group], assignments.get(group, []),
-                               commits.get(group, []), causes.get(group, []), args, out, computed_at)
+                               commits.get(group, []), causes.get(group, []), args, configs, out, computed_at)
             done += 1
         except CoordinatorAuditError as exc:
             if named is not None and len(named) == 1:

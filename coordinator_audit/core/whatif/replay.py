@@ -35,6 +35,7 @@ from coordinator_audit.core.audit import (
     RebalanceCauseRow,
     audit_group,
 )
+from coordinator_audit.core.coordinator import CoordinatorConfig
 from coordinator_audit.core.errors import ScenarioError
 from coordinator_audit.core.sim.runner import Runner, RunResult
 from coordinator_audit.core.sim.scenario import ConsumerSpec, Scenario
@@ -59,6 +60,9 @@ __all__ = [
 
 ASSIGNOR_CHOICES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
+_BROKER = CoordinatorConfig()
+"""The broker settings the replay's coordinator runs with (Kafka's defaults)."""
+
 _SETTLE_MS = 10000
 """Time simulated after the last record plus twice the longest session timeout, for the last
 expiries to happen under any configuration."""
@@ -77,10 +81,13 @@ class Configuration:
     def __post_init__(self) -> None:
         if self.assignor is not None and self.assignor not in ASSIGNOR_CHOICES:
             raise ScenarioError(f"assignor {self.assignor!r}: expected one of {', '.join(ASSIGNOR_CHOICES)}")
-        for name in ("session_timeout_ms", "max_poll_interval_ms"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ScenarioError(f"{name} must be >= 1, got {v}")
+        low, high = _BROKER.group_min_session_timeout_ms, _BROKER.group_max_session_timeout_ms
+        if self.session_timeout_ms is not None and not low <= self.session_timeout_ms <= high:
+            # GroupCoordinator#handleJoinGroup answers INVALID_SESSION_TIMEOUT outside the broker's bounds
+            raise ScenarioError(f"session_timeout_ms {self.session_timeout_ms}: the broker accepts {low} to {high} "
+                                f"(group.min.session.timeout.ms, group.max.session.timeout.ms)")
+        if self.max_poll_interval_ms is not None and self.max_poll_interval_ms < 1:
+            raise ScenarioError(f"max_poll_interval_ms must be >= 1, got {self.max_poll_interval_ms}")
         if self.initial_rebalance_delay_ms is not None and self.initial_rebalance_delay_ms < 0:
             raise ScenarioError(f"initial_rebalance_delay_ms must be >= 0, got {self.initial_rebalance_delay_ms}")
 
@@ -402,6 +409,9 @@ def replay(history: GroupHistory, config: Configuration | None = None) -> Replay
     config = config or Configuration()
     scenario, stalls = _plan(history, config)
     run, costs, rows = measure(scenario, stalls)
+    if costs.rebalances == 0:
+        raise ScenarioError(f"group {history.group_id!r} under {config.label()}: no generation completed (no "
+                            f"consumer was ever assigned a partition), nothing to measure")
     return ReplayResult(history, config, config.resolved(history), scenario, run, costs, rows)
 
 
