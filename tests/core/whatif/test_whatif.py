@@ -1,0 +1,286 @@
+"""What-if replays (coordinator_audit.core.whatif): events read back from a log, the actual configuration
+reproducing the log, and an alternative configuration predicting what the simulator gives when run under
+it directly with the same events; the real Kafka 3.9 sample's reproduction scores."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from coordinator_audit.core.audit import (
+    AssignmentRow,
+    AuditRow,
+    GenerationRow,
+    OffsetCommitRow,
+    RebalanceCauseRow,
+    audit_group,
+)
+from coordinator_audit.core.errors import ScenarioError
+from coordinator_audit.core.records import decode
+from coordinator_audit.core.sim.runner import run_scenario
+from coordinator_audit.core.sim.scenario import Scenario
+from coordinator_audit.core.whatif.events import (
+    Assumptions,
+    GroupHistory,
+    HistoryError,
+    derive_history,
+    derive_history_from_rows,
+)
+from coordinator_audit.core.whatif.replay import Configuration, calibrate, fit, measure, replay
+
+ROOT = Path(__file__).resolve().parents[3]
+LIBRARY = ROOT / "coordinator_audit" / "core" / "sim" / "scenarios"
+REAL_SAMPLE = ROOT / "data" / "samples" / "real_broker_3_9_0.parquet"
+
+Raw = tuple[int, int, int, Any, Any]
+
+# Library scenarios made only of what a history can express (starts, clean leaves, crashes, restarts,
+# static replacements, subscription changes, coordinator failovers, pauses past the session timeout):
+# the actual configuration's replay reproduces every generation of their log.
+REPRODUCED = ["bug-offset-rewind", "bug-stale-claims-after-pause", "bug-wrong-generation-commit",
+              "coop-coordinator-failover", "coop-crash", "coop-rolling-bounce", "coop-scale-in", "coop-scale-out",
+              "coop-subscription-change", "eager-coordinator-failover", "eager-crash", "eager-empty-and-return",
+              "eager-failover-mid-rebalance", "eager-pause-past-session", "eager-restart-dynamic",
+              "eager-restart-leave-then-join", "eager-rolling-bounce", "eager-scale-in", "eager-scale-out",
+              "eager-steady", "eager-subscription-change", "eager-two-join-one-round", "group-deleted",
+              "roundrobin-scale-out", "static-coop-rolling-bounce", "static-expired-and-back",
+              "static-fenced-duplicate", "static-rolling-bounce", "sticky-scale-out"]
+
+# alternative -> (Configuration, the same change written into the scenario file)
+ALTERNATIVES: dict[str, tuple[Configuration, dict[str, Any]]] = {
+    "cooperative-sticky+static": (Configuration(assignor="cooperative-sticky", static=True),
+                                  {"assignors": ["cooperative-sticky"], "static": True}),
+    "cooperative-sticky": (Configuration(assignor="cooperative-sticky"), {"assignors": ["cooperative-sticky"]}),
+    "static": (Configuration(static=True), {"static": True}),
+    "roundrobin": (Configuration(assignor="roundrobin"), {"assignors": ["roundrobin"]}),
+    "session=30000": (Configuration(session_timeout_ms=30000), {"session_timeout_ms": 30000}),
+}
+
+
+def raw(records: Any) -> list[Raw]:
+    return [(r.partition, r.offset, r.timestamp_ms, r.key, r.value) for r in records]
+
+
+@cache
+def library(name: str) -> tuple[dict[str, Any], list[Raw]]:
+    data = json.loads((LIBRARY / f"{name}.json").read_text())
+    return data, raw(run_scenario(Scenario.from_dict(data)).records)
+
+
+@cache
+def fitted(name: str) -> tuple[GroupHistory, Any, Any, list[AuditRow]]:
+    data, records = library(name)
+    observed = list(audit_group(records, group_id=data["group"]))
+    history, result, rep = fit(lambda a: derive_history(records, group_id=data["group"], assumptions=a), observed)
+    return history, result, rep, observed
+
+
+def test_events_of_a_crash_and_a_rolling_bounce():
+    data, records = library("eager-crash")
+    h = derive_history(records)
+    assert h.group_id == data["group"] and h.flavour == "java" and h.assignor == "range" and not h.static
+    assert h.topics == (("orders", 6),)
+    assert [c.session_timeout_ms for c in h.consumers] == [10000] * 3
+    crash = [e for e in h.events if e.kind == "crash"]
+    assert len(crash) == 1 and crash[0].basis == "crash_before_expiry"
+    # the scenario kills c3 at 30 s; the log puts the crash a session timeout before its expiry's round
+    assert abs(crash[0].at_ms - (Scenario.from_dict(data).start_ms + 30000)) <= 3000
+    h = derive_history(library("eager-rolling-bounce")[1])
+    later = [(e.kind, e.consumer) for e in h.events if e.kind != "start" or e.generation_id != 1]
+    names = [c.name for c in h.consumers]
+    assert len(names) == 3  # a restarted process keeps its client id and host: the same consumer
+    assert sorted(later) == sorted([("close", n) for n in names] + [("start", n) for n in names])
+    # every event says how its time was found
+    assert all(e.basis for e in h.events)
+
+
+def test_static_replacements_are_restarts_of_one_instance():
+    h = derive_history(library("static-rolling-bounce")[1])
+    assert h.static and {c.group_instance_id for c in h.consumers} == {"c1", "c2", "c3"}
+    starts = [e for e in h.events if e.kind == "start"]
+    restarts = [e for i, e in enumerate(starts) if any(f.consumer == e.consumer for f in starts[:i])]
+    assert len(restarts) == 3 and all(e.basis == "log" for e in restarts)  # each replacement record's time
+    assert all(any(s.kind == "close" and s.consumer == e.consumer and s.at_ms < e.at_ms for s in h.events)
+               for e in restarts)
+
+
+def test_assumptions_are_the_documented_rules():
+    records = library("eager-crash")[1]
+    strict = derive_history(records, assumptions=Assumptions(expiry_gap_fraction=10.0))
+    assert not [e for e in strict.events if e.kind == "crash"]  # a gap rule that never says "expired"
+    assert derive_history(records).assumptions == Assumptions()
+
+
+def test_history_refuses_other_groups_and_empty_input():
+    a = library("eager-crash")[1]
+    b = library("eager-scale-out")[1]
+    with pytest.raises(HistoryError, match="belongs to group"):
+        derive_history(a + b)
+    with pytest.raises(HistoryError, match="nothing to replay"):
+        derive_history([])
+
+
+@pytest.mark.parametrize("name", [n for n in REPRODUCED if "subscription" not in n])
+def test_the_tables_give_the_logs_history(name):
+    # the audit's rows hold the same lifecycle as the log, once told the timeouts the tables do not keep
+    data, records = library(name)
+    rows = list(audit_group(records, group_id=data["group"]))
+    from_log = derive_history(records)
+    c = from_log.consumers[0]
+    told = Assumptions(session_timeout_ms=c.session_timeout_ms, rebalance_timeout_ms=c.rebalance_timeout_ms)
+    from_rows = derive_history_from_rows([r for r in rows if isinstance(r, GenerationRow)],
+                                         [r for r in rows if isinstance(r, AssignmentRow)],
+                                         [r for r in rows if isinstance(r, OffsetCommitRow)],
+                                         [r for r in rows if isinstance(r, RebalanceCauseRow)], assumptions=told)
+    assert sorted(from_rows.events, key=repr) == sorted(from_log.events, key=repr)
+    assert sorted(from_rows.consumers, key=repr) == sorted(from_log.consumers, key=repr)
+    assert (from_rows.topics, from_rows.flavour, from_rows.assignor) == (from_log.topics, from_log.flavour,
+                                                                         from_log.assignor)
+    assert any("no member timeouts" in n for n in from_rows.notes)
+
+
+def test_the_tables_miss_a_subscription_change():
+    # the assignments table shows a member's partitions, not its subscription: a change of topics by a
+    # member that stays is not in the rows (the documented limit), the log has it
+    data, records = library("eager-subscription-change")
+    rows = list(audit_group(records, group_id=data["group"]))
+    from_rows = derive_history_from_rows([r for r in rows if isinstance(r, GenerationRow)],
+                                         [r for r in rows if isinstance(r, AssignmentRow)],
+                                         [r for r in rows if isinstance(r, OffsetCommitRow)])
+    assert [e.kind for e in derive_history(records).events].count("subscribe") == 1
+    assert [e.kind for e in from_rows.events].count("subscribe") == 0
+
+
+def test_configuration_is_checked():
+    with pytest.raises(ScenarioError, match="assignor 'sticky-ish'"):
+        Configuration(assignor="sticky-ish")
+    with pytest.raises(ScenarioError, match="session_timeout_ms 3000: the broker accepts 6000 to 1800000"):
+        Configuration(session_timeout_ms=3000)  # Kafka refuses the JoinGroup: INVALID_SESSION_TIMEOUT
+    with pytest.raises(ScenarioError, match="max_poll_interval_ms"):
+        Configuration(max_poll_interval_ms=0)
+
+
+@pytest.mark.parametrize("name", REPRODUCED)
+def test_actual_configuration_reproduces_the_log(name):
+    _history, result, rep, _observed = fitted(name)
+    assert rep.score == 1.0, rep.diffs
+    assert rep.generations_observed == rep.generations_replayed
+    assert rep.mean_time_error_ms is not None and rep.mean_time_error_ms < 1000
+    assert result.config.is_actual
+
+
+def test_reproduction_says_when_the_history_cannot_express_the_night():
+    # a partition count change is not a member event: the replay misses the generation it caused
+    _history, _result, rep, _observed = fitted("eager-partition-change")
+    assert rep.score < 1.0 and rep.diffs
+
+
+# (scenario, alternative): every alternative on each scenario, but a stall that a longer session timeout
+# outlasts (test_a_stall_reads_as_a_crash_and_restart)
+PREDICTED = [(name, alt) for name in ["eager-rolling-bounce", "eager-crash", "eager-restart-dynamic", "eager-scale-out",
+                                      "coop-scale-in", "static-rolling-bounce", "eager-pause-past-session"]
+             for alt in sorted(ALTERNATIVES) if (name, alt) != ("eager-pause-past-session", "session=30000")]
+
+
+@pytest.mark.parametrize(("name", "alternative"), PREDICTED)
+def test_alternative_matches_the_simulator_run_under_it(name, alternative):
+    config, change = ALTERNATIVES[alternative]
+    data, _records = library(name)
+    history, _result, rep, _observed = fitted(name)
+    assert rep.score == 1.0
+    direct = json.loads(json.dumps(data))
+    direct.setdefault("defaults", {}).update(change)
+    for c in direct["consumers"]:
+        for key in change:
+            c.pop(key, None)
+    _run, truth, _rows = measure(Scenario.from_dict(direct))
+    predicted = replay(history, config).costs
+    assert predicted.rebalances == truth.rebalances
+    assert predicted.members_stopped == truth.members_stopped
+    assert predicted.partitions_moved == truth.partitions_moved
+    assert predicted.static_replacements == truth.static_replacements
+    assert predicted.unowned_partition_ms is not None and truth.unowned_partition_ms is not None
+    assert abs(predicted.unowned_partition_ms - truth.unowned_partition_ms) <= max(
+        3000, 0.1 * truth.unowned_partition_ms)
+    assert predicted.longest_unowned_ms is not None and truth.longest_unowned_ms is not None
+    assert abs(predicted.longest_unowned_ms - truth.longest_unowned_ms) <= 1500
+
+
+def test_a_stall_reads_as_a_crash_and_restart():
+    # the log cannot tell a process that stalled past its session timeout and came back from one that
+    # crashed and was restarted: both expire and rejoin as a new member under the same client id. The
+    # replay takes the crash, so under a session timeout longer than the stall it still expires
+    # (the documented limit), where the stalled process would have stayed
+    history = fitted("eager-pause-past-session")[0]
+    assert [e.kind for e in history.events if e.kind != "start"] == ["crash"]
+    assert replay(history, Configuration(session_timeout_ms=30000)).costs.rebalances == 2
+
+
+def test_replay_is_deterministic():
+    history = fitted("eager-rolling-bounce")[0]
+    config = Configuration(assignor="cooperative-sticky", static=True)
+    assert replay(history, config).costs == replay(history, config).costs
+
+
+@cache
+def real_groups() -> dict[str, list[Raw]]:
+    by: dict[str, list[Raw]] = defaultdict(list)
+    for r in pq.read_table(REAL_SAMPLE).to_pylist():
+        ts = r["timestamp"]
+        ms = ts if isinstance(ts, int) else int(ts.timestamp() * 1000)
+        by[decode(r["key"], None).key.group].append((r["partition"], r["offset"], ms, r["key"], r["value"]))
+    return dict(by)
+
+
+# group -> (generations matched with Kafka's default heartbeat.interval.ms, the heartbeat fitted);
+# every group then reproduces all its generations
+REAL_FIT = {"grp-s01": (2, 2000), "grp-s02": (5, 3000), "grp-s05": (1, 2000), "grp-s07": (7, 3000)}
+
+
+@pytest.mark.parametrize("group", sorted(REAL_FIT))
+def test_real_broker_sample_reproduction(group):
+    records = real_groups()[group]
+    observed = list(audit_group(records, group_id=group))
+    assumed = calibrate(derive_history(records, group_id=group), observed)[2]
+    assert assumed.matched == REAL_FIT[group][0]
+    history, result, rep = fit(lambda a: derive_history(records, group_id=group, assumptions=a), observed)
+    assert rep.score == 1.0 and rep.generations_observed == rep.generations_replayed
+    assert history.assumptions.heartbeat_interval_ms == REAL_FIT[group][1]
+    assert result.history is history
+    fitted_note = [n for n in history.notes if n.startswith("heartbeat.interval.ms")]
+    assert bool(fitted_note) == (REAL_FIT[group][1] != 3000)
+
+
+def test_costs_of_a_crash_follow_the_session_timeout():
+    # c3 is killed at 30 s: its two partitions are unowned until its expiry's round reassigns them
+    history = fitted("eager-crash")[0]
+    for session in (10000, 30000):
+        costs = replay(history, Configuration(session_timeout_ms=session)).costs
+        assert costs.longest_unowned_ms is not None and costs.unowned_partition_ms is not None
+        assert session - 3000 <= costs.longest_unowned_ms <= session + 3000
+        assert costs.unowned_partition_ms >= 2 * (session - 3000)
+        assert costs.rebalances == 2 and costs.members_stopped == 2  # c1 and c2 revoke everything (eager)
+
+
+def test_a_poll_timeout_leaves_after_max_poll_interval():
+    # read c3's disappearance as a poll timeout (a rule of Assumptions): it stalls at its last sign of
+    # life, holds its partitions without processing them, and its heartbeat thread leaves the group
+    # max.poll.interval.ms later
+    _data, records = library("eager-crash")
+    history = derive_history(records, assumptions=Assumptions(poll_timeout_fraction=1e-6))
+    stall = [e for e in history.events if e.kind == "poll_timeout"]
+    assert len(stall) == 1 and not [e for e in history.events if e.kind == "crash"]
+    short = replay(history, Configuration(max_poll_interval_ms=20000))
+    long = replay(history, Configuration(max_poll_interval_ms=60000))
+    assert short.costs.rebalances == long.costs.rebalances == 2
+    for result, interval in ((short, 20000), (long, 60000)):
+        leave = [s for s in result.scenario.timeline if s.do == "close"]
+        assert [s.at + result.scenario.start_ms for s in leave] == [stall[0].at_ms + interval]
+        assert result.costs.longest_unowned_ms is not None
+        assert interval <= result.costs.longest_unowned_ms <= interval + 3000

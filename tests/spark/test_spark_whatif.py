@@ -1,0 +1,91 @@
+"""`coordinator_audit.jobs.whatif` on the audit's Delta tables as the job stores them (the real Kafka 3.9
+sample, audited once by the session's `derived_run`): the actual configuration's reproduction, an
+alternative's costs, the sweep, and the `whatif` table it writes (one group's rows replaced on a rerun)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from coordinator_audit.jobs import whatif
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def tables(derived_run: Path, tmp_path: Path) -> Path:
+    """A copy of the audited tables (the test writes `whatif` beside them)."""
+    out = tmp_path / "tables"
+    shutil.copytree(derived_run, out)
+    return out
+
+
+def _whatif(tables: Path) -> list[dict]:
+    return DeltaTable(str(tables / "whatif")).to_pyarrow_table().to_pylist()
+
+
+def test_an_alternative_for_the_crash_group(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--tables", str(tables), "--group", "grp-s02", "--observed-session-timeout-ms", "6000",
+            "--assignor", "cooperative-sticky", "--static"]
+    assert whatif.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("group grp-s02: the actual configuration reproduces 5 of 5 audited generations")
+    rows = _whatif(tables)
+    assert [(r["configuration"], r["is_actual"]) for r in rows] == [("actual", True),
+                                                                     ("cooperative-sticky static", False)]
+    actual, alt = rows
+    assert actual["assignor"] == "range" and not actual["static_membership"] and actual["session_timeout_ms"] == 6000
+    assert actual["observed_rebalances"] == actual["rebalances"] == 4
+    assert alt["assignor"] == "cooperative-sticky" and alt["static_membership"]
+    assert actual["members_stopped"] > 0 and alt["members_stopped"] == 0  # no eager revocation
+    assert "session.timeout.ms 6000" in actual["assumptions"]
+    # a rerun replaces the group's rows; another group's rows stay
+    assert whatif.main(args) == 0
+    assert whatif.main(["--tables", str(tables), "--group", "grp-s07", "--observed-session-timeout-ms", "10000"]) == 0
+    rows = _whatif(tables)
+    assert sorted((r["group_id"], r["configuration"]) for r in rows) == [
+        ("grp-s02", "actual"), ("grp-s02", "cooperative-sticky static"), ("grp-s07", "actual")]
+
+
+def test_the_sweep_in_a_fresh_interpreter(tables: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.whatif", "--tables", str(tables), "--group",
+                           "grp-s07", "--observed-session-timeout-ms", "10000", "--sweep"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "reproduces 7 of 7 audited generations" in done.stdout
+    rows = _whatif(tables)
+    assert len(rows) == 1 + 8  # the actual configuration, every assignor with static membership off and on
+    assert {(r["assignor"], r["static_membership"]) for r in rows if not r["is_actual"]} == {
+        (a, s) for a in whatif.ASSIGNOR_CHOICES for s in (False, True)}
+    # the sweep's replay of the actual assignor with dynamic members is the actual configuration
+    same = next(r for r in rows if r["configuration"] == "cooperative-sticky dynamic")
+    actual = next(r for r in rows if r["is_actual"])
+    assert {k: same[k] for k in ("rebalances", "unowned_partition_ms", "partitions_moved")} == {
+        k: actual[k] for k in ("rebalances", "unowned_partition_ms", "partitions_moved")}
+
+
+def test_unknown_group_is_a_clear_error(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert whatif.main(["--tables", str(tables), "--group", "no-such-group", "--no-write"]) == 2
+    assert "group 'no-such-group': not in" in capsys.readouterr().err
+    assert not (tables / "whatif").exists()
+
+
+def test_every_group_and_the_total(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert whatif.main(["--tables", str(tables), "--observed-session-timeout-ms", "10000", "--static"]) == 0
+    out = capsys.readouterr().out
+    rows = _whatif(tables)
+    groups = sorted({r["group_id"] for r in rows})
+    assert {"grp-s01", "grp-s02", "grp-s05", "grp-s07"} <= set(groups)
+    for g in groups:
+        assert f"group {g}: the actual configuration reproduces" in out
+    assert f"total over {len(groups)} group(s)" in out
+    total = out[out.index("total over"):].splitlines()
+    actual = next(line for line in total if line.strip().startswith("actual"))
+    assert int(actual.split()[1]) == sum(r["rebalances"] for r in rows if r["is_actual"])
