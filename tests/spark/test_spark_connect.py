@@ -130,3 +130,44 @@ def test_a_remote_address_and_a_master_together_are_refused(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert code == 2 and "spark.master local[2] and the Spark Connect address sc://127.0.0.1:1: give one" in err, err
     assert not (tmp_path / "out").exists()
+
+
+NOTEBOOK = ROOT / "notebooks" / "coordinator_audit.py"
+SERVER_LOG = SAMPLE.parent / "server_log_groupcoordinator.txt"
+
+
+@pytest.mark.slow
+def test_the_databricks_notebook_runs_cell_by_cell_on_spark_connect(spark: SparkSession, server: str,
+                                                                   tmp_path: Path) -> None:
+    """The notebook as a shared-access or serverless notebook runs it (`tests.support.notebook`: its
+    `spark` a Spark Connect session, its widgets from the environment), with a server log: it shows
+    every table of the run, derived ones included, and its tables equal the same audit's in local mode."""
+    import json
+
+    from coordinator_audit.jobs.audit import run_audit
+    from coordinator_audit.jobs.config import load_config
+    from coordinator_audit.udfs.schemas import TABLE_SCHEMAS
+
+    wheel = "/Volumes/main/default/libs/coordinator_audit-0.1.0-py3-none-any.whl"
+    widgets = {"input_path": str(SAMPLE), "output_path": str(tmp_path / "notebook"), "server_log": str(SERVER_LOG),
+               "wheel": wheel}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_", "AUDIT_"))}
+    env.update({f"AUDIT_{k.upper()}": v for k, v in widgets.items()})
+    cmd = [sys.executable, "-m", "tests.support.notebook", str(NOTEBOOK), "--remote", server]
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    ran = json.loads(result.stdout.strip().splitlines()[-1])
+
+    assert ran["pip"] == [f"%pip install {wheel}"]
+    assert set(TABLE_SCHEMAS) <= set(ran["locations"])
+    assert set(ran["tables"]) == set(TABLE_SCHEMAS) - {"group_state"}, ran["tables"]  # the job's saved state
+    shown = dict(zip(ran["tables"], ran["displayed"], strict=True))
+    for name in ("runs", "generations", "assignments", "rebalance_causes", "offset_commits", "partition_ownership",
+                 "rebalances", "group_health"):
+        assert shown[name]["rows"] > 0, name
+    assert "broker_cause" in shown["generations"]["columns"]
+
+    local = tmp_path / "local"
+    run_audit(spark, load_config(None, {"input.path": str(SAMPLE), "output.path": str(local),
+                                        "input.server_log": str(SERVER_LOG), "input.table": ""}))
+    assert differences(tmp_path / "notebook", local) == []
