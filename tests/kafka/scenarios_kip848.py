@@ -182,7 +182,7 @@ def static_members(s: Scenario) -> None:
     s1.close()
     s1b.send("join")
     s.step("inst1 back within its session", [s1b, s2], same_epoch=True, member="inst1",
-           audit_row="static_member_rejoined")
+           audit_rows=["static_member_left_temporarily", "static_member_rejoined"])
     s2.close()
     s.step("inst2 fenced after its session", [s1b], expect=[("member_left_or_expired", "inst2")])
     s2b = s.member("s2b", "k-static", instance_id="inst2", **kw).start()

@@ -130,8 +130,8 @@ def test_every_cause_agrees_with_what_the_driver_did(live, tables, group) -> Non
     """The primary causes of the epochs (and classic generations) each step made, between the
     previous step's quiet time and its own, are the step's, naming the consumer the driver acted on
     (by member id, or by group.instance.id for a static member); a member gone says the log cannot
-    tell a fence from a leave; a static member back within its session makes no epoch and a
-    `static_member_rejoined` row."""
+    tell a fence from a leave; a static member back within its session makes no epoch, and a
+    `static_member_left_temporarily` and a `static_member_rejoined` row."""
     _, truths = live
     truth = truths[group]
     client_of = {e["member_id"]: m["client_id"] for m in truth["members"] for e in m["events"] if e.get("member_id")}
@@ -144,9 +144,10 @@ def test_every_cause_agrees_with_what_the_driver_did(live, tables, group) -> Non
     for step in truth["steps"]:
         where = f"step {step['action']!r} (epoch {step['epoch']})"
         if step["same_epoch"]:
-            if not [r for r in causes if r["generation_id"] == step["epoch"] and r["cause"] == step["audit_row"]
-                    and r["group_instance_id"] == step["member"]]:
-                problems.append(f"{where}: no {step['audit_row']} row for {step['member']}")
+            for cause in step["audit_rows"]:
+                if not [r for r in causes if r["generation_id"] == step["epoch"] and r["cause"] == cause
+                        and r["group_instance_id"] == step["member"] and since < r["record_timestamp"] <= step["t"]]:
+                    problems.append(f"{where}: no {cause} row for {step['member']}")
         elif "expect" in step:
             made = [r for r in primary if since < r["record_timestamp"] <= step["t"]]
             got = [(r["cause"], r["group_instance_id"] or client_of.get(r["member_id"] or "", r["member_id"]))
