@@ -57,7 +57,7 @@ public final class GroupMember {
         }
         if (args.length < 8) {
             System.err.println("usage: GroupMember bootstrap group clientId topics assignor instanceId|- sessionMs maxPollMs"
-                + " [protocol=classic|consumer] [remote=ASSIGNOR] [regex=PATTERN]");
+                + " [protocol=classic|consumer] [remote=ASSIGNOR] [regex=PATTERN] [hold=1]");
             System.exit(2);
         }
         java.util.Map<String, String> options = new java.util.HashMap<>();
@@ -124,8 +124,12 @@ public final class GroupMember {
             };
             if (options.containsKey("hold")) {  // started ahead, joins on "join" (a quick static restart)
                 emit("holding", "\"pid\":" + ProcessHandle.current().pid());
-                while (!COMMANDS.take().equals("join")) {
-                    // only "join" lets it go on
+                String first;
+                while (!(first = COMMANDS.take()).equals("join")) {
+                    if (first.equals("close")) {  // closed before it ever joined
+                        emit("closed", "");
+                        return;
+                    }
                 }
             }
             if (options.containsKey("regex")) {
@@ -158,7 +162,8 @@ public final class GroupMember {
                 ConsumerGroupMetadata meta = consumer.groupMetadata();
                 String state = "\"generation\":" + meta.generationId() + ",\"member_id\":" + quote(meta.memberId())
                     + ",\"assignment\":" + parts(consumer.assignment());
-                if (protocol.equals("consumer") && !state.equals(lastState) && meta.generationId() == consumer.groupMetadata().generationId()) {
+                if (protocol.equals("consumer") && !state.equals(lastState)
+                        && meta.generationId() == consumer.groupMetadata().generationId()) {
                     emit("state", state);
                     lastState = state;
                 }
