@@ -103,21 +103,24 @@ def interceptor_jar(jars: list[str]) -> str:
 
 @dataclass
 class KafkaBroker:
-    """A single-node KRaft broker of `scripts/kafka.sh` under `directory`: Kafka `major` (4, or 3),
-    `partitions` `__consumer_offsets` partitions and a lifetime of `max_seconds` (None: the script's
-    defaults). `start` sets `bootstrap` and `version`. The broker tier's `tests/kafka/cluster.Broker`
-    is this class with its test helpers."""
+    """A single-node KRaft broker of `scripts/kafka.sh` under `directory`: Kafka `major` (4, 44: Kafka
+    4.4, or 3), `partitions` `__consumer_offsets` partitions, a lifetime of `max_seconds` (None: the
+    script's defaults) and `properties` added to its server.properties. `start` sets `bootstrap` and
+    `version`. The broker tier's `tests/kafka/cluster.Broker` is this class with its test helpers."""
 
     directory: Path
     major: int = BROKER_MAJOR
     partitions: int | None = None
     max_seconds: int | None = None
+    properties: dict[str, str] | None = None
     bootstrap: str = ""
     version: str = ""
 
     def start(self) -> KafkaBroker:
         env = {name: str(value) for name, value in (("KAFKA_OFFSETS_PARTITIONS", self.partitions),
                                                      ("KAFKA_MAX_SECONDS", self.max_seconds)) if value is not None}
+        if self.properties:
+            env["KAFKA_EXTRA_PROPERTIES"] = "\n".join(f"{k}={v}" for k, v in self.properties.items())
         out = _run(["bash", "scripts/kafka.sh", "start", str(self.directory), str(self.major)], env=env, timeout=900)
         info = dict(line.split("=", 1) for line in out.split() if "=" in line)
         self.bootstrap, self.version = info["bootstrap"], info["version"]

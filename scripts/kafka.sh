@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A single-node KRaft Apache Kafka broker on 127.0.0.1 for tests, from Maven Central jars (scripts/jars.sh).
 #
-#   bash scripts/kafka.sh start DIR [4|3]   format KRaft storage under DIR, start the broker (Kafka 4.x,
-#                                           Java group coordinator; or 3.x, Scala group coordinator) on
-#                                           free loopback ports, wait until it serves; prints
+#   bash scripts/kafka.sh start DIR [4|44|3]  format KRaft storage under DIR, start the broker (Kafka 4.x,
+#                                           Java group coordinator; 44: Kafka 4.4; or 3.x, Scala group
+#                                           coordinator) on free loopback ports, wait until it serves; prints
 #                                           "bootstrap=127.0.0.1:PORT" and "version=..."
 #   bash scripts/kafka.sh stop DIR          stop it (SIGTERM, SIGKILL after 20 s); safe to repeat
 #
+# KAFKA_EXTRA_PROPERTIES (lines of key=value) are appended to server.properties.
 # DIR receives server.properties, data/, logs/server.log (Kafka's own log format, UTC) and pid.
 # The broker runs under `timeout` (KAFKA_MAX_SECONDS, default 1200): it stops by itself even if
 # whoever started it dies. Listeners bind 127.0.0.1 only.
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: bash scripts/kafka.sh start|stop DIR [4|3]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: bash scripts/kafka.sh start|stop DIR [4|44|3]" >&2; exit 2; }
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -41,14 +42,14 @@ free_port() {
 case "$cmd" in
     stop) stop; exit 0 ;;
     start) ;;
-    *) echo "usage: bash scripts/kafka.sh start|stop DIR [4|3]" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/kafka.sh start|stop DIR [4|44|3]" >&2; exit 2 ;;
 esac
 
 major=${3:-4}
 case "$major" in
-    4) lib=$(bash scripts/jars.sh kafka4); logging=(-Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.properties") ;;
+    4|44) lib=$(bash scripts/jars.sh "kafka$major"); logging=(-Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.properties") ;;
     3) lib=$(bash scripts/jars.sh kafka3); logging=(-Dlog4j.configuration="file:$ROOT/scripts/kafka/log4j.properties") ;;
-    *) echo "[kafka] unknown broker major version $major (4 or 3)" >&2; exit 2 ;;
+    *) echo "[kafka] unknown broker version $major (4, 44 or 3)" >&2; exit 2 ;;
 esac
 version=$(basename "$(ls "$lib"/kafka_2.13-*.jar)" .jar); version=${version#kafka_2.13-}
 stop
@@ -75,6 +76,7 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=${KAFKA_INITIAL_REBALANCE_DELAY_MS:-1000}
 group.min.session.timeout.ms=1000
+${KAFKA_EXTRA_PROPERTIES:-}
 PROPS
 java_opts=(-Xms128m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Duser.timezone=UTC
            -Dkafka.logs.dir="$dir/logs" "${logging[@]}")

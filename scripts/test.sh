@@ -14,5 +14,5 @@ if [ $# -gt 0 ]; then
     exec .venv/bin/python -m pytest "$@"
 fi
 .venv/bin/python -m pytest
-bash scripts/jars.sh spark kafka4 kafka3 >/dev/null
+bash scripts/jars.sh spark kafka4 kafka44 kafka3 >/dev/null
 exec .venv/bin/python -m pytest --kafka tests/kafka

@@ -3,14 +3,17 @@
 
 `broker_account_frame(spark, path)` parses the server.log file or directory on the driver (only
 GroupCoordinator lines are kept: a day of a busy broker's log is a few MB of them) into one row per
-(group_id, generation_id) with `BROKER_ACCOUNT_COLUMNS`; `attach_broker_account(generations,
-account)` left-joins it on (group_id, generation_id), nulls when `account` is None.
+(group_id, generation_id) of a classic group with `BROKER_ACCOUNT_COLUMNS`;
+`attach_broker_account(generations, account)` left-joins it on (group_id, generation_id) to the
+classic generations (a KIP-848 group's epoch of the same number, e.g. after an online conversion,
+is another generation), nulls when `account` is None.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from coordinator_audit.core.broker_log import broker_account, read_server_log
@@ -38,9 +41,11 @@ def broker_account_frame(spark: SparkSession, path: str, *, utc_offset_minutes: 
 
 
 def attach_broker_account(generations: DataFrame, account: DataFrame | None) -> DataFrame:
-    """`generations` with the broker account columns appended (left join on group and generation)."""
+    """`generations` with the broker account columns appended (left join on group and generation,
+    classic generations only: the account is of classic-group rebalances)."""
     if account is None:
         return generations.selectExpr("*", *[f"CAST(NULL AS {f.dataType.simpleString()}) AS `{f.name}`"
                                              for f in BROKER_ACCOUNT_COLUMNS.fields])
-    return generations.join(account, on=["group_id", "generation_id"], how="left").select(
+    classic = account.withColumn("group_type", F.lit("classic"))
+    return generations.join(classic, on=["group_id", "generation_id", "group_type"], how="left").select(
         *generations.columns, *BROKER_ACCOUNT_COLUMNS.fieldNames())

@@ -31,7 +31,7 @@ MEMBER_MAX_SECONDS = 300  # a consumer JVM never outlives this, whatever happens
 
 
 def kafka_lib(major: int) -> Path:
-    """The broker's (and kafka-clients') jars for Kafka `major` (4 or 3), resolved by scripts/jars.sh."""
+    """The broker's (and kafka-clients') jars for Kafka `major` (4, 44 or 3), resolved by scripts/jars.sh."""
     proc = subprocess.run(["bash", str(ROOT / "scripts" / "jars.sh"), f"kafka{major}"], capture_output=True,
                           text=True, check=False, timeout=900)
     if proc.returncode != 0:
@@ -41,10 +41,11 @@ def kafka_lib(major: int) -> Path:
 
 
 @functools.cache
-def member_classpath() -> str:
-    """GroupMember compiled (once per source version) against Kafka 4's kafka-clients."""
-    lib = kafka_lib(4)
-    digest = hashlib.sha1(JAVA_SRC.read_bytes()).hexdigest()[:12]
+def member_classpath(major: int = 4) -> str:
+    """GroupMember compiled (once per source and kafka-clients version) against Kafka `major`'s
+    kafka-clients (4 or 44: Kafka 4.4)."""
+    lib = kafka_lib(major)
+    digest = hashlib.sha1(JAVA_SRC.read_bytes() + str(lib).encode()).hexdigest()[:12]
     out = CLASSES / digest
     if not (out / "GroupMember.class").exists():
         out.mkdir(parents=True, exist_ok=True)
@@ -60,7 +61,12 @@ JAVA_OPTS = ["-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1
 
 class Broker(KafkaBroker):
     """A running single-node KRaft broker (`benchmarks.kafka_input.KafkaBroker`: `scripts/kafka.sh`),
-    with what the broker tier's tests ask of it."""
+    with what the broker tier's tests ask of it. Its consumers run the kafka-clients of its own
+    version (Kafka 4.1 clients for a 3.x broker)."""
+
+    @property
+    def classpath(self) -> str:
+        return member_classpath(self.major if self.major != 3 else 4)
 
     @property
     def server_log(self) -> Path:
@@ -69,7 +75,7 @@ class Broker(KafkaBroker):
     def create_topics(self, topics: dict[str, int]) -> None:
         spec = ",".join(f"{name}:{n}" for name, n in topics.items())
         proc = subprocess.run(
-            ["timeout", "--kill-after=5", "120", "java", *JAVA_OPTS, "-cp", member_classpath(), "GroupMember",
+            ["timeout", "--kill-after=5", "120", "java", *JAVA_OPTS, "-cp", self.classpath, "GroupMember",
              "--create-topics", self.bootstrap, spec], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"creating topics {spec} failed:\n{proc.stderr[-3000:]}")
@@ -77,7 +83,10 @@ class Broker(KafkaBroker):
 
 @dataclass
 class Member:
-    """One consumer JVM of a group; `events` fills from its stdout as it runs."""
+    """One consumer JVM of a group; `events` fills from its stdout as it runs. `protocol`
+    "consumer" (KIP-848) takes the server-side assignor `remote` and, with `regex`, subscribes to a
+    pattern the broker resolves instead of `topics`; with `hold` the JVM starts but joins only on
+    `send("join")`."""
 
     broker: Broker
     group: str
@@ -87,6 +96,10 @@ class Member:
     instance_id: str | None = None
     session_ms: int = 6000
     max_poll_ms: int = 30000
+    protocol: str = "classic"
+    remote: str | None = None
+    regex: str | None = None
+    hold: bool = False
     events: list[dict[str, Any]] = field(default_factory=list)
     proc: subprocess.Popen[str] | None = None
     java_pid: int | None = None
@@ -96,13 +109,15 @@ class Member:
 
     def start(self) -> Member:
         cmd = ["timeout", "--kill-after=5", str(MEMBER_MAX_SECONDS), "java", *JAVA_OPTS,
-               "-cp", member_classpath(), "GroupMember", self.broker.bootstrap, self.group, self.client_id,
-               self.topics, self.assignor, self.instance_id or "-", str(self.session_ms), str(self.max_poll_ms)]
+               "-cp", self.broker.classpath, "GroupMember", self.broker.bootstrap, self.group, self.client_id,
+               self.topics, self.assignor, self.instance_id or "-", str(self.session_ms), str(self.max_poll_ms),
+               f"protocol={self.protocol}", *([f"remote={self.remote}"] if self.remote else []),
+               *([f"regex={self.regex}"] if self.regex else []), *(["hold=1"] if self.hold else [])]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1)
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._read_err, daemon=True).start()
-        started = self.wait_for(lambda e: e["event"] == "started", 60, what="start")
+        started = self.wait_for(lambda e: e["event"] in ("started", "holding"), 60, what="start")
         self.java_pid = int(started["pid"])
         return self
 

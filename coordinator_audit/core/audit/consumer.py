@@ -556,7 +556,10 @@ class ConsumerGroupAudit:
                         kind, tp[0], tp[1], (member_id, other_id),
                         f"{self._topic(tp[0])}-{tp[1]} in the current assignment of {member_id} (member epoch "
                         f"{v.member_epoch}) while {other_id} {what}", p, o, ts))
-        # ownership intervals
+        # ownership intervals; a member at epoch 0 is joining the group's epoch (a static member's
+        # replacement takes over the old member's partitions at epoch 0, GroupMetadataManager#replaceMember,
+        # before it is reconciled to the group epoch): it holds them in that epoch
+        held_at = self.epoch if v.member_epoch == 0 else v.member_epoch
         open_ = self._intervals.setdefault(member_id, {})
         pending_now = m.pending_set()
         for tp in sorted(before - now):
@@ -565,12 +568,12 @@ class ConsumerGroupAudit:
                 rows.append(self._interval_row(member_id, m, tp, iv, ts))
         for tp in sorted(now):
             iv = open_.get(tp)
-            if iv is not None and v.member_epoch >= 0 and iv.epoch != v.member_epoch:
+            if iv is not None and held_at >= 0 and iv.epoch != held_at:
                 rows.append(self._interval_row(member_id, m, tp, iv, ts))
                 iv = None
-                open_[tp] = _Interval(v.member_epoch, ts, p, o, True, ts if tp in pending_now else None)
+                open_[tp] = _Interval(held_at, ts, p, o, True, ts if tp in pending_now else None)
             elif iv is None:
-                open_[tp] = _Interval(v.member_epoch, ts, p, o, False, ts if tp in pending_now else None)
+                open_[tp] = _Interval(held_at, ts, p, o, False, ts if tp in pending_now else None)
             elif tp in pending_now and iv.pending_at is None:
                 iv.pending_at = ts
         if not open_:

@@ -14,14 +14,22 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
- * One real consumer of a classic consumer group, driven by the broker tier (tests/kafka).
+ * One real consumer of a consumer group, driven by the broker tier (tests/kafka).
  *
  * Arguments: bootstrap group clientId topics(a,b) assignor(range|cooperative-sticky|...) instanceId(- for none)
- * sessionTimeoutMs maxPollIntervalMs.
+ * sessionTimeoutMs maxPollIntervalMs [option=value ...]. Options: protocol=classic|consumer (group.protocol;
+ * under "consumer", KIP-848, the session and heartbeat are the broker's and assignor, session and heartbeat
+ * arguments are not set), remote=uniform|range (group.remote.assignor), regex=PATTERN (subscribe to a
+ * SubscriptionPattern the broker resolves, instead of the topics), hold=1 (start the JVM but join the group
+ * only on the command "join": a restart faster than a JVM start).
  * Commands on stdin, one per line: "subscribe a,b", "stall MS" (no poll for MS: exceeds max.poll.interval.ms
- * when longer), "close" (KafkaConsumer#close: LeaveGroup for a dynamic member, none for a static one).
+ * when longer), "close" (KafkaConsumer#close: LeaveGroup for a dynamic member, a temporary leave for a static
+ * one).
  * Events on stdout, one JSON object per line, written from the rebalance listener: what this member saw
- * (generation id, member id, partitions revoked/assigned/lost, its whole assignment, wall-clock time).
+ * (generation id, the member epoch under the consumer protocol; member id; partitions revoked/assigned/lost;
+ * its whole assignment; wall-clock time). Under the consumer protocol a member's epoch can move without a
+ * callback (nothing of its own changed), so after every poll a "state" event reports the epoch and the whole
+ * assignment whenever either changed.
  */
 public final class GroupMember {
     private static final LinkedBlockingQueue<String> COMMANDS = new LinkedBlockingQueue<>();
@@ -47,20 +55,31 @@ public final class GroupMember {
             createTopics(args[1], args[2]);
             return;
         }
-        if (args.length != 8) {
-            System.err.println("usage: GroupMember bootstrap group clientId topics assignor instanceId|- sessionMs maxPollMs");
+        if (args.length < 8) {
+            System.err.println("usage: GroupMember bootstrap group clientId topics assignor instanceId|- sessionMs maxPollMs"
+                + " [protocol=classic|consumer] [remote=ASSIGNOR] [regex=PATTERN] [hold=1]");
             System.exit(2);
         }
+        java.util.Map<String, String> options = new java.util.HashMap<>();
+        for (int i = 8; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            options.put(kv[0], kv[1]);
+        }
+        String protocol = options.getOrDefault("protocol", "classic");
         String group = args[1];
         Properties p = new Properties();
         p.put("bootstrap.servers", args[0]);
         p.put("group.id", group);
         p.put("client.id", args[2]);
-        p.put("group.protocol", "classic");
-        p.put("partition.assignment.strategy", assignorClass(args[4]));
+        p.put("group.protocol", protocol);
+        if (protocol.equals("classic")) {
+            p.put("partition.assignment.strategy", assignorClass(args[4]));
+            p.put("session.timeout.ms", args[6]);
+            p.put("heartbeat.interval.ms", String.valueOf(Math.max(100, Integer.parseInt(args[6]) / 5)));
+        } else if (options.containsKey("remote")) {
+            p.put("group.remote.assignor", options.get("remote"));
+        }
         if (!args[5].equals("-")) p.put("group.instance.id", args[5]);
-        p.put("session.timeout.ms", args[6]);
-        p.put("heartbeat.interval.ms", String.valueOf(Math.max(100, Integer.parseInt(args[6]) / 5)));
         p.put("max.poll.interval.ms", args[7]);
         p.put("enable.auto.commit", "true");
         p.put("auto.commit.interval.ms", "500");
@@ -103,8 +122,23 @@ public final class GroupMember {
                     emit("lost", who() + ",\"partitions\":" + parts(partitions));
                 }
             };
-            consumer.subscribe(Arrays.asList(args[3].split(",")), listener);
+            if (options.containsKey("hold")) {  // started ahead, joins on "join" (a quick static restart)
+                emit("holding", "\"pid\":" + ProcessHandle.current().pid());
+                String first;
+                while (!(first = COMMANDS.take()).equals("join")) {
+                    if (first.equals("close")) {  // closed before it ever joined
+                        emit("closed", "");
+                        return;
+                    }
+                }
+            }
+            if (options.containsKey("regex")) {
+                consumer.subscribe(new org.apache.kafka.clients.consumer.SubscriptionPattern(options.get("regex")), listener);
+            } else {
+                consumer.subscribe(Arrays.asList(args[3].split(",")), listener);
+            }
             emit("started", "\"client_id\":" + quote(args[2]) + ",\"pid\":" + ProcessHandle.current().pid());
+            String lastState = "";
             while (true) {
                 String cmd = COMMANDS.poll();
                 if (cmd != null && !cmd.isEmpty()) {
@@ -125,6 +159,14 @@ public final class GroupMember {
                     }
                 }
                 consumer.poll(Duration.ofMillis(100));
+                ConsumerGroupMetadata meta = consumer.groupMetadata();
+                String state = "\"generation\":" + meta.generationId() + ",\"member_id\":" + quote(meta.memberId())
+                    + ",\"assignment\":" + parts(consumer.assignment());
+                if (protocol.equals("consumer") && !state.equals(lastState)
+                        && meta.generationId() == consumer.groupMetadata().generationId()) {
+                    emit("state", state);
+                    lastState = state;
+                }
             }
         }
         emit("closed", "");
