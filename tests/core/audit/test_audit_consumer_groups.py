@@ -426,3 +426,24 @@ def test_a_topic_id_is_named_from_the_first_commit_that_carries_it_not_the_first
     auditor = GroupAuditor()
     list(auditor.feed(log.records[:9]))
     assert auditor.to_dict()["topic_names"] == {ident: "t"}
+
+
+def _without(records: list[Raw], rtype: int) -> list[Raw]:
+    """`records` without the tombstones of key type `rtype`."""
+    return [r for r in records if not (r[4] is None and int.from_bytes(r[3][:2], "big") == rtype)]
+
+
+def test_a_group_tombstone_while_members_remain_is_refused_as_the_broker_does() -> None:
+    """`GroupMetadataManager#replay(ConsumerGroupMetadataKey, null)` refuses to delete a group that
+    still has members; `#replay(ConsumerGroupTargetAssignmentMetadataKey, null)` one whose members
+    still have a target assignment: the conversion back to classic without those tombstones."""
+    records = _migration_log().records
+    assert _audit(records)["violations"] == []
+    found = _audit(_without(records, 5))["violations"]
+    assert [(v.kind, v.generation_id) for v in found] == [("load_refused", 4)]
+    assert "a group tombstone (type 3) while 3 member(s) remain" in found[0].detail
+    found = _audit(_without(records, 7))["violations"]
+    assert [v.kind for v in found] == ["load_refused"] * 5  # the epoch's, each member's, the group's tombstone
+    assert "target-assignment epoch tombstone while 3 member(s)" in found[0].detail
+    assert "target assignment (type 7) was not deleted first" in found[1].detail
+    assert "while 3 target assignment(s) remain" in found[-1].detail
