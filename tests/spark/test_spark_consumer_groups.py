@@ -6,19 +6,24 @@ for a record already read."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from coordinator_audit.core.audit import audit_group
 from coordinator_audit.core.records import decode
 from coordinator_audit.jobs.audit import RunSummary, run_audit
+from coordinator_audit.jobs.compare import compare_outputs
 from coordinator_audit.jobs.config import load_config
 from coordinator_audit.jobs.delta_io import read_table
 from coordinator_audit.udfs.history import BASE_INPUTS, OwnershipRun, commit_times, derive_from_tables
 from coordinator_audit.udfs.schemas import AUDIT_TABLES
+from tests.spark.test_spark_nightly import _assert_same, _chain
 
 pytestmark = pytest.mark.spark
 
@@ -101,3 +106,39 @@ def test_consumer_group_derived_tables_match_the_pure_derivation(spark, kip848_r
 
 def _plain(v):
     return tuple(v) if isinstance(v, list | tuple) else v
+
+
+NAMED_LATER = datetime.fromtimestamp(1795911476, UTC)
+"""After both groups' first current assignments, before their first offset commits: a window ending
+here leaves rows open whose topic ids the next window names."""
+FENCE_PENDING = datetime.fromtimestamp(1795911498, UTC)
+"""After u2's SIGKILL, before the broker fences it: its partitions are carried open into the last window."""
+
+
+@pytest.mark.parametrize("cuts", [[NAMED_LATER], [NAMED_LATER, FENCE_PENDING]], ids=["2-windows", "3-windows"])
+def test_nightly_windows_equal_one_run(spark, tmp_path, kip848_run, cuts) -> None:
+    """The log cut into windows, each run reading its window's records only and carrying the
+    groups' state: every table as stored equals one run's, the derived ones included; the open rows
+    whose topic ids the first window could not name are the same rows once named."""
+    out, summaries = _chain(spark, tmp_path, LOG, cuts, inputs="window")
+    _assert_same(out, kip848_run[0])
+    assert [s.resume for s in summaries] == ["fresh"] + ["resume"] * len(cuts)
+    assert summaries[1].rows_merged.get("assignments")  # rows of the first window, named by the second
+    first = [r for r in DeltaTable(str(out / "assignments")).to_pyarrow_table().to_pylist()
+             if r["run_window"] == summaries[0].run_window]
+    assert first and all(r["topic"].startswith("k848-") for r in first)  # merged where they live, named
+
+
+def test_the_json_lines_export_of_the_log_gives_the_same_tables(spark, tmp_path, kip848_run) -> None:
+    rows = pq.read_table(LOG).to_pylist()
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps({
+        "key": r["key"].hex(), "value": None if r["value"] is None else r["value"].hex(), "topic": r["topic"],
+        "partition": r["partition"], "offset": r["offset"], "timestamp": int(r["timestamp"].timestamp() * 1000)}) + "\n"
+        for r in rows))
+    out = tmp_path / "out"
+    run_audit(spark, load_config(None, {"input.path": str(path), "input.format": "json", "output.path": str(out),
+                                        "job.shards": 2}))
+    results = compare_outputs(out, kip848_run[0])
+    assert {"generations", "assignments", "partition_ownership", "rebalances"} <= {r.table for r in results}
+    assert all(r.equal for r in results), "\n".join(r.describe() for r in results if not r.equal)
