@@ -142,3 +142,25 @@ def test_the_json_lines_export_of_the_log_gives_the_same_tables(spark, tmp_path,
     results = compare_outputs(out, kip848_run[0])
     assert {"generations", "assignments", "partition_ownership", "rebalances"} <= {r.table for r in results}
     assert all(r.equal for r in results), "\n".join(r.describe() for r in results if not r.equal)
+
+
+def test_the_server_log_gives_each_epoch_the_broker_s_words(spark, tmp_path) -> None:
+    """With the broker's server.log, a consumer group's epochs carry the member lines that caused
+    them: the SIGKILLed member's session-expiry fence and the clean leaves, which the log itself
+    cannot tell apart (`member_left_or_expired`)."""
+    out = tmp_path / "out"
+    server_log = LOG.with_name("real_broker_4_4_0_kip848.server_log.txt")
+    run_audit(spark, load_config(None, {"input.path": str(LOG), "input.format": "parquet", "output.path": str(out),
+                                        "job.shards": 2, "input.server_log": str(server_log)}))
+    gens = {r["generation_id"]: r for r in read_table(spark, str(out / "generations"))
+            .where("group_id = 'k848-uniform-scale'").collect()}
+    assert [gens[e]["broker_cause"] for e in sorted(gens)] == [
+        "member_joined", "member_joined", "member_joined", "member_session_expired", "member_left", "member_left"]
+    assert "fenced from the group because the member session expired" in gens[5]["broker_reason"]
+    assert gens[6]["broker_reason"].endswith("left the consumer group.")
+    assert all(g["rebalance_started_at"] <= g["record_timestamp"] for g in gens.values())
+    causes = read_table(spark, str(out / "rebalance_causes")).where(
+        "group_id = 'k848-uniform-scale' AND is_primary AND generation_id IN (5, 6)").collect()
+    assert {(c["generation_id"], c["cause"]) for c in causes} == {(5, "member_left_or_expired"),
+                                                                   (6, "member_left_or_expired")}
+    assert all(c["member_id"] in gens[c["generation_id"]]["broker_reason"] for c in causes)
