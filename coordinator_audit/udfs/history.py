@@ -413,13 +413,33 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
         classic_gens = [g for g in gens if g.get("group_type") != "consumer"]
         consumer_rows = [a for a in assignments if isinstance(a, Mapping) and a.get("group_type") == "consumer"]
         classic_rows = [a for a in assignments if not (isinstance(a, Mapping) and a.get("group_type") == "consumer")]
-        ownership, rebalances = (_classic_history(group_id, classic_gens, classic_rows, commits, causes)
+        classic_causes, consumer_causes = _causes_by_protocol(gens, causes)
+        ownership, rebalances = (_classic_history(group_id, classic_gens, classic_rows, commits, classic_causes)
                                  if classic_gens else ([], []))
-        c_ownership, c_rebalances = _consumer_history(group_id, consumer_gens, _assigned(consumer_rows), causes)
+        c_ownership, c_rebalances = _consumer_history(group_id, consumer_gens, _assigned(consumer_rows),
+                                                      consumer_causes)
         ownership = [*ownership, *c_ownership]
         rebalances = sorted([*rebalances, *c_rebalances], key=lambda r: (r.observed_at, r.source_offset))
     health = _health(group_id, gens, ownership, rebalances, commits, violations)
     return ownership, rebalances, health
+
+
+def _causes_by_protocol(gens: list[dict[str, Any]], causes: Sequence[Mapping[str, Any]]
+                        ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """A migrated group's causes split between its classic generations and its consumer epochs
+    (generation ids go on across a conversion, so one id can be both): a cause belongs to the last
+    generation row of its id at or before its record."""
+    rows: dict[int, list[tuple[int, bool]]] = defaultdict(list)
+    for g in gens:
+        rows[g["generation_id"]].append((g.get("source_offset") or 0, g.get("group_type") == "consumer"))
+    classic: list[Mapping[str, Any]] = []
+    consumer: list[Mapping[str, Any]] = []
+    for c in causes:
+        candidates = sorted(rows.get(c["generation_id"], ()))
+        at = c.get("source_offset")
+        before = [is_consumer for offset, is_consumer in candidates if at is None or offset <= at]
+        (consumer if (before or [is_consumer for _, is_consumer in candidates] or [False])[-1] else classic).append(c)
+    return classic, consumer
 
 
 def _classic_history(group_id: str, gens: list[dict[str, Any]],

@@ -23,7 +23,9 @@ from coordinator_audit.jobs.config import load_config
 from coordinator_audit.jobs.delta_io import read_table
 from coordinator_audit.udfs.history import BASE_INPUTS, OwnershipRun, commit_times, derive_from_tables
 from coordinator_audit.udfs.schemas import AUDIT_TABLES
+from tests.core.audit.test_audit_consumer_groups import _migration_log
 from tests.spark.test_spark_nightly import _assert_same, _chain
+from tools.make_samples import to_table
 
 pytestmark = pytest.mark.spark
 
@@ -111,11 +113,14 @@ def _plain(v):
 NAMED_LATER = datetime.fromtimestamp(1795911476, UTC)
 """After both groups' first current assignments, before their first offset commits: a window ending
 here leaves rows open whose topic ids the next window names."""
+RECONCILING = datetime.fromtimestamp(1795911482, UTC)
+"""Inside the uniform group's epoch 3 reconciliation (bumped at ...481.021 s, reached at ...483.081 s):
+its `rebalances` row is `reconciling` after the first window, `completed` after the next."""
 FENCE_PENDING = datetime.fromtimestamp(1795911498, UTC)
 """After u2's SIGKILL, before the broker fences it: its partitions are carried open into the last window."""
 
 
-@pytest.mark.parametrize("cuts", [[NAMED_LATER], [NAMED_LATER, FENCE_PENDING]], ids=["2-windows", "3-windows"])
+@pytest.mark.parametrize("cuts", [[FENCE_PENDING], [NAMED_LATER, RECONCILING]], ids=["2-windows", "3-windows"])
 def test_nightly_windows_equal_one_run(spark, tmp_path, kip848_run, cuts) -> None:
     """The log cut into windows, each run reading its window's records only and carrying the
     groups' state: every table as stored equals one run's, the derived ones included; the open rows
@@ -123,10 +128,12 @@ def test_nightly_windows_equal_one_run(spark, tmp_path, kip848_run, cuts) -> Non
     out, summaries = _chain(spark, tmp_path, LOG, cuts, inputs="window")
     _assert_same(out, kip848_run[0])
     assert [s.resume for s in summaries] == ["fresh"] + ["resume"] * len(cuts)
-    assert summaries[1].rows_merged.get("assignments")  # rows of the first window, named by the second
+    assert summaries[1].rows_merged.get("assignments")  # rows the first window left open, closed by the second
     first = [r for r in DeltaTable(str(out / "assignments")).to_pyarrow_table().to_pylist()
              if r["run_window"] == summaries[0].run_window]
     assert first and all(r["topic"].startswith("k848-") for r in first)  # merged where they live, named
+    outcomes = {r["outcome"] for r in DeltaTable(str(out / "rebalances")).to_pyarrow_table().to_pylist()}
+    assert "reconciling" not in outcomes
 
 
 def test_the_json_lines_export_of_the_log_gives_the_same_tables(spark, tmp_path, kip848_run) -> None:
@@ -164,3 +171,31 @@ def test_the_server_log_gives_each_epoch_the_broker_s_words(spark, tmp_path) -> 
     assert {(c["generation_id"], c["cause"]) for c in causes} == {(5, "member_left_or_expired"),
                                                                    (6, "member_left_or_expired")}
     assert all(c["member_id"] in gens[c["generation_id"]]["broker_reason"] for c in causes)
+
+
+def test_a_group_migrated_to_consumer_and_back_is_one_history_in_the_job(spark, tmp_path) -> None:
+    """Classic generation 3, converted online to a consumer group (GroupMetadata tombstone, then the
+    consumer group's records), epoch 4, converted back: the job's base tables as stored are the pure
+    audit's (no `group_deleted`), and the same log in nightly windows cut at each conversion gives
+    the one run's tables, the derived ones included."""
+    records = _migration_log().records
+    log = tmp_path / "migration.parquet"
+    pq.write_table(to_table(*(list(c) for c in zip(*records, strict=True))), log)
+    single = tmp_path / "single"
+    run_audit(spark, load_config(None, {"input.path": str(log), "input.format": "parquet", "output.path": str(single),
+                                        "job.shards": 2}))
+    pure = list(audit_group(records))
+    for table in ("generations", "assignments", "rebalance_causes", "violations"):
+        cls = AUDIT_TABLES[table]
+        cols = [f.name for f in dataclasses.fields(cls)]
+        want = sorted(repr(tuple(_plain(getattr(r, c)) for c in cols)) for r in pure if isinstance(r, cls))
+        got = sorted(repr(tuple(_plain(v) for v in r)) for r in read_table(spark, str(single / table)).select(*cols)
+                     .collect())
+        assert got == want, table
+    causes = {r["cause"] for r in read_table(spark, str(single / "rebalance_causes")).collect()}
+    assert {"converted_to_consumer", "converted_to_classic"} <= causes and "group_deleted" not in causes
+    protocols = {r["rebalance_protocol"] for r in read_table(spark, str(single / "rebalances")).collect()}
+    assert "consumer" in protocols and len(protocols) == 2
+    cuts = [datetime.fromtimestamp(s, UTC) for s in (1700000003, 1700000008, 1700000013)]
+    out, _ = _chain(spark, tmp_path, log, cuts, inputs="window")
+    _assert_same(out, single)

@@ -149,8 +149,9 @@ def test_a_migrated_group_derives_each_protocol_s_part_its_own_way() -> None:
     """Classic generations, then consumer epochs, then classic again: the classic part keeps its join
     phases, the consumer part its epochs, one ownership history per partition without overlaps."""
     _, own, reb, _ = _derive(_migration_log().records)
-    assert [(r.rebalance_protocol == "consumer", r.generation_id) for r in reb] == [
-        (False, 3), (True, 3), (True, 4), (False, 4)]
+    assert [(r.rebalance_protocol == "consumer", r.generation_id, r.trigger) for r in reb] == [
+        (False, 3, "history_start"), (True, 3, "converted_to_consumer"), (True, 4, "member_joined"),
+        (False, 4, "converted_to_classic")]  # one generation id in both protocols: each its own causes
     by_key: dict[tuple[str, int], list[OwnershipRow]] = defaultdict(list)
     for o in own:
         by_key[(o.topic, o.partition)].append(o)
