@@ -25,6 +25,16 @@ expiration" (a crash: the session timed out), "Removing member X on LeaveGroup; 
 during S", "Updating metadata for member X during S", "Updating metadata for static member X with
 instance id I" (a static member rejoined with new metadata), ...
 
+KIP-848 consumer groups (Java coordinator, 4.x), GroupMetadataManager, each line prefixed `[GroupId G] `:
+"Member X joins the consumer group using the consumer protocol." (or "... the classic protocol."),
+"Member X fenced from the group because R." (#scheduleConsumerGroupSessionTimeout: R "the member
+session expired" (4.4) or "its session expired" (4.0); #scheduleConsumerGroupRebalanceTimeout: "it
+failed to transition from epoch N within Mms"), "Member X left the consumer group." and "Static Member
+X with instance id I left the consumer group." (#consumerGroupLeave), then "Bumped group epoch to N
+with metadata hash H." (or "Bumped group epoch to N."): the member lines since the group's previous
+bump are why epoch N came (the log of `__consumer_offsets` cannot tell a fence from a leave: the
+same tombstones; these lines can). A static member's "temporarily left" makes no new epoch.
+
 `broker_account(lines)` pairs each rebalance's first "Preparing" line (old generation N-1) with the
 line that ended it (generation N stabilized, or emptied) and returns one `BrokerGeneration` per
 (group, generation). Lines of other loggers, and GroupCoordinator lines that say nothing about a
@@ -77,7 +87,9 @@ class BrokerGeneration:
     `rebalance_started_at` is the first "Preparing to rebalance" line with old generation
     `generation_id - 1` (None when the log does not reach back to it); `stabilized_at` the
     "Stabilized group" line (or "is now empty" for a generation that ended the rebalance Empty:
-    `broker_state` tells which). `broker_cause` classifies `broker_reason` (`classify_reason`)."""
+    `broker_state` tells which). `broker_cause` classifies `broker_reason` (`classify_reason`).
+    A consumer group's epoch (`broker_state` "consumer") has the member lines before its bump as
+    reason, their cause, and the first of them (or the bump) as start; no stabilization."""
 
     group_id: str
     generation_id: int
@@ -106,6 +118,19 @@ _LEFT_SCALA = re.compile(r"^Member MemberMetadata\(memberId=(?P<member>[^,]+), .
 _LEFT_JAVA = re.compile(r"^\[Group (?P<group>.+?)\] (?:Member|Pending member) (?P<member>\S+) has left group through "
                         r"explicit `LeaveGroup` request; client reason: (?P<client>.*)$")
 _CLIENT_REASON = re.compile(r"; client reason: (?P<client>.*)$")
+_GROUP_ID = re.compile(r"^\[GroupId (?P<group>.+?)\] (?P<rest>.*)$")
+_BUMPED = re.compile(r"^Bumped group epoch to (?P<epoch>\d+)(?: with metadata hash -?\d+)?\.$")
+_CONSUMER_MEMBER: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^Member \S+ joins the consumer group using the (?:consumer|classic) protocol\.$"), "member_joined"),
+    (re.compile(r"^Member \S+ fenced from the group because (?:the member|its) session expired\.$"),
+     "member_session_expired"),
+    (re.compile(r"^Member \S+ fenced from the group because it failed to transition from epoch"),
+     "member_rebalance_timeout"),
+    (re.compile(r"^Member \S+ fenced from the group because "), "member_fenced"),
+    (re.compile(r"^Static Member \S+ with instance id .+ temporarily left the consumer group\.$"), ""),
+    (re.compile(r"^(?:Static )?Member \S+ (?:with instance id .+ )?left the consumer group\.$"), "member_left"),
+)
+"""A consumer group's member lines and the cause each names ("": no epoch follows from it)."""
 
 # (pattern of a prepareRebalance reason, cause); first match wins.
 _CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -206,9 +231,12 @@ def broker_account(lines: Iterable[LogLine]) -> list[BrokerGeneration]:
     pending: dict[str, tuple[int, int, str]] = {}
     left: dict[tuple[str, str], str] = {}  # (group, member) -> client reason of its LeaveGroup
     out: list[BrokerGeneration] = []
+    consumer: dict[str, list[tuple[LogLine, str, str]]] = {}  # group -> member lines since its last bump
     for line in lines:
         body = line.body
-        if body.startswith("Preparing to rebalance group "):
+        if body.startswith("[GroupId "):
+            _consumer_line(line, consumer, out)
+        elif body.startswith("Preparing to rebalance group "):
             m = _PREPARING.match(body)
             if m is None:
                 raise _fail(line, "a 'Preparing to rebalance'")
@@ -254,3 +282,30 @@ def _client_reason(reason: str | None, group: str, left: dict[tuple[str, str], s
                    if (group, member.strip()) in left]
         return "; ".join(reasons) if reasons else None
     return None
+
+
+def _consumer_line(line: LogLine, pending: dict[str, list[tuple[LogLine, str, str]]],
+                   out: list[BrokerGeneration]) -> None:
+    """A KIP-848 consumer group's line (module docstring): a member line is held for the group's
+    next epoch; "Bumped group epoch" gives that epoch's `BrokerGeneration` (its reason the held
+    member lines, joined by "; ", its cause the first one's; started when the first of them was
+    logged, else at the bump; no stabilization line: the records tell when the group reached it)."""
+    m = _GROUP_ID.match(line.body)
+    if m is None:
+        return
+    group, rest = m.group("group"), m.group("rest")
+    if rest.startswith("Bumped group epoch to "):
+        b = _BUMPED.match(rest)
+        if b is None:
+            raise _fail(line, "a 'Bumped group epoch'")
+        held = pending.pop(group, [])
+        reason = "; ".join(text for _, text, _ in held) or None
+        started = held[0][0].timestamp_ms if held else line.timestamp_ms
+        out.append(BrokerGeneration(group, int(b.group("epoch")), reason, held[0][2] if held else None, None,
+                                    started, None, None, "consumer", None))
+        return
+    for pattern, cause in _CONSUMER_MEMBER:
+        if pattern.search(rest):
+            if cause:
+                pending.setdefault(group, []).append((line, rest, cause))
+            return

@@ -423,6 +423,48 @@ def _offset_value_fast(value: bytes) -> tuple[int, int, int, str, int, int, int]
     return None
 
 
+def _uvarint_at(data: bytes, at: int) -> tuple[int, int]:
+    """(value, position after it) of the unsigned varint at `at`; (-1, at) when it runs off the end."""
+    value = shift = 0
+    while at < len(data) and shift < 35:
+        b = data[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, at
+        shift += 7
+    return -1, at
+
+
+_ZERO_UUID = bytes(16)
+
+
+def offset_commit_topic_id(value: bytes) -> bytes | None:
+    """The topic id of an OffsetCommitValue of version 4 or later (its tagged field 0, `TopicId`,
+    written by Kafka 4.1+ brokers beside the topic name of the key), as its 16 bytes; None when the
+    value is an earlier version, has no such tag, or holds the zero id (`Uuid.ZERO_UUID`).
+
+    For a value `offset_commit_value_fields` reads (the layout is not checked again): version,
+    offset, leader epoch, the compact metadata string, commitTimestamp, then the tagged fields."""
+    if len(value) < 15 or (value[0] << 8 | value[1]) < 4 or value[0] & 0x80:
+        return None
+    n, at = _uvarint_at(value, 14)
+    if n < 1:
+        return None
+    at += n - 1 + 8
+    count, at = _uvarint_at(value, at)
+    for _ in range(max(count, 0)):
+        tag, at = _uvarint_at(value, at)
+        size, at = _uvarint_at(value, at)
+        if tag < 0 or size < 0 or at + size > len(value):
+            return None
+        if tag == 0 and size == 16:
+            data = value[at:at + 16]
+            return None if data == _ZERO_UUID else data
+        at += size
+    return None
+
+
 def offset_commit_key_fields(key: bytes) -> tuple[str, str, int]:
     """(group, topic, partition) of an offset-commit key (type 0 or 1), without building a record.
 

@@ -250,12 +250,14 @@ class RunSummary:
 MERGE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str]]] = {
     "generations": (("group_id", "generation_id", "source_partition", "source_offset"), (),
                     ("source_partition", "source_offset")),
-    "assignments": (("group_id", "member_id", "generation_id", "topic", "partition", "source_partition",
-                     "source_offset"), (), ("source_partition", "source_offset")),
+    "assignments": (("group_id", "member_id", "generation_id", "partition", "source_partition", "source_offset"),
+                    ("topic_id",), ("source_partition", "source_offset")),
     "offset_commits": (("group_id", "topic", "partition"), ("window_start_offset",),
                        ("source_partition", "first_source_offset")),
 }
-"""Per table whose rows a later run can close: (key, null-safe key, the record the row starts at)."""
+"""Per table whose rows a later run can close: (key, null-safe key, the record the row starts at).
+`assignments` compare `topic` only where `topic_id` is null (`delta_io.Merge.topic_by_id`): a
+consumer group's row is one row whether or not its topic id had a name when it was written."""
 
 
 @dataclass(slots=True)
@@ -927,11 +929,12 @@ def _merges(plan: nightly.RunPlan, main: AuditPass, carried: Mapping[str, DataFr
         if name in main.carried_files:  # read by the driver: no Spark job
             rows = delta_io.read_carried(main.carried_files[name])
             homes = nightly.home_windows(plan.chain, nightly.arrow_spans(rows, pcol, ocol))
-            merges[name] = delta_io.Merge(rows, keys, null_safe, homes, keep)
+            merges[name] = delta_io.Merge(rows, keys, null_safe, homes, keep, topic_by_id=name == "assignments")
         else:
             df = carried[name]
             homes = nightly.home_windows(plan.chain, nightly.spans_of(df, pcol, ocol))
-            merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep)
+            merges[name] = delta_io.Merge(with_time_columns(df, name), keys, null_safe, homes, keep,
+                                          topic_by_id=name == "assignments")
     return merges
 
 

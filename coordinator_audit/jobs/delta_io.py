@@ -194,6 +194,9 @@ class Merge:
     run now closes before its reach, e.g. of a member that crashed in an earlier window): that row
     is updated where it lives. No row is inserted."""
     scope_groups: tuple[str, ...] = ()
+    topic_by_id: bool = False
+    """With it, `topic` is part of the key only where `topic_id` (a null-safe key) is null: a
+    consumer group's row keeps its identity when a later run learns its topic id's name."""
 
     def update_expression(self, column: str) -> str:
         if column in self.keep_target:
@@ -462,6 +465,8 @@ def _merge_condition(m: Merge, run_window: str, *, quote: str = "") -> str:
 
     parts = [f"t.{q(k)} = s.{q(k)}" for k in m.keys]
     parts += [f"(t.{q(k)} = s.{q(k)} OR (t.{q(k)} IS NULL AND s.{q(k)} IS NULL))" for k in m.null_safe_keys]
+    if m.topic_by_id:
+        parts.append(f"(t.{q('topic_id')} IS NOT NULL OR t.{q('topic')} = s.{q('topic')})")
     return " AND ".join([*parts, _target_windows(m, run_window, quote=quote)])
 
 

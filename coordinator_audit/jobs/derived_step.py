@@ -41,6 +41,7 @@ from coordinator_audit.udfs.derived import (
     DERIVED_KEYS,
     DERIVED_TABLES,
     NATURAL_KEYS,
+    TOPIC_BY_ID,
     derive_wide,
     first_whole_day,
     overlapping_window,
@@ -133,7 +134,11 @@ def _replace_stored(history: DataFrame, run_rows: DataFrame, table: str) -> Data
     """The stored rows `history` but those the run's rows replace (the same natural key)."""
     key = NATURAL_KEYS[table]
     keys = run_rows.select(*[F.col(k).alias(f"_run_{k}") for k in key]).distinct()
-    return history.join(keys, [history[k].eqNullSafe(keys[f"_run_{k}"]) for k in key], "left_anti")
+    by_id = table in TOPIC_BY_ID
+    on = [history[k].eqNullSafe(keys[f"_run_{k}"]) for k in key if not (by_id and k == "topic")]
+    if by_id:
+        on.append(history["topic_id"].isNotNull() | history["topic"].eqNullSafe(keys["_run_topic"]))
+    return history.join(keys, functools.reduce(lambda a, b: a & b, on), "left_anti")
 
 
 def history_floor(since: datetime | None) -> int | None:

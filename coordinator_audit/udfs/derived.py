@@ -37,6 +37,7 @@ __all__ = [
     "DERIVED_SCHEMAS",
     "DERIVED_TABLES",
     "NATURAL_KEYS",
+    "TOPIC_BY_ID",
     "derive_packed",
     "derive_partition",
     "derive_tables",
@@ -56,14 +57,18 @@ DERIVED_SCHEMAS = {name: schemas.TABLE_SCHEMAS[name] for name in DERIVED_TABLES}
 
 NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     "generations": ("group_id", "generation_id", "source_partition", "source_offset"),
-    "assignments": ("group_id", "generation_id", "member_id", "topic", "partition", "source_partition",
+    "assignments": ("group_id", "generation_id", "member_id", "topic", "topic_id", "partition", "source_partition",
                     "source_offset"),
     "offset_commits": ("group_id", "topic", "partition", "source_partition", "window_start_offset"),
     "rebalance_causes": ("group_id", "generation_id", "cause", "member_id", "source_partition", "source_offset"),
     "violations": ("group_id", "generation_id", "kind", "topic", "partition", "source_partition", "source_offset"),
 }
 """Base table -> natural key: the identity of a row across runs (a later run re-emits, with the
-same key, a row an earlier run left open)."""
+same key, a row an earlier run left open). `topic` counts only where `topic_id` is null
+(`TOPIC_BY_ID`): a consumer group's row is named once a later run learns its topic id's name."""
+
+TOPIC_BY_ID: frozenset[str] = frozenset({"assignments"})
+"""Tables whose natural key compares `topic` only where `topic_id` is null."""
 
 OPTIONAL_INPUTS: dict[str, tuple[str, ...]] = {"generations": ("rebalance_started_at",)}
 """Columns read when the table has them: the broker's own join-phase start (given a broker log)."""

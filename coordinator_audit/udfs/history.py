@@ -19,6 +19,12 @@ its outputs are the rows of three tables:
   an Empty one) or was aborted (a generation id the log skipped).
 * `group_health` (`HealthRow`): per group per UTC day, with the flapping score (`flapping_score`).
 
+A KIP-848 consumer group (generations of group_type `consumer`) has no join phase: its epochs,
+members' current assignments and reconciliation are records, so its ownership intervals are its
+assignments as stored with the gaps between owners, and its `rebalances` are its epochs, from the
+epoch's record to when the group reached it (`_consumer_history`). A group migrated between the
+protocols derives each protocol's part its own way.
+
 What the log proves and what it does not. A GroupMetadata record is written when the leader's
 assignment is stored (GroupMetadataManager#storeGroup, GroupCoordinator#doSyncGroup), and its
 currentStateTimestamp is when the group entered CompletingRebalance, i.e. when the join phase
@@ -400,6 +406,48 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
                   key=lambda g: (g["record_timestamp"], g.get("source_offset") or 0, g["generation_id"]))
     if not gens:
         return [], [], []
+    consumer_gens = [g for g in gens if g.get("group_type") == "consumer"]
+    if not consumer_gens:
+        ownership, rebalances = _classic_history(group_id, gens, assignments, commits, causes)
+    else:  # a KIP-848 consumer group, or a group migrated between the protocols: each part its own way
+        classic_gens = [g for g in gens if g.get("group_type") != "consumer"]
+        consumer_rows = [a for a in assignments if isinstance(a, Mapping) and a.get("group_type") == "consumer"]
+        classic_rows = [a for a in assignments if not (isinstance(a, Mapping) and a.get("group_type") == "consumer")]
+        classic_causes, consumer_causes = _causes_by_protocol(gens, causes)
+        ownership, rebalances = (_classic_history(group_id, classic_gens, classic_rows, commits, classic_causes)
+                                 if classic_gens else ([], []))
+        c_ownership, c_rebalances = _consumer_history(group_id, consumer_gens, _assigned(consumer_rows),
+                                                      consumer_causes)
+        ownership = [*ownership, *c_ownership]
+        rebalances = sorted([*rebalances, *c_rebalances], key=lambda r: (r.observed_at, r.source_offset))
+    health = _health(group_id, gens, ownership, rebalances, commits, violations)
+    return ownership, rebalances, health
+
+
+def _causes_by_protocol(gens: list[dict[str, Any]], causes: Sequence[Mapping[str, Any]]
+                        ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """A migrated group's causes split between its classic generations and its consumer epochs
+    (generation ids go on across a conversion, so one id can be both): a cause belongs to the last
+    generation row of its id at or before its record."""
+    rows: dict[int, list[tuple[int, bool]]] = defaultdict(list)
+    for g in gens:
+        rows[g["generation_id"]].append((g.get("source_offset") or 0, g.get("group_type") == "consumer"))
+    classic: list[Mapping[str, Any]] = []
+    consumer: list[Mapping[str, Any]] = []
+    for c in causes:
+        candidates = sorted(rows.get(c["generation_id"], ()))
+        at = c.get("source_offset")
+        before = [is_consumer for offset, is_consumer in candidates if at is None or offset <= at]
+        (consumer if (before or [is_consumer for _, is_consumer in candidates] or [False])[-1] else classic).append(c)
+    return classic, consumer
+
+
+def _classic_history(group_id: str, gens: list[dict[str, Any]],
+                     assignments: Sequence[Mapping[str, Any] | AssignedRun], commits: Sequence[CommitTimes],
+                     causes: Sequence[Mapping[str, Any]]
+                     ) -> tuple[list[OwnershipRow | OwnershipRun], list[RebalanceRow]]:
+    """The ownership and rebalance rows of a classic group's generations (`gens`, in record order;
+    their open ends are closed here by the next one)."""
     # assignments -> the generation row they belong to (generation ids restart after a tombstone)
     by_gen_index: dict[int, list[_Assigned]] = defaultdict(list)
     starts: dict[int, list[int]] = defaultdict(list)
@@ -433,9 +481,7 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
         cause_rows[c["generation_id"]].append(c)
 
     ownership = _ownership(group_id, gens, by_gen_index, member_commits, cause_rows)
-    rebalances = _rebalances(group_id, gens, by_gen_index, member_commits, cause_rows, ownership)
-    health = _health(group_id, gens, ownership, rebalances, commits, violations)
-    return ownership, rebalances, health
+    return ownership, _rebalances(group_id, gens, by_gen_index, member_commits, cause_rows, ownership)
 
 
 def derive_from_tables(group_id: str, rows: Mapping[str, Sequence[Any]]
@@ -861,6 +907,140 @@ def _start(g: Mapping[str, Any], prev: Mapping[str, Any] | None, prev_i: int | N
     return latest, "join_completed_latest"
 
 
+# ------------------------------------------------------------------------------------------------
+# KIP-848 consumer groups
+
+
+def _consumer_history(group_id: str, gens: list[dict[str, Any]], assigned: list[_Assigned],
+                      causes: Sequence[Mapping[str, Any]]
+                      ) -> tuple[list[OwnershipRow | OwnershipRun], list[RebalanceRow]]:
+    """The ownership and rebalance rows of a KIP-848 consumer group's epochs (`gens`, group_type
+    consumer, in record order) from its members' current assignments as stored (`assigned`: each
+    an interval of one member epoch, from the ConsumerGroupCurrentMemberAssignment record that gave
+    the partitions to the one that took them away; partitions pending revocation still owned).
+
+    The broker moves a partition only once its owner released it (`ConsumerGroup`'s reconciliation,
+    KIP-848: a partition pending revocation is not assigned to its next owner until the owner's
+    heartbeat acknowledges the revocation), so every bound is a record. A partition between two owners is
+    unowned: `owner_departed` when its last owner left the group (its tombstones), else
+    `cooperative_revocation` (released while the owner stays); after its last owner, or with no
+    next owner, `not_assigned`; while the group has no member, `group_empty`. `rebalances` has one
+    row per group epoch: it starts at the epoch's record and ends when the group reached it (every
+    member reconciled to the target assignment: `generations.reached_at`); its duration is the
+    reconciliation time."""
+    for i, g in enumerate(gens[:-1]):
+        if g.get("ended_at") is None:
+            g["ended_at"], g["ended_by_offset"] = gens[i + 1]["record_timestamp"], gens[i + 1].get("source_offset")
+    offset_at: dict[int, int | None] = {g["record_timestamp"]: g.get("source_offset") for g in gens}
+    for a in assigned:
+        offset_at.setdefault(a.valid_from, a.source_offset)
+    left = {c["member_id"] for c in causes if c.get("cause") == "member_left_or_expired" and c.get("member_id")}
+    member_end: dict[str, int | None] = {}  # each member's last assignment's end (None: it still holds one)
+    per_key: dict[tuple[str, int], list[_Assigned]] = defaultdict(list)
+    for a in sorted(assigned, key=attrgetter("valid_from")):
+        end = member_end.get(a.member_id, -1)
+        member_end[a.member_id] = None if end is None or a.valid_to is None else max(end, a.valid_to)
+        for key in a.keys:
+            per_key[key].append(a)
+
+    def released(a: _Assigned) -> str:
+        """Why a partition its owner `a` gave up was unowned next: the owner left the group then."""
+        gone = a.member_id in left and member_end.get(a.member_id) == a.valid_to
+        return "owner_departed" if gone else "cooperative_revocation"
+
+    starts = [g["record_timestamp"] for g in gens]
+    gaps: dict[tuple[str, int], list[_Gap]] = defaultdict(list)
+    for key, items in per_key.items():
+        for prev, nxt in itertools.pairwise(items):
+            if prev.valid_to is not None and prev.valid_to < nxt.valid_from:
+                gaps[key].extend(_consumer_gaps(gens, starts, prev.valid_to, nxt.valid_from, released(prev),
+                                                offset_at))
+        last = items[-1]
+        if last.valid_to is not None and all(a.valid_to is not None and a.valid_to <= last.valid_to for a in items):
+            gaps[key].extend(_consumer_gaps(gens, starts, last.valid_to, None, released(last), offset_at))
+    out = _OwnershipRows(group_id, offset_at)
+    ownership = out.by_partition(per_key, gaps)
+    return ownership, _consumer_rebalances(group_id, gens, per_key, ownership, causes)
+
+
+def _consumer_gaps(gens: list[dict[str, Any]], starts: list[int], start: int, end: int | None, reason: str,
+                   offset_at: Mapping[int, int | None]) -> list[_Gap]:
+    """The unowned interval [start, end) of a partition cut at the epochs it spans (end None: no
+    next owner): `group_empty` in an epoch without members; elsewhere `reason` while a next owner
+    is to come or in the epoch of the release, `not_assigned` in the later epochs that leave it
+    unassigned. Each piece's generation is the epoch in effect at its start; bounds are records."""
+    out: list[_Gap] = []
+    i = max(bisect_right(starts, start) - 1, 0)
+    first = i
+    at = start
+    while at is not None and (end is None or at < end):
+        g = gens[i]
+        nxt = starts[i + 1] if i + 1 < len(starts) else g.get("ended_at")
+        piece_end = nxt if end is None or (nxt is not None and nxt < end) else end
+        why = "group_empty" if not g.get("member_count") else reason if end is not None or i == first else "not_assigned"
+        if piece_end is None or piece_end > at:
+            out.append(_Gap(at, piece_end, why, g["generation_id"], "record", None if piece_end is None else "record",
+                            offset_at.get(at), None if piece_end is None else offset_at.get(piece_end)))
+        if piece_end is None or i + 1 >= len(starts) or piece_end == end:
+            break
+        at, i = piece_end, i + 1
+    return out
+
+
+def _consumer_rebalances(group_id: str, gens: list[dict[str, Any]],
+                         per_key: Mapping[tuple[str, int], Sequence[_Assigned]],
+                         ownership: Sequence[OwnershipRow | OwnershipRun],
+                         causes: Sequence[Mapping[str, Any]]) -> list[RebalanceRow]:
+    """One row per group epoch (`_consumer_history`): `completed` when the group reached it,
+    `emptied` when it has no member, `superseded` when the next epoch came first, `reconciling`
+    while it stands unreached."""
+    by_epoch: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for c in causes:
+        by_epoch[c["generation_id"]].append(c)
+    gaps_by_gen: dict[int, list[OwnershipRow]] = defaultdict(list)
+    for o in ownership:
+        if isinstance(o, OwnershipRow) and not o.owned and o.unowned_reason in JOIN_PHASE_GAPS:
+            gaps_by_gen[o.generation_id].append(o)
+    out: list[RebalanceRow] = []
+    prev: dict[str, Any] | None = None
+    for i, g in enumerate(gens):
+        epoch, start = g["generation_id"], g["record_timestamp"]
+        later = gens[i + 1]["record_timestamp"] if i + 1 < len(gens) else None
+        reached = g.get("reached_at")
+        members = g.get("member_count") or 0
+        if members == 0:
+            outcome, end = "emptied", start
+        elif reached is not None:
+            outcome, end = "completed", reached
+        elif g.get("ended_at") is not None:
+            outcome, end = "superseded", g["ended_at"]
+        else:
+            outcome, end = "reconciling", None
+        cs = [c for c in by_epoch.get(epoch, ())
+              if c.get("source_offset") is None or c.get("source_offset") == g.get("source_offset")
+              or c.get("cause") in ("member_joined", "member_left_or_expired")]
+        primary = next((c for c in cs if c.get("is_primary")), None)
+        moved = 0
+        for items in per_key.values():
+            for before, after in itertools.pairwise(items):
+                if (start <= after.valid_from and (later is None or after.valid_from < later)
+                        and after.member_key() != before.member_key()):
+                    moved += 1
+        gaps = gaps_by_gen.get(epoch, [])
+        closed = [o.duration_ms for o in gaps if o.duration_ms is not None]
+        out.append(_rebalance_row(
+            group_id, epoch, outcome, "consumer", start, "record", True, None, end, None,
+            None if end is None else end - start, primary.get("cause") if primary else None,
+            primary.get("member_id") if primary else None, tuple(sorted({c["cause"] for c in cs})),
+            prev["generation_id"] if prev else None, prev.get("member_count") if prev else None, members,
+            sum(1 for c in cs if c.get("cause") == "member_joined"),
+            sum(1 for c in cs if c.get("cause") == "member_left_or_expired"), moved,
+            len({(o.topic, o.partition) for o in gaps}), sum(closed), max(closed, default=0),
+            start, g["source_partition"], g["source_offset"]))
+        prev = g
+    return out
+
+
 def _spread(start: int, end: int, add: Any) -> None:
     """Calls add(day_start, ms) for each UTC day [start, end) touches."""
     day = _day_start(start)
@@ -987,11 +1167,11 @@ def _health_day(group_id: str, d: int, b: Mapping[str, Any], first: int, horizon
 BASE_INPUTS: dict[str, tuple[str, ...]] = {
     "generations": ("generation_id", "state", "state_timestamp", "record_timestamp", "ended_at", "ended_by_offset",
                     "member_count", "missing_generations", "rebalance_protocol", "protocol_name",
-                    "source_partition", "source_offset"),
+                    "source_partition", "source_offset", "group_type", "reached_at"),
     "assignments": ("generation_id", "member_id", "group_instance_id", "client_id", "client_host", "topic",
-                    "partition", "valid_from", "valid_to", "source_offset"),
+                    "partition", "valid_from", "valid_to", "source_offset", "group_type"),
     "offset_commits": ("topic", "partition", "first_commit_timestamp", "last_commit_timestamp"),
-    "rebalance_causes": ("generation_id", "cause", "member_id", "is_primary"),
+    "rebalance_causes": ("generation_id", "cause", "member_id", "is_primary", "source_offset"),
     "violations": ("generation_id", "kind", "record_timestamp"),
 }
 """The columns of each base table the derivation reads (besides group_id)."""

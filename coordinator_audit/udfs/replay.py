@@ -59,6 +59,7 @@ rows an earlier run left open are compared one by one (`_Group.route`).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import itertools
 from bisect import bisect_left
@@ -171,13 +172,15 @@ STRETCH_COLUMNS: tuple[str, ...] = (
     "_kind", "topic", "partition_key", "last_source_offset", "commits", "tombstones", "regressions",
     "first_commit_source_offset", "first_commit_record_ts", "first_offset", "first_commit_timestamp",
     "last_commit_source_offset", "last_offset", "last_commit_timestamp", "offset_value", "commit_timestamp",
-    "previous_offset", "previous_commit_timestamp", "previous_source_offset")
+    "previous_offset", "previous_commit_timestamp", "previous_source_offset", "first_topic_id", "last_topic_id")
 """Optional input columns: the single pass's summarised offset commits (`coordinator_audit.udfs.scan`, kinds `partial`
 and `regression`, with the kernel's column names), placed among the group's records at their log
 position (a stretch at its first record, a regression candidate at its commit); null `_kind` is a
 record. The replay merges them into the open offset window (`GroupAuditor.merge_stretch`,
 `stretch_regression`), so offset_commits rows, offset_regression violations and the causes' commit
-evidence come out of the audit as if every commit had been fed."""
+evidence come out of the audit as if every commit had been fed; the topic ids a stretch's commits
+carry (its first and last) name the topic at once (`GroupAuditor.learn_topic_id`), before the
+group's next record, as its commits fed one by one would."""
 
 STATE_WINDOWS_COLUMN = "state_windows"
 """Optional input column of a saved-state row: the group's open offset summaries, as
@@ -1156,6 +1159,15 @@ def _segments(group: _Group, partitions: list[Any], offsets: list[Any], timestam
         yield seg, end
 
 
+def _learn_topic_ids(auditor: GroupAuditor, x: _Stretches, start: int, end: int) -> None:
+    """Names the topic ids the stretches [start, end) carry (`first_topic_id`, `last_topic_id`)."""
+    firsts, lasts, topics = x["first_topic_id"], x["last_topic_id"], x["topic"]
+    for i in range(start, end):
+        for text in (firsts[i], lasts[i]):
+            if text is not None:
+                auditor.learn_topic_id(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), topics[i])
+
+
 def _stretch_rows(auditor: GroupAuditor, x: _Stretches, i: int, p: int, o: int,
                   ts: int | None) -> list[Any]:
     """The rows of the single pass's row `i` (a stretch or a regression candidate at `p`/`o`)."""
@@ -1312,6 +1324,7 @@ class _Replay:
         t0 = perf_counter()
         partitions, offsets, timestamps = batch[1], batch[2], batch[3]
         out = self.out
+        _learn_topic_ids(group.auditor, stretch, start, end)
         for r in group.hold(stretch, partitions, offsets, timestamps, start, end, out):
             for row in _stretch_rows(group.auditor, stretch, r, partitions[r], offsets[r], timestamps[r]):
                 group.route(row, out)

@@ -48,6 +48,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -56,8 +57,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from coordinator_audit.core.audit.consumer import topic_id_text
 from coordinator_audit.core.errors import CoordinatorAuditError
-from coordinator_audit.core.records import OffsetCommitValue, decode
+from coordinator_audit.core.records import OffsetCommitValue, decode, offset_commit_topic_id
 from coordinator_audit.udfs.gc_batches import freeze_survivors
 from coordinator_audit.udfs.handoff import Handoff, HandoffWriter
 from coordinator_audit.udfs.scan_kernel import (
@@ -68,10 +70,14 @@ from coordinator_audit.udfs.scan_kernel import (
     S_FC_RTS,
     S_FC_SRC,
     S_FIRST_SRC,
+    S_FT_HI,
+    S_FT_LO,
     S_LAST_SRC,
     S_LC_CTS,
     S_LC_OFF,
     S_LC_SRC,
+    S_LT_HI,
+    S_LT_LO,
     S_PART,
     S_REGS,
     S_STRETCH,
@@ -175,6 +181,9 @@ SCAN_FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("last_commit_source_offset", _L, "partial: log offset of its last commit"),
     ("last_offset", _L, "partial: committed offset of its last commit"),
     ("last_commit_timestamp", _L, "partial: commitTimestamp of its last commit"),
+    ("first_topic_id", _S, "partial: the first topic id its commits carry (OffsetCommit value v4+, Kafka's text "
+                           "form; null: none)"),
+    ("last_topic_id", _S, "partial: the last one (null: none)"),
     ("offset_value", _L, "regression: the committed offset that went backwards"),
     ("commit_timestamp", _L, "regression: its commitTimestamp"),
     ("previous_offset", _L, "regression: the previous commit's offset"),
@@ -514,7 +523,8 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     every = not len(order) and n_keep == n  # keep is every row, in order: its gathers are the arrays
 
     in_order = not len(order)  # keep ascends: each input batch's values are read where they are
-    status, commit_offset, commit_ts, vcol = _commit_statuses(table, keep, in_order, kind, key_ok, positioned)
+    status, commit_offset, commit_ts, topic_id, vcol = _commit_statuses(table, keep, in_order, kind, key_ok,
+                                                                        positioned)
     summarised = (status == STATUS_COMMIT) | (status == STATUS_TOMBSTONE)
     filtered_by_group = _filter_groups(keys, status, summarised, name, keep)
 
@@ -532,7 +542,8 @@ def scan_chunk(batch: pa.RecordBatch | pa.Table, *, chunk: int, group_ok: Callab
     tombstones = int((status == STATUS_TOMBSTONE).sum())
     keys.ready()
     # also with no commit to summarise: the chunk's side records end the open stretches of their groups
-    out.extend(_summaries(keys, n_sum, keep, status, kind, name, group, part, off, ts, commit_offset, commit_ts))
+    out.extend(_summaries(keys, n_sum, keep, status, kind, name, group, part, off, ts, commit_offset, commit_ts,
+                          topic_id))
 
     if len(keep):
         out.append(_range_rows(keys, carried, chunk, len(keep), first, kp, off if every else off[keep]))
@@ -573,28 +584,36 @@ def _raw(col: pa.ChunkedArray | pa.Array, row: int) -> bytes | None:
 
 
 def _commit_statuses(table: pa.Table, keep: np.ndarray, in_order: bool, kind: np.ndarray, key_ok: np.ndarray,
-                     positioned: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.ChunkedArray | pa.Array]:
+                     positioned: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, pa.ChunkedArray | pa.Array]:
     """Each kept record's status (`scan_kernel.commit_status`; the codec decides the rare v4+ values
-    with tagged fields), and an offset commit's offset and commit time; with the value column as
-    read (`in_order`: `keep` ascends, and the column's chunks stay as they are)."""
+    with tagged fields other than the topic id), and an offset commit's offset, commit time and
+    topic id (two int64 halves, 0 and 0: none); with the value column as read (`in_order`: `keep`
+    ascends, and the column's chunks stay as they are)."""
     status = np.zeros(len(keep), dtype=np.int8)
     commit_offset = np.zeros(len(keep), dtype=np.int64)
     commit_ts = np.zeros(len(keep), dtype=np.int64)
+    topic_id = np.zeros((len(keep), 2), dtype=np.int64)
     vcol: pa.ChunkedArray | pa.Array = table.column("value")
     if in_order and vcol.num_chunks > 1:
         for piece, start, j0, j1 in _chunk_spans(vcol, keep):
             end = start + len(piece)
             commit_status(keep[j0:j1] - start, kind[start:end], key_ok[start:end], positioned[start:end],
-                          *_binary_buffers(piece), status[j0:j1], commit_offset[j0:j1], commit_ts[j0:j1])
+                          *_binary_buffers(piece), status[j0:j1], commit_offset[j0:j1], commit_ts[j0:j1],
+                          topic_id[j0:j1])
     else:
         vcol = vcol.combine_chunks()
-        commit_status(keep, kind, key_ok, positioned, *_binary_buffers(vcol), status, commit_offset, commit_ts)
+        commit_status(keep, kind, key_ok, positioned, *_binary_buffers(vcol), status, commit_offset, commit_ts,
+                      topic_id)
     kcol = table.column("key")
-    for j in np.flatnonzero(status == STATUS_CHECK):  # v4+ values with tagged fields (rare): the codec decides
+    for j in np.flatnonzero(status == STATUS_CHECK):  # v4+ values with other tagged fields: the codec decides
         key, value = _raw(kcol, int(keep[j])), _raw(vcol, int(keep[j]))
         assert key is not None and value is not None  # an offset-commit key with a value
         status[j] = STATUS_COMMIT if _codec_reads_commit(key, value) else STATUS_SIDE
-    return status, commit_offset, commit_ts, vcol
+        tid = offset_commit_topic_id(value) if status[j] == STATUS_COMMIT else None
+        if tid is not None:
+            topic_id[j] = np.frombuffer(tid, dtype=">i8")
+    return status, commit_offset, commit_ts, topic_id, vcol
 
 
 def _filter_groups(keys: TaskKeys, status: np.ndarray, summarised: np.ndarray, name: np.ndarray,
@@ -628,7 +647,7 @@ def _side_rows(table: pa.Table, vcol: pa.ChunkedArray | pa.Array, chunk: int, si
 
 def _summaries(keys: TaskKeys, n_sum: int, keep: np.ndarray, status: np.ndarray, kind: np.ndarray, name: np.ndarray,
                group: np.ndarray, part: np.ndarray, off: np.ndarray, ts: np.ndarray, commit_offset: np.ndarray,
-               commit_ts: np.ndarray) -> list[pa.RecordBatch]:
+               commit_ts: np.ndarray, topic_id: np.ndarray) -> list[pa.RecordBatch]:
     """The `partial` rows of the stretches the chunk closes and its `regression` rows
     (`scan_kernel.summarise` over its `n_sum` summarised records)."""
     out: list[pa.RecordBatch] = []
@@ -636,7 +655,7 @@ def _summaries(keys: TaskKeys, n_sum: int, keep: np.ndarray, status: np.ndarray,
     c_name, r_cur, r_name = (np.empty(n_sum, dtype=np.int64) for _ in range(3))
     r_prev = np.empty((n_sum, 3), dtype=np.int64)
     n_closed, n_regs = summarise(keep, status, kind, name, group, keys.key_group, part, off, ts, commit_offset,
-                                 commit_ts, keys.breaks, keys.open, closed, c_name, r_cur, r_name, r_prev)
+                                 commit_ts, topic_id, keys.breaks, keys.open, closed, c_name, r_cur, r_name, r_prev)
     if n_closed:
         out.append(_stretch_rows(keys, c_name[:n_closed], closed[:n_closed]))
     if n_regs:
@@ -679,7 +698,18 @@ def _stretch_rows(keys: TaskKeys, names: np.ndarray, v: np.ndarray) -> pa.Record
         "first_commit_record_ts": _masked(v[:, S_FC_RTS], has),
         "first_offset": _masked(v[:, S_FC_OFF], has), "first_commit_timestamp": _masked(v[:, S_FC_CTS], has),
         "last_commit_source_offset": _masked(v[:, S_LC_SRC], has), "last_offset": _masked(v[:, S_LC_OFF], has),
-        "last_commit_timestamp": _masked(v[:, S_LC_CTS], has)})
+        "last_commit_timestamp": _masked(v[:, S_LC_CTS], has),
+        "first_topic_id": _topic_ids(v[:, S_FT_HI], v[:, S_FT_LO]),
+        "last_topic_id": _topic_ids(v[:, S_LT_HI], v[:, S_LT_LO])})
+
+
+def _topic_ids(hi: np.ndarray, lo: np.ndarray) -> list[str | None]:
+    """Topic ids kept as two int64 halves (0, 0: none) in Kafka's text form (`Uuid#toString`)."""
+    out: list[str | None] = [None] * len(hi)
+    for k in np.flatnonzero((hi != 0) | (lo != 0)):
+        raw = int(hi[k]).to_bytes(8, "big", signed=True) + int(lo[k]).to_bytes(8, "big", signed=True)
+        out[k] = topic_id_text(uuid.UUID(bytes=raw))
+    return out
 
 
 def _regression_rows(keys: TaskKeys, keep: np.ndarray, part: np.ndarray, off: np.ndarray, ts: np.ndarray,

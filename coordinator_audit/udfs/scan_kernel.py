@@ -15,10 +15,11 @@ Arrow array, as numpy views) and never build a Python object per record:
   from their dictionary entries' when the key column is dictionary-encoded) into the chunk's
   arrays, null masks applied, in one loop instead of a numpy pass per column;
 * `commit_status`: per record in log order, whether it is an offset commit the pass summarises
-  (with its committed offset and commitTimestamp read from the value), an offset tombstone, a
-  record for the replay, or a v4+ value with tagged fields for the codec to judge;
+  (with its committed offset, commitTimestamp and, Kafka 4.1+, topic id read from the value), an
+  offset tombstone, a record for the replay, or a v4+ value with other tagged fields for the codec
+  to judge;
 * `summarise`: one partial summary per (topic-partition, stretch between two records of its group
-  the replay reads, Kafka partition), kept open across the task's chunks until the stretch ends,
+  the replay reads, Kafka partition), with the first and last topic id its commits carry, kept open across the task's chunks until the stretch ends,
   and every backwards step inside one: the columnar form of the offset-commit rules, whose one
   scalar definition is `coordinator_audit.core.audit.offsets.OffsetSummary` (`tests/spark/
   test_spark_scan_rules.py::test_kernel_partials_merged_are_the_core_fold` holds the two equal);
@@ -49,8 +50,9 @@ import numpy as np
 
 __all__ = ["KIND_COMMIT_KEY", "KIND_GROUP_METADATA_KEY", "KIND_OTHER", "STATUS_CHECK", "STATUS_COMMIT",
            "STATUS_FILTERED", "STATUS_SIDE", "STATUS_TOMBSTONE", "STRETCH_FIELDS", "S_COMMITS", "S_FC_CTS",
-           "S_FC_OFF", "S_FC_RTS", "S_FC_SRC", "S_FIRST_SRC", "S_LAST_SRC", "S_LC_CTS", "S_LC_OFF", "S_LC_SRC",
-           "S_PART", "S_REGS", "S_STRETCH", "S_TOMBS", "TS_MICROS", "TS_MILLIS", "TS_NANOS", "TS_SECONDS", "KeyTable",
+           "S_FC_OFF", "S_FC_RTS", "S_FC_SRC", "S_FIRST_SRC", "S_FT_HI", "S_FT_LO", "S_LAST_SRC", "S_LC_CTS",
+           "S_LC_OFF", "S_LC_SRC", "S_LT_HI", "S_LT_LO", "S_PART", "S_REGS", "S_STRETCH", "S_TOMBS", "TS_MICROS",
+           "TS_MILLIS", "TS_NANOS", "TS_SECONDS", "KeyTable",
            "commit_status", "copy_ranges", "open_partitions", "prepare", "summarise", "window_ms"]
 
 KIND_OTHER, KIND_COMMIT_KEY, KIND_GROUP_METADATA_KEY = 0, 1, 2
@@ -556,13 +558,15 @@ keep_rows = _jit(_keep_rows)
 
 
 def _commit_status(keep: Any, kind: Any, key_ok: Any, positioned: Any, v_offsets: Any, v_data: Any,
-                   v_null: Any, status: Any, offset: Any, commit_ts: Any) -> None:
+                   v_null: Any, status: Any, offset: Any, commit_ts: Any, topic_id: Any) -> None:
     """For each record `keep[j]` (log order): `status[j]`, and for commits the committed offset and
     commitTimestamp. A commit is an offset-commit key (`kind` 1, `key_ok`: its names are UTF-8)
     at a known log position with a null value (a tombstone) or a value of version >= 0 whose layout
     is complete: v0/v2 20 + m bytes, v1 28 + m, v3 24 + m, v4+ 23 + varint + m, m the metadata
-    length (v4+: a compact length in one or two varint bytes), the metadata UTF-8. A v4+ value with
-    tagged fields is `STATUS_CHECK` (the codec decides)."""
+    length (v4+: a compact length in one or two varint bytes), the metadata UTF-8. A v4+ value whose
+    tagged fields are the topic id alone (one tag: 0, 16 bytes, the value's last bytes: what Kafka
+    4.1+ writes) is a commit with its id in `topic_id[j]` (two big-endian int64; 0, 0: none, as for
+    every other commit); a v4+ value with other tagged fields is `STATUS_CHECK` (the codec decides)."""
     for j in range(len(keep)):
         r = np.uint64(keep[j])  # unsigned: see _be_int64
         status[j] = 0
@@ -612,7 +616,17 @@ def _commit_status(keep: Any, kind: Any, key_ok: Any, positioned: Any, v_offsets
             continue
         offset[j] = be_int64(v_data, s + 2)
         commit_ts[j] = be_int64(v_data, s + ts_at)
-        status[j] = 3 if ver >= 4 and v_data[s + ts_at + 8] != 0 else 1
+        topic_id[j, 0] = 0
+        topic_id[j, 1] = 0
+        if ver < 4 or v_data[s + ts_at + 8] == 0:
+            status[j] = 1
+        elif (vlen == ts_at + 27 and v_data[s + ts_at + 8] == 1 and v_data[s + ts_at + 9] == 0
+              and v_data[s + ts_at + 10] == 16):
+            status[j] = 1
+            topic_id[j, 0] = be_int64(v_data, s + ts_at + 11)
+            topic_id[j, 1] = be_int64(v_data, s + ts_at + 19)
+        else:
+            status[j] = 3
 
 
 commit_status = _jit(_commit_status)
@@ -620,17 +634,19 @@ commit_status = _jit(_commit_status)
 
 # The fields of a stretch's summary, as the kernel keeps an open one per topic-partition (a row of
 # `coordinator_audit.udfs.scan.TaskKeys.open`) and returns the closed ones; a row is an open stretch while S_STRETCH >= 0.
+# S_FT_* / S_LT_*: the first and the last topic id (two int64 halves; 0, 0: none) among its commits.
 (S_STRETCH, S_PART, S_FIRST_SRC, S_LAST_SRC, S_COMMITS, S_TOMBS, S_REGS, S_FC_SRC, S_FC_RTS, S_FC_OFF,
- S_FC_CTS, S_LC_SRC, S_LC_OFF, S_LC_CTS) = range(14)
-STRETCH_FIELDS = 14
+ S_FC_CTS, S_LC_SRC, S_LC_OFF, S_LC_CTS, S_FT_HI, S_FT_LO, S_LT_HI, S_LT_LO) = range(18)
+STRETCH_FIELDS = 18
 
 
 def _summarise(keep: Any, status: Any, kind: Any, name: Any, group: Any, name_group: Any, part: Any,
-               off: Any, ts: Any, commit_offset: Any, commit_ts: Any, breaks: Any, open_: Any, closed: Any,
-               c_name: Any, r_cur: Any, r_name: Any, r_prev: Any) -> Any:
+               off: Any, ts: Any, commit_offset: Any, commit_ts: Any, topic_id: Any, breaks: Any, open_: Any,
+               closed: Any, c_name: Any, r_cur: Any, r_name: Any, r_prev: Any) -> Any:
     """Summaries of the commits and tombstones among `keep` (positions j in log order, `status` 1/2):
     one per (topic-partition `name`, Kafka partition, stretch between two records of the name's
-    group that the replay reads). Those are the side records (`status` 0) of a known group: a
+    group that the replay reads), with the first and last topic id among its commits (`topic_id`,
+    from `commit_status`: what names a consumer group's topics). Those are the side records (`status` 0) of a known group: a
     GroupMetadata record, a commit whose value does not decode (its key's group, `name_group`), a
     record of another type (its key's `group`). A stretch holds none of them, so the replay, which
     takes the stretches among the group's side records in log order, reads the group's records in
@@ -669,6 +685,10 @@ def _summarise(keep: Any, status: Any, kind: Any, name: Any, group: Any, name_gr
             open_[nm, S_COMMITS] = 0
             open_[nm, S_TOMBS] = 0
             open_[nm, S_REGS] = 0
+            open_[nm, S_FT_HI] = 0
+            open_[nm, S_FT_LO] = 0
+            open_[nm, S_LT_HI] = 0
+            open_[nm, S_LT_LO] = 0
         open_[nm, S_LAST_SRC] = off[r]
         if st == 2:
             open_[nm, S_TOMBS] += 1
@@ -686,6 +706,12 @@ def _summarise(keep: Any, status: Any, kind: Any, name: Any, group: Any, name_gr
             r_prev[nr, 1] = open_[nm, S_LC_CTS]
             r_prev[nr, 2] = open_[nm, S_LC_SRC]
             nr += 1
+        if topic_id[j, 0] != 0 or topic_id[j, 1] != 0:
+            if open_[nm, S_FT_HI] == 0 and open_[nm, S_FT_LO] == 0:
+                open_[nm, S_FT_HI] = topic_id[j, 0]
+                open_[nm, S_FT_LO] = topic_id[j, 1]
+            open_[nm, S_LT_HI] = topic_id[j, 0]
+            open_[nm, S_LT_LO] = topic_id[j, 1]
         open_[nm, S_COMMITS] += 1
         open_[nm, S_LC_SRC] = off[r]
         open_[nm, S_LC_OFF] = commit_offset[j]

@@ -461,6 +461,7 @@ STRETCH_INPUT_SCHEMA = pa.schema([
         "first_commit_record_ts", "first_offset", "first_commit_timestamp", "last_commit_source_offset",
         "last_offset", "last_commit_timestamp", "offset_value", "commit_timestamp", "previous_offset",
         "previous_commit_timestamp", "previous_source_offset")),
+    pa.field("first_topic_id", pa.string()), pa.field("last_topic_id", pa.string()),
     pa.field("state_windows", STATE_WINDOWS_TYPE)])
 """The replay's input with the single pass's stretch columns (`coordinator_audit.udfs.replay.STRETCH_COLUMNS`)."""
 

@@ -518,3 +518,42 @@ def test_within_a_run_each_footer_is_read_once(tmp_path: Path, monkeypatch: pyte
         assert relative.path == "log.parquet" and relative.row_groups == (2,)
     assert read_footer(str(path)).row_groups == (3,)
 
+
+
+@pytest.mark.parametrize("extra_tag", [False, True], ids=["topic-id-only", "with-another-tag"])
+def test_each_stretch_carries_the_topic_ids_its_commits_hold(extra_tag: bool) -> None:
+    """The real Kafka 4.4 log's OffsetCommit v4 values carry their topic id (tagged field 0): the
+    kernel reads it in place (a value with another tagged field too goes to the codec, which reads
+    it the same), and each `partial` row holds its stretch's first and last id in Kafka's text form,
+    equal to what the codec reads from the stretch's commits."""
+    import uuid
+
+    from coordinator_audit.core.audit.consumer import topic_id_text
+    from coordinator_audit.core.records import CoordinatorRecord, decode, encode, offset_commit_topic_id
+
+    path = Path(__file__).resolve().parents[2] / "tests" / "core" / "codec" / "data" / "real_broker_4_4_0_kip848.parquet"
+    read = pq.read_table(path, columns=["key", "value", "partition", "offset", "timestamp"])
+    if extra_tag:  # every commit value with a second tagged field (7, 2 bytes) after the topic id
+        values = []
+        for key, value in zip(read.column("key").to_pylist(), read.column("value").to_pylist(), strict=True):
+            rec = decode(key, value) if value is not None else None
+            if rec is not None and rec.key_version in (0, 1):
+                v = rec.value
+                v = type(v)(**{**{f: getattr(v, f) for f in v.__slots__}, "unknown_tagged_fields":
+                               (*v.unknown_tagged_fields, (7, b"\x01\x02"))})
+                value = encode(CoordinatorRecord.of(rec.key, v, value_version=rec.value_version))[1]
+            values.append(value)
+        read = read.set_column(1, "value", pa.array(values, pa.binary()))
+    table = pa.Table.from_batches([_input_batch(b, None, None) for b in read.to_batches()])
+    ids: dict[tuple[int, int], str] = {}
+    for p, o, v in zip(read.column("partition").to_pylist(), read.column("offset").to_pylist(),
+                       read.column("value").to_pylist(), strict=True):
+        raw = offset_commit_topic_id(v) if v is not None else None
+        if raw is not None:
+            ids[(p, o)] = topic_id_text(uuid.UUID(bytes=raw))
+    partial = [r for r in scan_chunk(table, chunk=1).to_pylist() if r["_kind"] == "partial" and r["commits"]]
+    assert partial and ids
+    for r in partial:
+        first = ids[(r["partition"], r["first_commit_source_offset"])]
+        last = ids[(r["partition"], r["last_commit_source_offset"])]
+        assert (r["first_topic_id"], r["last_topic_id"]) == (first, last), r

@@ -24,9 +24,9 @@ snapshot, the open generation, and one summary per committed partition of the op
   tombstone and the new protocol's records at one timestamp); `finish` reports a held cause as it
   stands, once: a run that ends with a tombstone reports the deletion, the state it saves after
   `finish` no longer holds it (a conversion split exactly there then shows both);
-* the topic id an OffsetCommit value v4 carries beside the topic name (read once per
-  topic-partition, when its key is first seen) names the consumer group's topics, which its
-  records give by id;
+* the topic id an OffsetCommit value v4+ carries beside the topic name (every such commit, in log
+  order: `learn_topic_id`) names the consumer group's topics, which its records give by id; a row
+  written before its topic's id is named keeps the id as its topic (`topic_id` is always set);
 * other record types (share and streams groups, unknown types) are skipped and counted once they
   decode: a record of a type with a known layout (`GROUP_RECORD_TYPES`) that does not decode is
   quarantined like any other;
@@ -91,9 +91,9 @@ from coordinator_audit.core.records import (
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
-    OffsetCommitValue,
     decode,
     offset_commit_key_fields,
+    offset_commit_topic_id,
     offset_commit_value_fields,
 )
 from coordinator_audit.core.records_fast import GroupRecordReader
@@ -200,7 +200,8 @@ class GroupAuditor:
         self._observer.runs = assignment_runs
         self._window = OffsetWindow()
         self._consumer: ConsumerGroupAudit | None = None  # the group's KIP-848 history, once it has a record
-        self._topic_names: dict[str, str] = {}  # topic id text -> name, from OffsetCommit values v4
+        self._topic_names: dict[str, str] = {}  # topic id text -> name, from OffsetCommit values v4+
+        self._topic_ids: dict[bytes, str] = {}  # the same, by the id's 16 bytes (what a commit holds)
         self._held: RebalanceCauseRow | None = None  # a group_deleted cause waiting for the group's next record
         self._held_protocol = "classic"  # whose tombstone `_held` is: "classic" or "consumer"
         self._held_reported = False  # `finish` gave `_held` as it stands: not again, and not saved
@@ -236,6 +237,7 @@ class GroupAuditor:
         stable = self._window.stable
         value_fields = offset_commit_value_fields
         of_commit = OffsetSummary.of_commit
+        topic_ids = self._topic_ids
         n_in = dups = commits = tombs = 0
         held = self._held is not None
         last_p: int | None = None
@@ -276,12 +278,16 @@ class GroupAuditor:
                     tombs += 1
                     continue
                 try:
-                    _, off, _, _, cts, _ = value_fields(value)
+                    version, off, _, _, cts, _ = value_fields(value)
                 except RecordDecodeError as exc:
                     self._quarantined += 1
                     yield self._quarantine_row(p, o, ts, key, value, str(exc.at(f"partition {p} offset {o}")),
                                                replayed=False)
                     continue
+                if version >= 4:
+                    topic_id = offset_commit_topic_id(value)
+                    if topic_id is not None and topic_ids.get(topic_id) != tp[0]:
+                        self.learn_topic_id(topic_id, tp[0])
                 s = window.get(tp)
                 if s is None:
                     window[tp] = of_commit(off, cts, p, o)
@@ -509,6 +515,7 @@ class GroupAuditor:
         self._observer.runs = assignment_runs
         self._window = OffsetWindow.from_dict(data["window"], snap)
         self._topic_names = dict(data.get("topic_names", {}))
+        self._topic_ids = {_topic_id_bytes(t): name for t, name in self._topic_names.items()}
         consumer = data.get("consumer_group")
         if consumer is not None:
             self._consumer = ConsumerGroupAudit.from_dict(data["group_id"], consumer, self._topic_names)
@@ -553,8 +560,6 @@ class GroupAuditor:
                 return self._quarantine(p, o, ts, key, value, self._wrong_group(p, o, "offset commit", group), rtype)
             tp = (topic, partition)
             self._key_cache[key] = tp
-            if rtype == 1 and type(value) is bytes and topic not in self._topic_names.values():
-                self._learn_topic_id(key, value, topic)
             return tp
         if rtype == 2:
             return self._group_record(p, o, ts, key, value)
@@ -656,17 +661,13 @@ class GroupAuditor:
     # ------------------------------------------------------------------------------------------
     # KIP-848 consumer groups, and conversions between the protocols
 
-    def _learn_topic_id(self, key: bytes, value: bytes, topic: str) -> None:
-        """Learns the topic id an OffsetCommit value v4 carries (its tagged field 0) for `topic`; a
-        value that does not decode is left to the fast path, which quarantines it."""
-        try:
-            v = decode(key, value).value
-        except RecordDecodeError:
-            return
-        if isinstance(v, OffsetCommitValue):
-            for tag, data in v.unknown_tagged_fields:
-                if tag == 0 and len(data) == 16:
-                    self._topic_names[topic_id_text(uuid.UUID(bytes=data))] = topic
+    def learn_topic_id(self, topic_id: bytes, topic: str) -> None:
+        """Names the topic id `topic_id` (16 bytes) `topic`: what an OffsetCommit value v4+ of the
+        group says (its tagged `TopicId` beside the key's topic name). The replay names a consumer
+        group's topic ids with what it has learnt when it writes a row (`ConsumerGroupAudit`);
+        the Spark job's single pass hands over the ids of the commits it summarises this way."""
+        self._topic_ids[topic_id] = topic
+        self._topic_names[topic_id_text(uuid.UUID(bytes=topic_id))] = topic
 
     def _consumer_record(self, p: int, o: int, ts: int, key: bytes, value: Any, rtype: int) -> list[AuditRow]:
         try:
@@ -749,6 +750,11 @@ class GroupAuditor:
         if epoch is not None:
             self._observer.set_missing_generations(max(generation - epoch - 1, 0))
         return out
+
+
+def _topic_id_bytes(text: str) -> bytes:
+    """The 16 bytes of a topic id in Kafka's text form (`topic_id_text`)."""
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def audit_group(records: Iterable[RawRecord], *, group_id: str | None = None,

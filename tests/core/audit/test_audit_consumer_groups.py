@@ -395,3 +395,58 @@ def test_a_static_member_leaving_for_a_while_and_coming_back_makes_no_new_epoch(
     intervals = sorted({(a.member_id, a.generation_id, a.valid_from, a.valid_to) for a in t["assignments"]})
     assert intervals == [("s-1", 2, at, back), ("s-2", 2, back, None)]
     assert {a.generation_id for a in t["assignments"]} <= {g.generation_id for g in t["generations"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# topic names: learnt from the group's OffsetCommit values v4+, in log order
+
+
+def test_a_topic_id_is_named_from_the_first_commit_that_carries_it_not_the_first_commit_of_its_key() -> None:
+    """A commit of the topic-partition before the upgrade (v3, no id) does not hide the id a later
+    v4 commit of the same partition carries: rows written before it keep the id as their topic,
+    rows written after it name the topic; `topic_id` is always set, and the state carries the name."""
+    g = "names"
+    log = LogBuilder(g, partition=0, offset=0)
+    at = log.ts
+    _consumer(log, ConsumerGroupMemberMetadataKey(g, "m-1"), _member_value("m"), at)
+    _consumer(log, ConsumerGroupMetadataKey(g), ConsumerGroupMetadataValue(2, 9), at)
+    _consumer(log, ConsumerGroupTargetAssignmentMetadataKey(g), ConsumerGroupTargetAssignmentMetadataValue(2), at)
+    _consumer(log, ConsumerGroupCurrentMemberAssignmentKey(g, "m-1"), _current(2, (0, 1)), at)
+    log.record(CoordinatorRecord.of(OffsetCommitKey(g, "t", 0), OffsetCommitValue(5, 0, "", at + 10),
+                                    value_version=3), at=at + 10)
+    _consumer(log, ConsumerGroupMetadataKey(g), ConsumerGroupMetadataValue(3, 9), at + 20)
+    _consumer(log, ConsumerGroupTargetAssignmentMetadataKey(g), ConsumerGroupTargetAssignmentMetadataValue(3),
+              at + 20)
+    _consumer(log, ConsumerGroupCurrentMemberAssignmentKey(g, "m-1"), _current(3, (0,)), at + 30)
+    log.record(CoordinatorRecord.of(OffsetCommitKey(g, "t", 0), OffsetCommitValue(
+        6, 0, "", at + 40, unknown_tagged_fields=((0, T1.bytes),)), value_version=4), at=at + 40)
+    _consumer(log, ConsumerGroupMetadataKey(g), ConsumerGroupMetadataValue(4, 9), at + 50)
+    _consumer(log, ConsumerGroupCurrentMemberAssignmentKey(g, "m-1"), _current(4, ()), at + 60)
+    t = _audit(log.records)
+    ident = topic_id_text(T1)
+    rows = sorted((a.generation_id, a.partition, a.valid_to, a.topic, a.topic_id) for a in t["assignments"])
+    assert rows == [(2, 0, at + 30, ident, ident), (2, 1, at + 30, ident, ident), (3, 0, at + 60, "t", ident)]
+    auditor = GroupAuditor()
+    list(auditor.feed(log.records[:9]))
+    assert auditor.to_dict()["topic_names"] == {ident: "t"}
+
+
+def _without(records: list[Raw], rtype: int) -> list[Raw]:
+    """`records` without the tombstones of key type `rtype`."""
+    return [r for r in records if not (r[4] is None and int.from_bytes(r[3][:2], "big") == rtype)]
+
+
+def test_a_group_tombstone_while_members_remain_is_refused_as_the_broker_does() -> None:
+    """`GroupMetadataManager#replay(ConsumerGroupMetadataKey, null)` refuses to delete a group that
+    still has members; `#replay(ConsumerGroupTargetAssignmentMetadataKey, null)` one whose members
+    still have a target assignment: the conversion back to classic without those tombstones."""
+    records = _migration_log().records
+    assert _audit(records)["violations"] == []
+    found = _audit(_without(records, 5))["violations"]
+    assert [(v.kind, v.generation_id) for v in found] == [("load_refused", 4)]
+    assert "a group tombstone (type 3) while 3 member(s) remain" in found[0].detail
+    found = _audit(_without(records, 7))["violations"]
+    assert [v.kind for v in found] == ["load_refused"] * 5  # the epoch's, each member's, the group's tombstone
+    assert "target-assignment epoch tombstone while 3 member(s)" in found[0].detail
+    assert "target assignment (type 7) was not deleted first" in found[1].detail
+    assert "while 3 target assignment(s) remain" in found[-1].detail
