@@ -107,6 +107,7 @@ def open_report(executable: str, page_file: Path, *, group: str, search: str | N
             if search is not None:
                 page.fill("#search", search)
                 visit.search_rows = page.locator("#index tbody tr").count()
+                page.fill("#search", "")
             page.click(f"#index a[href='#group={quote(group, safe='')}']")
             section = page.locator("#group-view section.group")
             section.locator(".main-svg").first.wait_for(timeout=60_000)

@@ -32,7 +32,8 @@ from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.jobs.config import parse_timestamp
 from coordinator_audit.jobs.delta_read import read_arrow
 
-__all__ = ["BROKER_CAUSES", "VIOLATIONS_LIMIT", "WORST_LIMIT", "QueryError", "ViolationAnswer", "broker_account",
+__all__ = ["BROKER_CAUSES", "VIOLATIONS_LIMIT", "WORST_LIMIT", "BrokerAccount", "QueryError", "ViolationAnswer",
+           "broker_account",
            "broker_accounts", "human_duration", "human_time", "load_rows", "main", "member_labels", "members_change",
            "owner_at", "timeline", "violations", "worst"]
 
@@ -120,11 +121,11 @@ class BrokerAccount(NamedTuple):
     client_reason: str | None
 
     def describe(self) -> str:
-        meaning = BROKER_CAUSES.get(self.cause or "", self.cause or "?")
+        meaning = BROKER_CAUSES.get(self.cause or "", "not classified")
         reason = f' ("{self.reason}")' if self.reason else ""
         client = (f"; client's reason: {self.client_reason}" if self.client_reason
                   and self.client_reason != "not provided" else "")
-        return f"{self.cause}: {meaning}{reason}{client}"
+        return f"{self.cause or 'reason'}: {meaning}{reason}{client}"
 
 
 def broker_accounts(generations: Iterable[dict[str, Any]]) -> dict[tuple[int, int], BrokerAccount]:

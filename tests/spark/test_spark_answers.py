@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from coordinator_audit.core.errors import ConfigError
 from coordinator_audit.jobs import query, report
 from coordinator_audit.jobs.audit import run_audit
 from coordinator_audit.jobs.config import load_config
+from coordinator_audit.udfs.history import DEFAULT_HEALTH, HealthThresholds, flapping_score, health_status
 
 pytestmark = pytest.mark.spark
 
@@ -95,3 +97,38 @@ def test_configured_thresholds_decide_the_status(spark, broker_run: Path, derive
     page = report.build_report(str(tmp_path / "out"))
     assert "peak rebalances per hour / 1, share of the observed day spent rebalancing / 0.5" in page
     assert "0.9 or more unstable" in page
+
+
+def test_member_labels_are_short_and_distinct() -> None:
+    uuid = "3f9a1c2e-0b1d-4e5f-8a9b-0c1d2e3f4a5b"
+    labels = query.member_labels([
+        (f"consumer-1-{uuid}", "consumer-1", None),
+        (f"consumer-1-{uuid[:4]}ffff-0000-4000-8000-000000000000", "consumer-1", None),  # same first 4 digits
+        (f"consumer-2-{uuid}", None, None),  # the client id read off the member id
+        (f"app-7-{uuid}", "app-7", "pod-7"),  # static: its instance id
+        ("member-from-another-client", None, None)])
+    assert list(labels.values()) == ["consumer-1 #3f9a1c2e", "consumer-1 #3f9affff", "consumer-2 #3f9a1c2e",
+                                     "pod-7 #3f9a1c2e", "member-from-another-client"]
+    assert query.member_labels([(f"consumer-1-{uuid}", "consumer-1", None)]) == {
+        f"consumer-1-{uuid}": "consumer-1 #3f9a"}
+    assert query.members_change(3, 1, 4) == "3 -> 1 member"
+    assert query.members_change(None, 2, 7) == "2 members after (before: unknown, count before not recorded)"
+
+
+def test_health_keys_are_read_and_checked(tmp_path: Path) -> None:
+    config = tmp_path / "audit.toml"
+    config.write_text(STRICT, encoding="utf-8")
+    health = load_config(config, {"input.path": "x"}).health
+    assert health == HealthThresholds(peak_hour_rebalances=1.0, rebalancing_share=0.5,
+                                      unowned_share=DEFAULT_HEALTH.unowned_share, unstable_score=0.9)
+    assert load_config(None, {"input.path": "x"}).health == DEFAULT_HEALTH
+    assert flapping_score(peak_hour_rebalances=3, rebalancing_ms=0, unowned_partition_ms=0, partitions=1,
+                          observed_ms=3_600_000, health=health) == 3.0
+    assert [health_status(s, health) for s in (0.5, 0.9, 1.0)] == ["healthy", "unstable", "flapping"]
+    for bad, message in (("flapping_unowned_share = 0", "expected a positive number, got 0"),
+                         ("unstable_score = 1.5", "must be at most 1.0"),
+                         ("flapping_peak_hour_rebalances = 'six'", "expected a positive number"),
+                         ("peak = 3", "unknown key")):
+        config.write_text(f"[health]\n{bad}\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(config, {"input.path": "x"})
