@@ -119,7 +119,8 @@ def open_report(executable: str, page_file: Path, *, group: str, search: str | N
             visit.labels = dict(section.locator("abbr[title]").evaluate_all(
                 "els => els.map(e => [e.getAttribute('title'), e.textContent])"))
             if index_shot is not None:
-                page.evaluate("window.scrollTo(0, 0)")
+                page.evaluate("for (const e of document.querySelectorAll('.scroll')) e.scrollTop = 0; "
+                              "window.scrollTo(0, 0)")
                 page.screenshot(path=str(index_shot), full_page=False)
             if timeline_shot is not None:
                 section.locator(".timeline").scroll_into_view_if_needed()

@@ -281,7 +281,8 @@ def _group_data(own: list[dict[str, Any]], gens: list[dict[str, Any]], reb: list
     times += [t for g in gens for t in (g["record_timestamp"], g["ended_at"]) if t is not None]
     times += [v["record_timestamp"] for v in viol] + [r["started_at"] for r in reb if r["started_at"] is not None]
     t0 = min(times, default=0)
-    horizon = max(times, default=t0) + 1 - t0
+    span = max(times, default=t0) - t0
+    horizon = span + max(1, span // 25)  # what is still current is drawn a little past the last event
 
     def rel(ms: int | None) -> int | None:
         return None if ms is None else ms - t0
