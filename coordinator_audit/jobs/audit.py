@@ -88,7 +88,7 @@ from coordinator_audit.jobs.spark_session import (
 )
 from coordinator_audit.udfs.broker_log import attach_broker_account, broker_account_frame
 from coordinator_audit.udfs.derived import DERIVED_TABLES, overlapping_window
-from coordinator_audit.udfs.history import BASE_INPUTS
+from coordinator_audit.udfs.history import BASE_INPUTS, DEFAULT_HEALTH, HealthThresholds
 from coordinator_audit.udfs.json_lines import DEFAULT_TOPIC
 from coordinator_audit.udfs.replay import (
     STATE_WINDOWS_COLUMN,
@@ -322,7 +322,8 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
                  stage: Callable[..., Any], state: DataFrame | None = None, resume: str = "resume",
                  gaps: Mapping[int, Any] | None = None, missing: Mapping[tuple[int, int], int] | None = None,
                  derive: bool = False, direct: DirectWrite | None = None, resumes: bool = True,
-                 state_table: Callable[[], Iterator[pa.Table]] | None = None) -> ReplayOutput:
+                 state_table: Callable[[], Iterator[pa.Table]] | None = None,
+                 health: HealthThresholds = DEFAULT_HEALTH) -> ReplayOutput:
     """The audit tables from the single pass's output (`ReplayOutput`).
 
     The replay reads the pass's side rows (everything but the summarised offset commits) and its
@@ -332,7 +333,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     With `state`, the output also holds `carried` (rows continuing open rows of the base run, to
     merge) and `group_state` (every group's state after this pass). With `derive` the replay also
     derives the groups' ownership, rebalance and health rows from its own (`replay_frame`), and
-    `tables` holds them (`DERIVED_TABLES`, not yet cut to the run's window). With `direct` the
+    `tables` holds them (`DERIVED_TABLES`, not yet cut to the run's window; days judged by `health`). With `direct` the
     replay's tasks write the new rows of its tables themselves (`coordinator_audit.udfs.table_files`; the derived
     rows cut to the run's window): those tables are in `staged`, as the files written, not in
     `tables`; with `state` too, their carried rows are in `carried_files`
@@ -342,7 +343,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
     path-based output), and the driver hands them off itself, without a Spark job."""
     wide = _replay(spark, scan, shards=shards, groups=groups, stage=stage, state=state if resumes else None,
                    mode=_RESUME_MODES.get(resume, "resume"), gaps=gaps, missing=missing, derive=derive,
-                   direct=direct, state_table=state_table)
+                   direct=direct, state_table=state_table, health=health)
     counts = _replay_counts(wide, derive=derive)
     written = direct.stage_dirs if direct is not None else {}
     carried_dirs = direct.carried_dirs if direct is not None else {}
@@ -368,7 +369,7 @@ def build_tables(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequen
 def _replay(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[str], stage: Callable[..., Any],
             state: DataFrame | None, mode: ResumeMode, gaps: Mapping[int, Any] | None,
             missing: Mapping[tuple[int, int], int] | None, derive: bool, direct: DirectWrite | None,
-            state_table: Callable[[], Iterator[pa.Table]] | None) -> DataFrame:
+            state_table: Callable[[], Iterator[pa.Table]] | None, health: HealthThresholds) -> DataFrame:
     """The replay's wide output (`build_tables`), resumed from the saved states of `state` (None:
     none), which the driver reads itself through `state_table` when the pass hands its rows off."""
     with stage(spark, "replay (mapInArrow, one pass per group, offset commits merged in)") as st:
@@ -381,7 +382,7 @@ def _replay(spark: SparkSession, scan: Scan, *, shards: int, groups: Sequence[st
             # (the checkpoint also makes the tasks that write files themselves, `direct`, run once: a
             # later job reads their output rows, never re-runs them)
             return scan.replay(shards=shards, groups=groups, states=saved, missing=missing, mode=mode, gaps=gaps,
-                               derive=derive, direct=direct).localCheckpoint(eager=False)
+                               derive=derive, direct=direct, health=health).localCheckpoint(eager=False)
 
         wide: DataFrame | None = None
         if state is not None and state_table is not None and scan.hands_off:
@@ -488,7 +489,7 @@ def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: date
     consts, missing_end = scan.missing_counts(start_after, base_missing)
     out = build_tables(
         spark, scan, shards=cfg.shards, groups=cfg.groups, stage=stage, state=state, resume=resume, gaps=found_gaps,
-        missing=consts, derive=derive, direct=direct, resumes=resumes, state_table=state_table)
+        missing=consts, derive=derive, direct=direct, resumes=resumes, state_table=state_table, health=cfg.health)
     if scan.handoff is not None:
         _log(f"replay input: handed from task to task as local files ({scan.handoff.buckets} buckets), not "
              f"through Spark's shuffle")
@@ -873,7 +874,7 @@ def _derived_tables(spark: SparkSession, cfg: AuditConfig, choices: RunChoices, 
     base = {name: df.unionByName(closed[name]) if name in closed else df for name, df in new_rows.items()}
     derived, derived_merges = derived_tables_for_run(spark, base, run_window=choices.run_window, since=choices.since,
                                                      until=cfg.until, base_path=cfg.output_path,
-                                                     stage=stage, log=_log)
+                                                     stage=stage, log=_log, health=cfg.health)
     tables.update(derived)
     return derived_merges
 

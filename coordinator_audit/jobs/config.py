@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from coordinator_audit.core.errors import ConfigError
+from coordinator_audit.udfs.history import DEFAULT_HEALTH, HealthThresholds
 
 __all__ = [
     "DEFAULT_APP_NAME",
@@ -107,6 +108,16 @@ SPEC: dict[str, dict[str, _Key]] = {
                                          "new rows' Parquet files themselves"),
         "compression": _Key(Compression, DEFAULT_COMPRESSION, "codec of the tables' Parquet files"),
     },
+    "health": {
+        "flapping_peak_hour_rebalances": _Key(float, DEFAULT_HEALTH.peak_hour_rebalances,
+                                              "completed rebalances in one clock hour that make a day flapping"),
+        "flapping_rebalancing_share": _Key(float, DEFAULT_HEALTH.rebalancing_share,
+                                           "share of the observed day spent rebalancing that makes it flapping"),
+        "flapping_unowned_share": _Key(float, DEFAULT_HEALTH.unowned_share,
+                                       "share of partition-time unowned by rebalances that makes a day flapping"),
+        "unstable_score": _Key(float, DEFAULT_HEALTH.unstable_score,
+                               "flapping score (1.0 = a threshold reached) from which a day is unstable"),
+    },
     "spark": {
         "master": _Key(str, "", "Spark master ('' keeps spark-submit's)"),
         "app_name": _Key(str, DEFAULT_APP_NAME, "Spark application name"),
@@ -150,6 +161,8 @@ class AuditConfig:
     writes to a local base path (`coordinator_audit.jobs.audit.direct_tables`); False: Spark writes every table."""
     compression: Compression = DEFAULT_COMPRESSION
     """The codec of every Parquet file the run writes into its tables (files written before keep theirs)."""
+    health: HealthThresholds = DEFAULT_HEALTH
+    """What makes a group's day flapping or unstable in `group_health` (the `[health]` keys)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (for the runs table's config_json); secret Kafka options redacted."""
@@ -197,6 +210,10 @@ def _check(name: str, spec: _Key, value: Any, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{name} ({where}): expected an integer, got {value!r}")
         return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ConfigError(f"{name} ({where}): expected a positive number, got {value!r}")
+        return float(value)
     if kind is list:
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
@@ -301,6 +318,14 @@ def _validated(v: _Values, where: str, *, source: str) -> AuditConfig:
     if chunk_rows < 1:
         raise ConfigError(f"job.scan_chunk_rows ({where}): must be at least 1, got {chunk_rows}")
     output_path, catalog_schema = _checked_output(v, where)
+    unstable = v.get("health.unstable_score")
+    if unstable > 1.0:
+        raise ConfigError(f"health.unstable_score ({where}): must be at most 1.0 (the score of a flapping day), "
+                          f"got {unstable:g}")
+    health = HealthThresholds(
+        peak_hour_rebalances=v.get("health.flapping_peak_hour_rebalances"),
+        rebalancing_share=v.get("health.flapping_rebalancing_share"),
+        unowned_share=v.get("health.flapping_unowned_share"), unstable_score=unstable)
     return AuditConfig(
         input_path=input_path, input_table=input_table, input_format=v.get("input.format"),
         text_encoding=v.get("input.text_encoding"), since=since, until=until, groups=v.get("groups.include"),
@@ -311,7 +336,7 @@ def _validated(v: _Values, where: str, *, source: str) -> AuditConfig:
         spark_master=v.text("spark.master"), app_name=v.get("spark.app_name"),
         spark_local_conf=v.get("spark.local_conf"), source=source,
         kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, server_log=v.text("input.server_log"),
-        direct_files=v.get("output.direct_files"), compression=v.get("output.compression"),
+        direct_files=v.get("output.direct_files"), compression=v.get("output.compression"), health=health,
     )
 
 

@@ -49,6 +49,7 @@ from coordinator_audit.udfs.derived import (
     split_wide,
     wide_schema,
 )
+from coordinator_audit.udfs.history import DEFAULT_HEALTH, HealthThresholds
 from coordinator_audit.udfs.schemas import epoch_ms, with_time_columns
 
 if TYPE_CHECKING:
@@ -177,12 +178,13 @@ def _rederived_windows(base_path: str, table: str, run_window: str, since: datet
 
 def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame], *, run_window: str,
                            since: datetime | None, until: datetime | None, base_path: str | None, stage: Callable[..., Any],
-                           log: Callable[[str], None] = print) -> tuple[dict[str, DataFrame], dict[str, Merge]]:
+                           log: Callable[[str], None] = print, health: HealthThresholds = DEFAULT_HEALTH,
+                           ) -> tuple[dict[str, DataFrame], dict[str, Merge]]:
     """({derived table: the rows the run writes into its window}, {derived table: the merge replacing
     the stored rows of its groups}) (module docstring), computed once (checkpointed), in a stage of
     its own: for a run whose derivation reads more than its own rows (earlier runs' rows, a broker
     account); otherwise the replay derives the tables (`coordinator_audit.udfs.replay.replay_frame`). Nothing, without
-    a stage, when the run has no base row (`log` says so)."""
+    a stage, when the run has no base row (`log` says so). `health` judges the health rows' days."""
     base = {name: tables[name] for name in BASE_INPUTS}
     group_ids = run_groups(base)
     if not group_ids:
@@ -196,7 +198,7 @@ def derived_tables_for_run(spark: SparkSession, tables: Mapping[str, DataFrame],
                 for name, df in base.items()}
     with stage(spark, "derived tables (ownership, rebalances, health; mapInArrow by group)"):
         # computed once for the three tables (localCheckpoint: the blocks go with the frames)
-        derived = split_wide(derive_wide(base).localCheckpoint(eager=True))
+        derived = split_wide(derive_wide(base, health).localCheckpoint(eager=True))
     if history is None:  # its own rows only, as the replay derives them
         return overlapping_window(derived, since=since, until=until), {}
     assert base_path is not None

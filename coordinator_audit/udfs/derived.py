@@ -13,6 +13,7 @@ window's start or derived from rows all still current at its history's floor
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,14 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from coordinator_audit.udfs import schemas
 from coordinator_audit.udfs.gc_batches import collected_in_bulk, freeze_survivors
-from coordinator_audit.udfs.history import BASE_INPUTS, DERIVED_KEYS, derive_from_tables, values_getter
+from coordinator_audit.udfs.history import (
+    BASE_INPUTS,
+    DEFAULT_HEALTH,
+    DERIVED_KEYS,
+    HealthThresholds,
+    derive_from_tables,
+    values_getter,
+)
 from coordinator_audit.udfs.replay import row_columns, sorted_runs
 
 if TYPE_CHECKING:
@@ -116,17 +124,18 @@ def _arrow_batch(produced: Mapping[str, list[Any]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([names, *columns], schema=schema)
 
 
-def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192,
+                    health: HealthThresholds = DEFAULT_HEALTH) -> Iterator[pa.RecordBatch]:
     """mapInArrow body over one Spark partition of packed base rows, sorted by group: each group's
-    rows (one run, possibly across batches) go to `derive_group`; the derived rows leave in
-    batches of about `flush_rows`."""
+    rows (one run, possibly across batches) go to `derive_group` (days judged by `health`); the
+    derived rows leave in batches of about `flush_rows`."""
     out: dict[str, list[Any]] = {name: [] for name in DERIVED_TABLES}
     inputs: dict[str, list[Any]] = {name: [] for name in BASE_INPUTS}
     current: object = object()
 
     def close() -> None:
         if isinstance(current, str):
-            produced: tuple[list[Any], ...] = derive_from_tables(current, inputs)
+            produced: tuple[list[Any], ...] = derive_from_tables(current, inputs, health)
             for name, rows in zip(DERIVED_TABLES, produced, strict=True):
                 out[name].extend(rows)
         for pending in inputs.values():
@@ -160,37 +169,39 @@ def _derive_batches(batches: Iterator[pa.RecordBatch], *, flush_rows: int = 8192
         yield _arrow_batch(out)
 
 
-def derive_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def derive_partition(batches: Iterator[pa.RecordBatch], health: HealthThresholds = DEFAULT_HEALTH
+                     ) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function over one Spark partition of packed base rows (`_derive_batches`),
     the cyclic garbage collector run between its output batches (`coordinator_audit.udfs.gc_batches`)."""
     freeze_survivors()
-    return collected_in_bulk(_derive_batches(batches))
+    return collected_in_bulk(_derive_batches(batches, health=health))
 
 
-def derive_tables(base: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
+def derive_tables(base: Mapping[str, DataFrame], health: HealthThresholds = DEFAULT_HEALTH) -> dict[str, DataFrame]:
     """{derived table: DataFrame} from {base table: DataFrame} (the five of BASE_INPUTS).
 
     One shuffle by group: the tables' needed columns are packed in one frame (a `_TAG` column says
     which table a row is from; shared column names have the same meaning and type), sorted by group
     within partitions, and `mapInArrow` streams each partition group by group through
     `derive_group` (one Python call per partition, not per group). The three tables share that one
-    computation only if the caller persists `derive_wide`'s result and splits it (`split_wide`)."""
-    return split_wide(derive_wide(base))
+    computation only if the caller persists `derive_wide`'s result and splits it (`split_wide`).
+    `health` judges the health rows' days."""
+    return split_wide(derive_wide(base, health))
 
 
 def split_wide(wide: DataFrame) -> dict[str, DataFrame]:
     return {name: wide.where(F.col("table") == name).select(f"{name}.*") for name in DERIVED_TABLES}
 
 
-def derive_wide(base: Mapping[str, DataFrame]) -> DataFrame:
+def derive_wide(base: Mapping[str, DataFrame], health: HealthThresholds = DEFAULT_HEALTH) -> DataFrame:
     """The derivation's output before the split: a `table` column and one struct column per table."""
-    return derive_packed(pack_base(base))
+    return derive_packed(pack_base(base), health)
 
 
-def derive_packed(packed: DataFrame) -> DataFrame:
+def derive_packed(packed: DataFrame, health: HealthThresholds = DEFAULT_HEALTH) -> DataFrame:
     """`derive_wide` of the packed base rows (`pack_base`)."""
     return packed.repartition("group_id").sortWithinPartitions("group_id").mapInArrow(
-        derive_partition, schema=wide_schema())
+        functools.partial(derive_partition, health=health), schema=wide_schema())
 
 
 def pack_base(base: Mapping[str, DataFrame]) -> DataFrame:

@@ -68,12 +68,13 @@ from coordinator_audit.core.records_fast import fast_constructor
 __all__ = [
     "BASE_INPUTS",
     "DAY_MS",
+    "DEFAULT_HEALTH",
     "DERIVED_KEYS",
-    "FLAPPING_THRESHOLDS",
     "OWNERSHIP_PER_ROW",
     "AssignedRun",
     "CommitTimes",
     "HealthRow",
+    "HealthThresholds",
     "OwnershipRow",
     "OwnershipRun",
     "RebalanceRow",
@@ -96,14 +97,32 @@ EXACT_EVIDENCE = frozenset({"record", "join_completed", "group_emptied"})
 JOIN_PHASE_GAPS = frozenset({"eager_join_phase", "owner_departed", "cooperative_revocation"})
 """Unowned reasons caused by a rebalance (counted in `rebalances` and in the health figures)."""
 
-FLAPPING_THRESHOLDS: dict[str, float] = {
-    "rebalances_per_hour": 6.0,   # six completed join phases in one clock hour
-    "rebalancing_share": 0.10,    # a tenth of the observed day spent between a join start and its assignment
-    "unowned_share": 0.05,        # 5% of the day's partition-time not consumed because of rebalances
-}
-"""`flapping_score` is the largest of the day's three figures, each divided by its threshold here:
-1.0 means a threshold is reached. Shares are of the observed part of the day, at least one hour (so
-that a group seen for a few seconds is not judged on them). `health_status`: >= 1.0 `flapping`, >= 0.5 `unstable`, else `healthy`."""
+@dataclass(frozen=True, slots=True)
+class HealthThresholds:
+    """What makes a day `flapping` or `unstable` (the job's `[health]` configuration keys).
+
+    `flapping_score` is the largest of the day's three figures, each divided by its threshold:
+    1.0 means a threshold is reached. Shares are of the observed part of the day, at least one hour
+    (so that a group seen for a few seconds is not judged on them). `health_status`: a score of 1.0
+    or more is `flapping`, `unstable_score` or more `unstable`, else `healthy`."""
+
+    peak_hour_rebalances: float = 6.0  # completed join phases in one clock hour
+    rebalancing_share: float = 0.10    # share of the observed day between a join start and its assignment
+    unowned_share: float = 0.05        # share of the day's partition-time not consumed because of rebalances
+    unstable_score: float = 0.5        # the score from which a day is `unstable`
+
+    def __post_init__(self) -> None:
+        for name in ("peak_hour_rebalances", "rebalancing_share", "unowned_share", "unstable_score"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"health threshold {name} must be positive, got {value!r}")
+        if self.unstable_score > 1.0:
+            raise ValueError(f"health threshold unstable_score must be at most 1.0 (the flapping score), "
+                             f"got {self.unstable_score!r}")
+
+
+DEFAULT_HEALTH = HealthThresholds()
+"""The thresholds without configuration."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,19 +300,18 @@ def _clip(start: int, end: int, lo: int, hi: int) -> int:
 
 
 def flapping_score(*, peak_hour_rebalances: int, rebalancing_ms: int, unowned_partition_ms: int,
-                   partitions: int, observed_ms: int) -> float:
-    """The day's flapping score (FLAPPING_THRESHOLDS): the largest figure over its threshold."""
-    t = FLAPPING_THRESHOLDS
-    figures = [peak_hour_rebalances / t["rebalances_per_hour"]]
+                   partitions: int, observed_ms: int, health: HealthThresholds = DEFAULT_HEALTH) -> float:
+    """The day's flapping score (`HealthThresholds`): the largest figure over its threshold."""
+    figures = [peak_hour_rebalances / health.peak_hour_rebalances]
     if observed_ms > 0:
-        figures.append(rebalancing_ms / observed_ms / t["rebalancing_share"])
+        figures.append(rebalancing_ms / observed_ms / health.rebalancing_share)
         if partitions > 0:
-            figures.append(unowned_partition_ms / (partitions * observed_ms) / t["unowned_share"])
+            figures.append(unowned_partition_ms / (partitions * observed_ms) / health.unowned_share)
     return round(max(figures), 4)
 
 
-def health_status(score: float) -> str:
-    return "flapping" if score >= 1.0 else "unstable" if score >= 0.5 else "healthy"
+def health_status(score: float, health: HealthThresholds = DEFAULT_HEALTH) -> str:
+    return "flapping" if score >= 1.0 else "unstable" if score >= health.unstable_score else "healthy"
 
 
 class _Assigned:
@@ -393,6 +411,7 @@ def commit_times(rows: Iterable[Mapping[str, Any]]) -> list[CommitTimes]:
 def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
                  assignments: Sequence[Mapping[str, Any] | AssignedRun] = (), commits: Sequence[CommitTimes] = (),
                  causes: Sequence[Mapping[str, Any]] = (), violations: Sequence[Mapping[str, Any]] = (),
+                 health: HealthThresholds = DEFAULT_HEALTH,
                  ) -> tuple[list[OwnershipRow | OwnershipRun], list[RebalanceRow], list[HealthRow]]:
     """The three derived tables' rows of one group (module docstring).
 
@@ -400,7 +419,7 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
     assignment may also be an `AssignedRun` of several); `generations` may carry the optional
     `rebalance_started_at` (the broker's own start of the join phase). The ownership rows are
     `OwnershipRow`s in key order, then one `OwnershipRun` per `AssignedRun` whose rows are its
-    assignments as stored. Raises ValueError naming the group and the generation when an assignment
+    assignments as stored. `health` judges the health rows' days. Raises ValueError naming the group and the generation when an assignment
     has no generation row."""
     gens = sorted((dict(g) for g in generations),
                   key=lambda g: (g["record_timestamp"], g.get("source_offset") or 0, g["generation_id"]))
@@ -420,8 +439,8 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
                                                       consumer_causes)
         ownership = [*ownership, *c_ownership]
         rebalances = sorted([*rebalances, *c_rebalances], key=lambda r: (r.observed_at, r.source_offset))
-    health = _health(group_id, gens, ownership, rebalances, commits, violations)
-    return ownership, rebalances, health
+    days = _health(group_id, gens, ownership, rebalances, commits, violations, health)
+    return ownership, rebalances, days
 
 
 def _causes_by_protocol(gens: list[dict[str, Any]], causes: Sequence[Mapping[str, Any]]
@@ -484,12 +503,13 @@ def _classic_history(group_id: str, gens: list[dict[str, Any]],
     return ownership, _rebalances(group_id, gens, by_gen_index, member_commits, cause_rows, ownership)
 
 
-def derive_from_tables(group_id: str, rows: Mapping[str, Sequence[Any]]
+def derive_from_tables(group_id: str, rows: Mapping[str, Sequence[Any]], health: HealthThresholds = DEFAULT_HEALTH
                        ) -> tuple[list[OwnershipRow | OwnershipRun], list[RebalanceRow], list[HealthRow]]:
     """`derive_group` of a group's rows given per base table name (`BASE_INPUTS`' keys; the
     `offset_commits` rows as `CommitTimes`)."""
     return derive_group(group_id, generations=rows["generations"], assignments=rows["assignments"],
-                        commits=rows["offset_commits"], causes=rows["rebalance_causes"], violations=rows["violations"])
+                        commits=rows["offset_commits"], causes=rows["rebalance_causes"], violations=rows["violations"],
+                        health=health)
 
 
 def _last_commits(gens: list[dict[str, Any]], commits: Iterable[CommitTimes]
@@ -1051,7 +1071,7 @@ def _spread(start: int, end: int, add: Any) -> None:
 
 def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[OwnershipRow | OwnershipRun],
             rebalances: Sequence[RebalanceRow], commits: Sequence[CommitTimes],
-            violations: Sequence[Mapping[str, Any]]) -> list[HealthRow]:
+            violations: Sequence[Mapping[str, Any]], health: HealthThresholds) -> list[HealthRow]:
     """Per UTC day from the group's first to its last known event (a record or a commit)."""
     times = [g["record_timestamp"] for g in gens] + [g["ended_at"] for g in gens if g.get("ended_at")]
     last_commit_on = _commit_days(commits, times)
@@ -1065,7 +1085,7 @@ def _health(group_id: str, gens: list[dict[str, Any]], ownership: Sequence[Owner
     for v in violations:
         if (b := acc.get(_day_start(v["record_timestamp"]))) is not None:
             b["violations"] += 1
-    return [_health_day(group_id, d, acc[d], first, horizon) for d in days]
+    return [_health_day(group_id, d, acc[d], first, horizon, health) for d in days]
 
 
 def _commit_days(commits: Sequence[CommitTimes], times: list[int]) -> dict[int, int]:
@@ -1151,17 +1171,18 @@ def _count_ownership(acc: dict[int, dict[str, Any]], days: range, horizon: int,
         b["unowned"] += unowned
 
 
-def _health_day(group_id: str, d: int, b: Mapping[str, Any], first: int, horizon: int) -> HealthRow:
+def _health_day(group_id: str, d: int, b: Mapping[str, Any], first: int, horizon: int,
+                health: HealthThresholds) -> HealthRow:
     """The health row of day `d` from its counts `b` (the group observed from `first` to `horizon`)."""
     observed = max(0, min(d + DAY_MS, horizon) - max(d, first))
     peak = max(b["hours"].values(), default=0)
     score = flapping_score(peak_hour_rebalances=peak, rebalancing_ms=b["rebalancing"],
                            unowned_partition_ms=b["unowned"], partitions=len(b["parts"]),
-                           observed_ms=max(observed, HOUR_MS))
+                           observed_ms=max(observed, HOUR_MS), health=health)
     return _health_row(
         group_id, _day(d), observed, b["done"], b["aborted"], peak, b["rebalancing"], b["unowned"], b["empty"],
         len(b["parts"]), b["joined"], b["left"], len(b["static"]), len(b["dynamic"]), b["violations"],
-        b["last_commit"], score, health_status(score))
+        b["last_commit"], score, health_status(score, health))
 
 
 BASE_INPUTS: dict[str, tuple[str, ...]] = {

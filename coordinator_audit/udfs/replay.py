@@ -109,7 +109,9 @@ from coordinator_audit.udfs.gc_batches import collected_in_bulk, freeze_survivor
 from coordinator_audit.udfs.handoff import Handoff, HandoffWriter, Parts, parts_by_bucket, read_bucket
 from coordinator_audit.udfs.history import (
     BASE_INPUTS,
+    DEFAULT_HEALTH,
     OWNERSHIP_PER_ROW,
+    HealthThresholds,
     OwnershipRow,
     OwnershipRun,
     derive_from_tables,
@@ -1120,9 +1122,9 @@ class _Group:
         self._let_go()
         return rows
 
-    def derived_rows(self, held: Sequence[_HeldRows] = ()) -> list[Any]:
-        """The ownership, rebalance and health rows of the group's kept rows (`derive_group`) and of
-        `held`, the open rows of the stretches it held back."""
+    def derived_rows(self, held: Sequence[_HeldRows] = (), health: HealthThresholds = DEFAULT_HEALTH) -> list[Any]:
+        """The ownership, rebalance and health rows (days judged by `health`) of the group's kept rows
+        (`derive_group`) and of `held`, the open rows of the stretches it held back."""
         kept = self.replay.kept
         assert kept is not None
         inputs: dict[str, list[Any]] = {name: [] for name in BASE_INPUTS}
@@ -1137,7 +1139,7 @@ class _Group:
         self.replay.kept = []
         group_id = self.auditor.group_id
         assert group_id is not None
-        return [row for rows in derive_from_tables(group_id, inputs) for row in rows]
+        return [row for rows in derive_from_tables(group_id, inputs, health) for row in rows]
 
 
 def _segments(group: _Group, partitions: list[Any], offsets: list[Any], timestamps: list[Any], missing: list[Any],
@@ -1241,7 +1243,9 @@ class _Replay:
     its rows, counts and state come out (a saved group that read nothing: carried as saved)."""
 
     def __init__(self, *, batch_rows: int, load_path: bool, mode: ResumeMode, gaps: Mapping[int, HistoryGap],
-                 derive: bool, files: TableFiles | None, tables: frozenset[str] | None, observe: bool) -> None:
+                 derive: bool, files: TableFiles | None, tables: frozenset[str] | None, observe: bool,
+                 health: HealthThresholds = DEFAULT_HEALTH) -> None:
+        self.health = health
         self.out = _Output(_ARROW_SCHEMA if derive else _BASE_ARROW_SCHEMA, files, tables)
         # offset windows only, and neither the quarantine rows nor the counts kept: the members' embedded
         # bytes need not be decoded (`GroupAuditor(embedded=False)`)
@@ -1375,7 +1379,7 @@ class _Replay:
         out.add_held(held)
         if replay.kept is not None and auditor.group_id is not None:
             t0 = perf_counter()
-            derived = group.derived_rows(held)
+            derived = group.derived_rows(held, self.health)
             out.rows.extend(derived)
             out.run_rows += sum(len(row.keys) - 1 for row in derived if type(row) is OwnershipRun)
             group.derive_seconds += perf_counter() - t0
@@ -1390,13 +1394,14 @@ class _Replay:
 def _replay(batches: Iterable[_Columns], *, batch_rows: int, load_path: bool, mode: ResumeMode = "resume",
             gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
             files: TableFiles | None = None, tables: frozenset[str] | None = None,
-            observe: bool = True) -> Iterator[pa.RecordBatch]:
+            observe: bool = True, health: HealthThresholds = DEFAULT_HEALTH) -> Iterator[pa.RecordBatch]:
     """The replay over one Spark partition's input (as column lists), yielding wide RecordBatches
     (with the derived tables' rows and columns when `derive`; without the new rows of the tables
     `files` writes, and with a row per file it wrote, when given; only `tables`' rows, when given;
-    the offset windows only, without the generation observer, unless `observe`)."""
+    the offset windows only, without the generation observer, unless `observe`; the derived health
+    rows' days judged by `health`)."""
     return _Replay(batch_rows=batch_rows, load_path=load_path, mode=mode, gaps=gaps or {}, derive=derive, files=files,
-                   tables=tables, observe=observe).run(batches)
+                   tables=tables, observe=observe, health=health).run(batches)
 
 
 def _arrow_columns(batch: pa.RecordBatch) -> _Columns:
@@ -1456,6 +1461,7 @@ that bounds that transfer (`batch_rows`) need not bound it (`python -m benchmark
 def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: ResumeMode = "resume",
                    gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
                    direct: DirectWrite | None = None, tables: Collection[str] | None = None, observe: bool = True,
+                   health: HealthThresholds = DEFAULT_HEALTH,
                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function to pass to `mapInArrow(fn, replay_schema(tables, derive=derive, direct=...))`
     (`REPLAY_SCHEMA`, or `REPLAY_DERIVED_SCHEMA` when `derive`, unless `tables` narrows it; see
@@ -1467,7 +1473,8 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
     writes the new rows of its tables into Parquet files itself (`coordinator_audit.udfs.table_files`) and outputs a
     `FILES_TABLE` row per file instead. `tables`: only these tables' rows come out (`OUTPUT_TABLES`
     names; default all), in only their columns. `observe=False`: the offset windows only
-    (`GroupAuditor(observe=False)`; `tables` within `OFFSETS_ONLY_TABLES`)."""
+    (`GroupAuditor(observe=False)`; `tables` within `OFFSETS_ONLY_TABLES`). `health` judges the
+    derived health rows' days."""
     if batch_rows < 1:
         raise ValueError(f"make_replay_fn: batch_rows must be >= 1, got {batch_rows}")
     keep = _kept_tables(tables, derive=derive)
@@ -1485,7 +1492,7 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
         try:
             for batch in collected_in_bulk(_replay(map(_arrow_columns, batches), batch_rows=batch_rows,
                                                    load_path=load_path, mode=mode, gaps=gap_map, derive=derive,
-                                                   files=files, tables=keep, observe=observe)):
+                                                   files=files, tables=keep, observe=observe, health=health)):
                 if batch.num_rows:
                     yield batch if names is None else batch.select(names)
         except BaseException:
@@ -1499,7 +1506,7 @@ def make_replay_fn(*, batch_rows: int = 10_000, load_path: bool = True, mode: Re
 def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode = "resume",
                  gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
                  direct: DirectWrite | None = None, tables: Collection[str] | None = None,
-                 observe: bool = True) -> DataFrame:
+                 observe: bool = True, health: HealthThresholds = DEFAULT_HEALTH) -> DataFrame:
     """The wide replay output (`REPLAY_SCHEMA`) of `records`, which must hold `INPUT_COLUMNS` (`state`
     may be absent: no saved states), may hold the single pass's stretches (`STRETCH_COLUMNS`, all of
     them when `_kind` is there) and saved states' summaries (`STATE_WINDOWS_COLUMN`), and must be
@@ -1509,7 +1516,7 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
     from the rows the replay outputs for it (`coordinator_audit.udfs.history.derive_group`, at the group's end) and
     come out too (`REPLAY_DERIVED_SCHEMA`; `split_table` takes them out): what `coordinator_audit.udfs.derived` derives
     from those rows in a stage of its own, without moving them again. Only when those rows are all
-    the derivation needs (no earlier run's rows, no broker account).
+    the derivation needs (no earlier run's rows, no broker account). `health` judges the health rows' days.
 
     `direct`: the new rows of its tables (`DirectWrite.stage_dirs`) are written by the replay's
     tasks into those directories (`coordinator_audit.udfs.table_files`) rather than output; `split_files` lists the
@@ -1536,7 +1543,7 @@ def replay_frame(records: DataFrame, *, load_path: bool = True, mode: ResumeMode
         raise ValueError(f"replay_frame: input has `_kind` but lacks stretch column(s) {absent}")
     return records.selectExpr(*[f"`{c}`" for c in (*INPUT_COLUMNS, *optional)]).mapInArrow(
         make_replay_fn(load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables,
-                       observe=observe),
+                       observe=observe, health=health),
         replay_schema(tables, derive=derive, direct=direct is not None))
 
 
@@ -1706,7 +1713,7 @@ def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards
                       load_path: bool = True, mode: ResumeMode = "resume",
                       gaps: Mapping[int, HistoryGap] | None = None, derive: bool = False,
                       direct: DirectWrite | None = None, tables: Collection[str] | None = None,
-                      observe: bool = True) -> DataFrame:
+                      observe: bool = True, health: HealthThresholds = DEFAULT_HEALTH) -> DataFrame:
     """`replay_frame`'s wide output from handed-off input (`coordinator_audit.udfs.handoff`): `buckets` buckets over
     `min(shards, buckets)` tasks, each replaying its buckets' rows (`make_handoff_replay_fn`); `consts`
     (`Scan.missing_counts()[0]`) and `rejected` (`Scan.rejected`) give the side records their `missing`
@@ -1718,7 +1725,7 @@ def replay_handed_off(spark: SparkSession, parts: Parts, *, buckets: int, shards
     fn = make_handoff_replay_fn(parts, state_parts, consts=consts, rejected=rejected, groups=groups,
                                 input_batch_rows=batch_rows,
                                 load_path=load_path, mode=mode, gaps=gaps, derive=derive, direct=direct, tables=tables,
-                                observe=observe)
+                                observe=observe, health=health)
     return frame.mapInArrow(fn, replay_schema(tables, derive=derive, direct=direct is not None))
 
 

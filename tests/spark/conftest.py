@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -31,3 +32,18 @@ def derived_run(spark, derived_input: Path, tmp_path_factory: pytest.TempPathFac
     run_audit(spark, load_config(None, {"input.path": str(derived_input), "input.format": "parquet",
                                         "output.path": str(out), "job.shards": 2}))
     return out
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The headless Chromium for the report's browser tests (`tools.report_screenshots.chromium`:
+    scripts/browser.sh finds it or installs Debian's package). Skipped with its reason only outside CI
+    when that cannot be done (no apt, not root); CI fails instead."""
+    from tools.report_screenshots import chromium as find_chromium
+
+    try:
+        return find_chromium()
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))

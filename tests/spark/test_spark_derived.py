@@ -276,6 +276,35 @@ def test_query_commands(derived_run: Path, capsys: pytest.CaptureFixture[str]) -
     assert "no group_health rows for day 1999-01-01" in capsys.readouterr().err
 
 
+def test_query_violations_across_groups(derived_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`violations`: every group's, counted by day and kind and by group, then listed; filtered by
+    group glob, kind and day; the kinds in the table named when nothing matches."""
+    t = str(derived_run)
+    stored = _rows(derived_run, "violations")
+    assert [(v["group_id"], v["kind"]) for v in stored] == [("sim-bug-duplicate-assignment", "duplicate_assignment")]
+    assert query.main(["--tables", t, "violations"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 violation in 1 group, 2023-11-14 .. 2023-11-14\n")
+    assert "day         duplicate_assignment  total\n2023-11-14                     1      1\n" in out
+    assert "       1  sim-bug-duplicate-assignment\n" in out
+    assert "2023-11-14T22:13:26.005Z  sim-bug-duplicate-assignment  generation 2  duplicate_assignment orders-0" in out
+    assert "[partition 14 offset 6;" in out
+    for args in (["--group", "sim-bug-*", "--kind", "duplicate_assignment"], ["--day", "2023-11-14"],
+                 ["--since", "2023-11-14T22:13:26.005Z", "--until", "2023-11-14T22:13:26.006Z"]):
+        assert query.main(["--tables", t, "violations", *args]) == 0
+        assert capsys.readouterr().out.startswith("1 violation in 1 group ("), args
+    for args in (["--group", "grp-*"], ["--kind", "offset_regression"], ["--day", "2023-11-15"],
+                 ["--until", "2023-11-14T22:13:26.005Z"]):
+        assert query.main(["--tables", t, "violations", *args]) == 0
+        assert capsys.readouterr().out.startswith("no violations ("), args
+    assert query.main(["--tables", t, "violations", "--kind", "offset_regression"]) == 0
+    assert f"kinds in {t}/violations: duplicate_assignment" in capsys.readouterr().out
+    assert query.main(["--tables", t, "violations", "--limit", "0"]) == 0
+    assert "in time order" not in capsys.readouterr().out
+    assert query.main(["--tables", t, "violations", "--day", "14/11/2023"]) == 2
+    assert "--day '14/11/2023': expected YYYY-MM-DD" in capsys.readouterr().err
+
+
 def test_the_brokers_rebalance_start_column_is_used_when_present(spark, derived_run: Path) -> None:
     """`generations.rebalance_started_at` (written when the job is given the broker's log) may be a
     timestamp or epoch milliseconds; either way it is the start of the join phase."""

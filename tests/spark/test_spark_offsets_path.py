@@ -11,7 +11,7 @@ import pytest
 from chispa import assert_df_equality
 
 from coordinator_audit.core.audit.auditor import audit_group
-from coordinator_audit.core.audit.rows import OffsetCommitRow, ViolationRow
+from coordinator_audit.core.audit.rows import OffsetCommitRow, ViolationRow, iso_ms
 from coordinator_audit.core.consumer_protocol import (
     Assignment,
     Subscription,
@@ -130,7 +130,7 @@ def test_offset_commits_summary_and_regressions(spark, tmp_path, given: str) -> 
     assert_df_equality(summary, spark.createDataFrame(EXPECTED_SUMMARY, TABLE_SCHEMAS["offset_commits"]),
                        ignore_row_order=True, ignore_nullable=True)
     expected_v = [("g", 1, "offset_regression", "t", 0, ["m1"],
-                   f"t-0: committed offset 15 (commit time {T + 4}) after 20 (commit time {T + 2}) while the group "
+                   f"t-0: committed offset 15 (commit time {iso_ms(T + 4)}) after 20 (commit time {iso_ms(T + 2)}) while the group "
                    f"was Stable in generation 1", "partition 3 offsets 2 -> 4", T + 4, 3, 4)]
     assert_df_equality(violations, spark.createDataFrame(expected_v, TABLE_SCHEMAS["violations"]),
                        ignore_row_order=True, ignore_nullable=True)

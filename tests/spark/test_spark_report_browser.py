@@ -1,76 +1,47 @@
 """`coordinator_audit.jobs.report` opened in a real headless Chromium (Debian's package, installed by
-scripts/browser.sh; driven by Playwright with executable_path): the page loads with no console
-error and no network request, the timeline of a sample group renders its bars, the violation is
-listed with its evidence, and a screenshot is written under the test's tmp dir."""
+scripts/browser.sh; driven by Playwright with executable_path, `tools.report_screenshots.open_report`):
+the page loads with no console error and no network request, the index lists every group, opening
+a group draws its timeline (generations numbered, members by short label with the full id on
+hover), and the violation is marked and listed with its evidence."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from coordinator_audit.jobs import report
+from tools.report_screenshots import open_report
 
 pytestmark = [pytest.mark.spark, pytest.mark.browser]
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    """The Chromium executable: scripts/browser.sh finds it or installs Debian's package. Skipped
-    with its reason only outside CI when that cannot be done (no apt, not root); CI fails instead."""
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "browser.sh")], capture_output=True, text=True, check=False)
-    path = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else ""
-    if not path:
-        reason = f"no headless Chromium: scripts/browser.sh failed ({proc.stderr.strip()[-300:]})"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return path
-
 
 def test_report_renders_in_headless_chromium(derived_run: Path, chromium: str, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     page_file = tmp_path / "report.html"
     assert report.main(["--tables", str(derived_run), "--out", str(page_file)]) == 0
     html = page_file.read_text(encoding="utf-8")
     assert re.search(r"<script[^>]*\ssrc=", html) is None  # plotly.js inlined, nothing loaded from elsewhere
+    assert html.count("<script") == 3 and "plotly-graph-div" not in html  # data, plotly.js, the page's code
 
-    errors: list[str] = []
-    requests: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-            page.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:", "blob:"))
-                    else None)
-            page.goto(page_file.as_uri(), wait_until="load")
-            timeline = page.locator("#timeline-grp-s01")
-            timeline.locator(".main-svg").first.wait_for(timeout=30_000)
-            # one bar per generation and per ownership interval of grp-s01 (3 generations, 30 intervals)
-            bars = timeline.locator(".barlayer .point")
-            assert bars.count() >= 30
-            legend = timeline.locator(".legend").text_content() or ""
-            assert "unowned: eager_join_phase" in legend and "unowned: owner_departed" in legend
-            # the duplicate assignment is marked on its group's timeline and listed with its evidence
-            dup = page.locator("#group-sim-bug-duplicate-assignment")
-            assert dup.locator(".scatterlayer .point").count() == 1
-            assert "duplicate_assignment" in dup.locator("table.violations").inner_text()
-            assert "partition 14 offset 6" in dup.locator("table.violations").inner_text()
-            assert page.locator("#health tr").count() == 1 + 6  # header + one row per group-day
-            timeline.scroll_into_view_if_needed()
-            shot = tmp_path / "report-grp-s01.png"
-            timeline.screenshot(path=str(shot))
-            page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
-        finally:
-            browser.close()
-    assert errors == []
-    assert requests == []
+    shot = tmp_path / "report-grp-s01.png"
+    s01 = open_report(chromium, page_file, group="grp-s01", search="grp-s0?", timeline_shot=shot)
+    assert s01.errors == [] and s01.requests == []
+    assert s01.index_rows == 6 and s01.search_rows == 4  # one row per group; the real broker's four match
+    # one bar per generation and per ownership interval of grp-s01 (3 generations, 30 intervals)
+    assert s01.bars >= 33
+    assert s01.generation_numbers == ["1", "2", "3"]
+    assert "unowned: eager_join_phase" in s01.legend and "unowned: owner_departed" in s01.legend
+    # members by client id and short id in the legend; the full id on hover in the tables
+    assert re.search(r"grp-s01-c2 #[0-9a-f]{4}", s01.legend) and not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", s01.legend)
+    assert s01.labels and all(full.startswith(short.replace(" #", "-")) for full, short in s01.labels.items())
+    # ISO 8601 UTC times, and the first generation's unknown member count said in words
+    assert "2026-11-21T23:43:11.595Z" in s01.section_text and "?" not in s01.section_text
+    assert "before: unknown, the first generation the tables hold" in s01.section_text
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # the duplicate assignment is marked on its group's timeline and listed with its evidence
+    dup = open_report(chromium, page_file, group="sim-bug-duplicate-assignment")
+    assert dup.errors == [] and dup.requests == []
+    assert dup.markers == 1
+    assert "duplicate_assignment" in dup.section_text and "partition 14 offset 6" in dup.section_text

@@ -58,6 +58,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
+from coordinator_audit.core.audit.rows import iso_ms
 from coordinator_audit.core.audit.snapshot import GroupSnapshot, MemberView, TopicPartition
 
 __all__ = ["CAUSES", "CAUSE_PRIORITY", "Activity", "Cause", "new_generation_causes", "primary_problems",
@@ -119,7 +120,7 @@ def _tps(tps: Iterable[TopicPartition], limit: int = 20) -> str:
 
 def _commit(activity: Activity, member_id: str) -> str:
     at = activity.get(member_id)
-    return f"last commit at offset {at[1]} ({at[0]})" if at is not None else "no commit"
+    return f"last commit at offset {at[1]} ({iso_ms(at[0])})" if at is not None else "no commit"
 
 
 def new_generation_causes(prev: GroupSnapshot, new: GroupSnapshot, *, missing: int, created: bool = False,

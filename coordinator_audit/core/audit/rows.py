@@ -14,6 +14,7 @@ columns and `tombstones` on offset_commits; `replayed` and `key_type` on quarant
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from coordinator_audit.core.records_fast import fast_constructor
 
@@ -28,8 +29,15 @@ __all__ = [
     "QuarantineRow",
     "RebalanceCauseRow",
     "ViolationRow",
+    "iso_ms",
     "table_of",
 ]
+
+
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds as UTC ISO 8601 with milliseconds (``2026-11-21T23:43:28.080Z``): how
+    the rows' text (details, evidence) names a time."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 @dataclass(frozen=True, slots=True)

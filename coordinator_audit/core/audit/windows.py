@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator_audit.core.audit.offsets import OffsetSummary, Regression, TopicPartition
-from coordinator_audit.core.audit.rows import AuditRow, ViolationRow
+from coordinator_audit.core.audit.rows import AuditRow, ViolationRow, iso_ms
 from coordinator_audit.core.audit.snapshot import GroupSnapshot
 
 __all__ = ["OffsetWindow"]
@@ -76,8 +76,8 @@ class OffsetWindow:
         topic, partition = tp
         return ViolationRow(
             group_id, self.generation_id, "offset_regression", topic, partition, self._owners.get(tp, ()),
-            f"{topic}-{partition}: committed offset {offset} (commit time {commit_timestamp}) after "
-            f"{r.previous_offset} (commit time {r.previous_commit_timestamp}) while the group was Stable in "
+            f"{topic}-{partition}: committed offset {offset} (commit time {iso_ms(commit_timestamp)}) after "
+            f"{r.previous_offset} (commit time {iso_ms(r.previous_commit_timestamp)}) while the group was Stable in "
             f"generation {self.generation_id}",
             f"partition {p} offsets {r.previous_source_offset} -> {o}", ts, p, o)
 
