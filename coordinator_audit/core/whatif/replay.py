@@ -303,6 +303,11 @@ def _spec_dict(s: ConsumerSpec) -> dict[str, Any]:
     return out
 
 
+_OWNERSHIP_EVENTS = frozenset({"start", "crash", "fatal", "assigned", "revoked", "lost", "stale_claims", "leave",
+                               "pause", "resume", "assignment_mismatch"})
+"""The consumer events (`GroupConsumer`'s observer) around which a consumer's partitions or liveness change."""
+
+
 class _MeasuringRunner(Runner):
     """The simulator's runner (without its ground truth, which a replay does not read), sampling which
     consumer holds each partition after every instant at which something could have changed it."""
@@ -320,14 +325,15 @@ class _MeasuringRunner(Runner):
         """The partitions wanted and held by no one since the last change."""
         self._at = scenario.start_ms
         self._changed = True
-        """Something that may change who holds what happened since the last sample: a consumer's
-        observable event (start, assignment, revocation, loss, leave, crash, pause, resume, commit), a
+        """Something that may change who holds what happened since the last sample: a consumer event
+        of `_OWNERSHIP_EVENTS` or the commit a closing consumer gives up its partitions after, a
         timeline step, a stall's start or end."""
         self.assigned = False
         """Costs count from the group's first assignment on (startup is not a rebalance's cost)."""
 
     def _observe(self, proc: Any, kind: str, data: dict[str, Any]) -> None:
-        self._changed = True
+        if kind in _OWNERSHIP_EVENTS or (kind == "commit_result" and data.get("why") == "close"):
+            self._changed = True
         if kind == "revoked" and data.get("when") == "join_prepare":
             self.stopped += 1
         super()._observe(proc, kind, data)
