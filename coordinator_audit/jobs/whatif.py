@@ -235,7 +235,9 @@ def group_rows(tables: str, group: str, generations: list[GenerationRow], assign
     observed: list[AuditRow] = [*generations, *assignments, *causes]
     history, actual, rep = fit(lambda a: derive_history_from_rows(generations, assignments, commits, causes,
                                                                   assumptions=a), observed, assumptions)
-    results = [replay(history, c) for c in configs]
+    results: list[ReplayResult] = []
+    for c in configs:
+        results.append(replay(history, c, known=[actual, *results]))
     rows = whatif_rows(history, actual, rep, costs_of_rows(observed).rebalances, results, computed_at)
     _print(rows, rep, out)
     return rows

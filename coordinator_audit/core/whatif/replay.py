@@ -429,10 +429,16 @@ def measure(scenario: Scenario, stalls: Sequence[Stall] = ()) -> tuple[RunResult
     return run, costs, rows
 
 
-def replay(history: GroupHistory, config: Configuration | None = None) -> ReplayResult:
-    """Runs `history` under `config` (the actual configuration when None) and measures it."""
+def replay(history: GroupHistory, config: Configuration | None = None, *, known: Iterable[ReplayResult] = ()
+           ) -> ReplayResult:
+    """Runs `history` under `config` (the actual configuration when None) and measures it. A result
+    in `known` of the same history whose scenario is this one (e.g. a sweep's point that is the
+    actual configuration) is reused instead of run again: the simulator is deterministic."""
     config = config or Configuration()
     scenario, stalls = _plan(history, config)
+    for done in known:
+        if done.history is history and done.scenario == scenario:
+            return ReplayResult(history, config, config.resolved(history), scenario, done.run, done.costs, done.rows)
     run, costs, rows = measure(scenario, stalls)
     if costs.rebalances == 0:
         raise ScenarioError(f"group {history.group_id!r} under {config.label()}: no generation completed (no "

@@ -304,3 +304,12 @@ def test_a_poll_timeout_leaves_after_max_poll_interval():
         assert [s.at + result.scenario.start_ms for s in leave] == [stall[0].at_ms + interval]
         assert result.costs.longest_unowned_ms is not None
         assert interval <= result.costs.longest_unowned_ms <= interval + 3000
+
+
+def test_a_configuration_with_the_actual_scenario_reuses_its_replay():
+    history, actual, _rep, _observed = fitted("eager-rolling-bounce")
+    same = replay(history, Configuration(assignor="range", static=False), known=[actual])
+    assert same.run is actual.run and same.costs == actual.costs and same.config.label() == "range dynamic"
+    other = replay(history, Configuration(assignor="cooperative-sticky"), known=[actual])
+    assert other.run is not actual.run
+    assert same.costs == replay(history, Configuration(assignor="range", static=False)).costs
