@@ -462,11 +462,17 @@ def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: in
     shifts an event by the difference between the observed and the replayed record time of the
     generation that revealed it (the generation of the same id in the replay), keeping each
     consumer's events in order. Returns the best round's history (highest reproduction score, then
-    lowest time error), its replay and its reproduction. The fitted events say so in their basis."""
+    lowest time error), its replay and its reproduction. The fitted events say so in their basis.
+    A round that comes back to an earlier round's events ends the fit: the simulator is deterministic,
+    so the rounds from there would repeat earlier ones, none better."""
     seen = _record_times(observed)
     best: tuple[GroupHistory, ReplayResult, Reproduction] | None = None
     current = history
+    tried: set[tuple[LifecycleEvent, ...]] = set()
     for _ in range(rounds + 1):
+        if current.events in tried:
+            break
+        tried.add(current.events)
         result = replay(current)
         rep = reproduction(observed, result.rows)
         if best is None or (rep.score, -(rep.mean_time_error_ms or 0.0)) > (
