@@ -63,6 +63,11 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   offset-commit stretches (`GroupAuditor.merge_stretch`, what a separate Spark SQL stage did
   before), its stage's wall time is reported beside it (`stage_share`) but is no longer the
   replay's cost alone.
+* `whatif` (one process, no Spark; `benchmarks/bench_whatif.py`): `--whatif-groups` (300) random
+  simulated groups audited (`audit_group`), then swept as `coordinator_audit.jobs.whatif --sweep`
+  does per group (the history fitted to the actual configuration, then four assignors x static
+  membership off and on), in CPU seconds: `sweep_over_audit`, and the sweep's time for 5,000 such
+  groups at that rate. Reported, not a target.
 * `memory`: the peaks sampled during the audits (per scaling point: the Python workers' peak RSS
   must not grow with the input, it is bounded by `job.scan_chunk_rows`), plus one group with
   `--single-group-commits` (5M) offset commits streamed through `GroupAuditor` in a fresh process.

@@ -28,7 +28,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import SparkSession
 
 import benchmarks
-from benchmarks import kafka_input, measures, memory, peer, report
+from benchmarks import bench_whatif, kafka_input, measures, memory, peer, report
 from coordinator_audit.core.sim.scale import ScaleConfig, plan_groups
 from coordinator_audit.jobs.spark_session import build_session
 from tools.make_samples import write_scale
@@ -38,7 +38,7 @@ __all__ = ["MEASUREMENTS", "ensure_delta_input", "ensure_input", "main", "parse_
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASUREMENTS: tuple[str, ...] = ("bare_scan", "offset_path", "audit", "peer", "replay", "memory", "scaling",
-                                 "fixed_groups", "derived", "delta_input", "kafka_input")
+                                 "fixed_groups", "derived", "delta_input", "kafka_input", "whatif")
 SCALING_FACTORS = (1, 2, 4, 8)
 """Multiples of `--scaling-base` (by default a quarter of `--records`): 5M, 10M, 20M and 40M records
 at the default size, the 4x point being the main input."""
@@ -107,6 +107,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="about how many offset commits the pure-Python commit rate reads (default 2,000,000)")
     p.add_argument("--single-group-commits", type=int, default=5_000_000,
                    help="commit records of the single-group memory run (default 5,000,000)")
+    p.add_argument("--whatif-groups", type=int, default=300,
+                   help="simulated groups of the what-if measurement (default 300)")
     p.add_argument("--skip", action="append", default=[], metavar="NAME",
                    help=f"leave out a measurement (repeatable or comma-separated): {', '.join(MEASUREMENTS)}")
     p.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "bench",
@@ -339,6 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         m["replay"] = _in_fresh_process(measures.replay_rates, str(path), commit_records=args.replay_commits)
         _log(f"replay: {m['replay']['group_metadata_per_s']:,.0f} GroupMetadata records/s, "
              f"{m['replay']['commits_per_s'] or 0:,.0f} commits/s")
+    if "whatif" not in skip:
+        _log(f"whatif: the what-if sweep over {args.whatif_groups} simulated groups against their audit (one process)")
+        m["whatif"] = _in_fresh_process(bench_whatif.measure, args.whatif_groups, args.seed)
+        _log(f"whatif: sweep / audit {m['whatif']['sweep_over_audit']:.0f}x")
     if "memory" not in skip:
         _log(f"memory: one group, {args.single_group_commits:,} commits (fresh process)")
         m["memory"] = {"single_group": _in_fresh_process(memory.single_group_memory, args.single_group_commits)}

@@ -299,6 +299,13 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
         print(f"replay, one core: {_fmt(rp['group_metadata_per_s'], ',.0f')} GroupMetadata records/s "
               f"({rp['group_metadata_records']:,} records, {rp['groups']:,} groups); "
               f"{_fmt(rp['commits_per_s'], ',.0f')} offset commits/s ({rp['commit_records']:,} commits)", file=out)
+    if m.get("whatif"):
+        w = m["whatif"]
+        print(f"what-if sweep, one core: {w['groups']:,} simulated groups, audit {_fmt(w['audit_cpu_seconds'], '.2f')} "
+              f"CPU s, sweep (fit + {w['configurations']} configurations) {_fmt(w['sweep_cpu_seconds'], '.1f')} CPU s: "
+              f"{_fmt(w['sweep_over_audit'], ',.0f')}x; {w['reproduced_fully']} of {w['swept']} groups reproduced in "
+              f"every generation; 5,000 such groups: sweep {_fmt(w['sweep_seconds_for_5000_groups'], ',.0f')} s",
+              file=out)
     mem = m.get("memory") or {}
     if mem.get("audit"):
         a = mem["audit"]

@@ -5,9 +5,11 @@
     python -m coordinator_audit.jobs.whatif --tables out/delta --group G --sweep [--sweep-session-timeouts-ms 10000,30000]
 
 The group's `generations`, `assignments`, `offset_commits` and `rebalance_causes` rows give its member
-lifecycle (`coordinator_audit.core.whatif.events.derive_history_from_rows`); the tables keep no member
-timeouts, so `--observed-session-timeout-ms` and `--observed-max-poll-interval-ms` say what the
-consumers ran with (Kafka's defaults when not given). The actual configuration is replayed first and
+lifecycle (`coordinator_audit.core.whatif.events.derive_history_from_rows`), each member's session and
+rebalance timeouts included (the `assignments` columns `session_timeout_ms`, `rebalance_timeout_ms`).
+Where the rows lack one (tables written before the audit kept them, a GroupMetadata value v0),
+`--observed-session-timeout-ms` and `--observed-max-poll-interval-ms` say what the consumers ran
+with (Kafka's defaults when not given), and the printed assumptions say so. The actual configuration is replayed first and
 its reproduction score printed: how many of the audited generations the replay gives back exactly.
 Each configuration's costs are printed against the actual one's, and stored (one row per group and
 configuration, replacing the group's earlier rows) in the Delta table `whatif` under `--tables`,
@@ -90,14 +92,18 @@ def _ms(value: Any) -> Any:
     return value
 
 
+_LATER_COLUMNS = frozenset({"session_timeout_ms", "rebalance_timeout_ms"})
+"""Columns a table written before the audit kept them lacks: read as null (the assumptions stand in)."""
+
+
 def _rows(tables: str, table: str, cls: type, group: str | None) -> list[Any]:
     names = [f.name for f in fields(cls)]
     out = []
     for r in load_rows(tables, table, group=group):
-        missing = [n for n in names if n not in r]
+        missing = [n for n in names if n not in r and n not in _LATER_COLUMNS]
         if missing:
             raise WhatIfError(f"{tables.rstrip('/')}/{table}: no column(s) {missing} (written by another version?)")
-        out.append(cls(**{n: _ms(r[n]) for n in names}))
+        out.append(cls(**{n: _ms(r.get(n)) for n in names}))
     return out
 
 
@@ -118,9 +124,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--sweep-session-timeouts-ms", default="",
                    help="comma-separated session timeouts for --sweep (default: the observed one only)")
     p.add_argument("--observed-session-timeout-ms", type=int, default=Assumptions().session_timeout_ms,
-                   help="what the consumers ran with (the tables do not keep it; default Kafka's 45000)")
+                   help="what the consumers ran with, for members whose assignments rows lack it (tables written "
+                        "before the audit kept it; default Kafka's 45000)")
     p.add_argument("--observed-max-poll-interval-ms", type=int, default=Assumptions().rebalance_timeout_ms,
-                   help="what the consumers ran with (default Kafka's 300000)")
+                   help="the same for the rebalance timeout (also missing from a GroupMetadata value v0; default "
+                        "Kafka's 300000)")
     p.add_argument("--no-write", action="store_true", help="print only, do not write the whatif table")
     return p.parse_args(argv)
 
@@ -227,7 +235,9 @@ def group_rows(tables: str, group: str, generations: list[GenerationRow], assign
     observed: list[AuditRow] = [*generations, *assignments, *causes]
     history, actual, rep = fit(lambda a: derive_history_from_rows(generations, assignments, commits, causes,
                                                                   assumptions=a), observed, assumptions)
-    results = [replay(history, c) for c in configs]
+    results: list[ReplayResult] = []
+    for c in configs:
+        results.append(replay(history, c, known=[actual, *results]))
     rows = whatif_rows(history, actual, rep, costs_of_rows(observed).rebalances, results, computed_at)
     _print(rows, rep, out)
     return rows

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.spark
 def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--records", "6000", "--groups", "6", "--no-scaling", "--skip", "offset_path,derived,kafka_input", "--replay-commits", "2000",
             "--single-group-commits", "3000", "--shards", "2", "--gen-workers", "1", "--cache-dir", str(tmp_path / "cache"),
-            "--delta-factors", "4", "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path), "--in-process"]
+            "--delta-factors", "4", "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path), "--in-process",
+            "--whatif-groups", "3"]
     assert harness.main(argv) == 0
     printed = capsys.readouterr().out
     out_file = tmp_path / "out" / "benchmark.json"
@@ -39,6 +40,11 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     m = rep["measurements"]
     rows = rep["input"]["rows"]
     assert rows >= 6000
+    # the what-if sweep over 3 simulated groups, against their audit
+    w = m["whatif"]
+    assert w["groups"] == 3 and w["swept"] + w["skipped"] == 3 and w["swept"] > 0
+    assert w["sweep_cpu_seconds"] > w["audit_cpu_seconds"] > 0 and w["sweep_over_audit"] > 1
+    assert "what-if sweep, one core: 3 simulated groups" in printed
     assert m["bare_scan"]["first"]["records"] == m["bare_scan"]["last"]["records"] == rows
     # the read floors, measured after each Parquet bare scan: the Python read saw every record, the
     # JVM's commit summary every offset-commit record (the peer's commits, plus any tombstones)

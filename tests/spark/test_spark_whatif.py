@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from coordinator_audit.jobs import whatif
 
@@ -32,8 +32,11 @@ def _whatif(tables: Path) -> list[dict]:
 
 
 def test_an_alternative_for_the_crash_group(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--tables", str(tables), "--group", "grp-s02", "--observed-session-timeout-ms", "6000",
-            "--assignor", "cooperative-sticky", "--static"]
+    # the members' timeouts come from the assignments table (grp-s02's consumers ran with 6 s sessions)
+    stored = DeltaTable(str(tables / "assignments")).to_pyarrow_table(filters=[("group_id", "=", "grp-s02")])
+    assert set(zip(stored["session_timeout_ms"].to_pylist(), stored["rebalance_timeout_ms"].to_pylist(),
+                   strict=True)) == {(6000, 300000)}
+    args = ["--tables", str(tables), "--group", "grp-s02", "--assignor", "cooperative-sticky", "--static"]
     assert whatif.main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("group grp-s02: the actual configuration reproduces 5 of 5 audited generations")
@@ -45,10 +48,10 @@ def test_an_alternative_for_the_crash_group(tables: Path, capsys: pytest.Capture
     assert actual["observed_rebalances"] == actual["rebalances"] == 4
     assert alt["assignor"] == "cooperative-sticky" and alt["static_membership"]
     assert actual["members_stopped"] > 0 and alt["members_stopped"] == 0  # no eager revocation
-    assert "session.timeout.ms 6000" in actual["assumptions"]
+    assert "timeout" not in actual["assumptions"]
     # a rerun replaces the group's rows; another group's rows stay
     assert whatif.main(args) == 0
-    assert whatif.main(["--tables", str(tables), "--group", "grp-s07", "--observed-session-timeout-ms", "10000"]) == 0
+    assert whatif.main(["--tables", str(tables), "--group", "grp-s07"]) == 0
     rows = _whatif(tables)
     assert sorted((r["group_id"], r["configuration"]) for r in rows) == [
         ("grp-s02", "actual"), ("grp-s02", "cooperative-sticky static"), ("grp-s07", "actual")]
@@ -56,7 +59,7 @@ def test_an_alternative_for_the_crash_group(tables: Path, capsys: pytest.Capture
 
 def test_the_sweep_in_a_fresh_interpreter(tables: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.whatif", "--tables", str(tables), "--group",
-                           "grp-s07", "--observed-session-timeout-ms", "10000", "--sweep"],
+                           "grp-s07", "--sweep"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "reproduces 7 of 7 audited generations" in done.stdout
@@ -78,7 +81,7 @@ def test_unknown_group_is_a_clear_error(tables: Path, capsys: pytest.CaptureFixt
 
 
 def test_every_group_and_the_total(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert whatif.main(["--tables", str(tables), "--observed-session-timeout-ms", "10000", "--static"]) == 0
+    assert whatif.main(["--tables", str(tables), "--static"]) == 0
     out = capsys.readouterr().out
     rows = _whatif(tables)
     groups = sorted({r["group_id"] for r in rows})
@@ -89,3 +92,16 @@ def test_every_group_and_the_total(tables: Path, capsys: pytest.CaptureFixture[s
     total = out[out.index("total over"):].splitlines()
     actual = next(line for line in total if line.strip().startswith("actual"))
     assert int(actual.split()[1]) == sum(r["rebalances"] for r in rows if r["is_actual"])
+
+
+def test_tables_without_the_timeout_columns(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # assignments written before the audit kept the members' timeouts: the flags stand in, and say so
+    old = DeltaTable(str(tables / "assignments")).to_pyarrow_table()
+    shutil.rmtree(tables / "assignments")
+    write_deltalake(str(tables / "assignments"), old.drop_columns(["session_timeout_ms", "rebalance_timeout_ms"]))
+    args = ["--tables", str(tables), "--group", "grp-s02", "--no-write"]
+    assert whatif.main([*args, "--observed-session-timeout-ms", "6000"]) == 0
+    out = capsys.readouterr().out
+    assert "reproduces 5 of 5 audited generations" in out
+    assert "keep no session timeout: session.timeout.ms 6000 assumed" in out
+    assert "keep no rebalance timeout: max.poll.interval.ms 300000 assumed" in out

@@ -600,7 +600,7 @@ class ConsumerGroupAudit:
                       valid_to: int | None) -> AssignmentRow:
         return AssignmentRow(self.group_id, iv.epoch, member_id, m.instance_id, m.client_id, m.client_host,
                              self._topic(tp[0]), tp[1], None, iv.owned_before, None, None, iv.valid_from, valid_to,
-                             iv.partition, iv.offset, "consumer", tp[0], iv.pending_at)
+                             iv.partition, iv.offset, "consumer", tp[0], iv.pending_at, None, None)
 
     def _violation(self, kind: str, topic_id: str | None, partition: int | None, members: tuple[str, ...],
                    detail: str, p: int, o: int, ts: int) -> ViolationRow:

@@ -354,8 +354,10 @@ class GenerationObserver:
             groups = tuple((t, (partition,)) for t, partition in distinct)
             flags = owned_before if owned_before is not None else tuple(tp in owned for tp in distinct)
             size = len(distinct)
+        rebalance = m.rebalance_timeout if m.rebalance_timeout >= 0 else None  # value v0 does not carry it
         run = make_assignment_run(group, gen, member_id, instance, client_id, host, version, ud_gen, sub_gen, ts,
-                                  valid_to, p, o, groups, flags, size, "classic", None, None)
+                                  valid_to, p, o, groups, flags, size, "classic", None, None, m.session_timeout,
+                                  rebalance)
         if self.runs:
             return [run]
         return [*run.rows()]

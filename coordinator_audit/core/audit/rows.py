@@ -7,8 +7,9 @@ the Kafka records; the Spark layer may present them as timestamps.
 Columns beyond the issue's lists (all documented on the class): record_timestamp / source
 partition and offset on every table (so each row points at the log), `ended_by_offset`,
 `static_replacements`, `rebalance_protocol` and `coordinator_flavour` on generations; `subscription_generation`,
-`valid_from`, `valid_to` on assignments (ownership intervals); `is_primary` on causes; the window
-columns and `tombstones` on offset_commits; `replayed` and `key_type` on quarantine.
+`valid_from`, `valid_to` (ownership intervals), `session_timeout_ms` and `rebalance_timeout_ms` on assignments;
+`is_primary` on causes; the window columns and `tombstones` on offset_commits; `replayed` and `key_type` on
+quarantine.
 """
 
 from __future__ import annotations
@@ -150,6 +151,14 @@ class AssignmentRow:
     pending_revocation_at: int | None
     """Consumer groups: when the partition was put in the member's pending revocations during the
     interval (the member still owns it until a later record drops it), else None."""
+    session_timeout_ms: int | None
+    """Classic groups: the member's session timeout as the record persisted it (the JoinGroup's
+    SessionTimeoutMs: the consumer's session.timeout.ms). None for consumer groups (KIP-848 keeps
+    the session timeout per group, not per member)."""
+    rebalance_timeout_ms: int | None
+    """Classic groups: the member's rebalance timeout as the record persisted it (the JoinGroup's
+    RebalanceTimeoutMs: the Java consumer's max.poll.interval.ms); None when the record does not
+    carry it (GroupMetadata value v0) and for consumer groups."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +304,8 @@ class AssignmentRun:
     group_type: str = "classic"
     topic_id: str | None = None
     pending_revocation_at: int | None = None
+    session_timeout_ms: int | None = None
+    rebalance_timeout_ms: int | None = None
     """As the `AssignmentRow` columns (every row of a run shares them)."""
 
     def rows(self) -> list[AssignmentRow]:
@@ -304,13 +315,15 @@ class AssignmentRun:
         ud_gen, sub_gen, start, end = self.user_data_generation, self.subscription_generation, self.valid_from, self.valid_to
         p, o, make, owned = self.source_partition, self.source_offset, make_assignment_row, self.owned_before
         kind, topic_id, pending = self.group_type, self.topic_id, self.pending_revocation_at
+        session, rebalance = self.session_timeout_ms, self.rebalance_timeout_ms
         if isinstance(owned, bool):
             return [make(group, gen, member, instance, client, host, t, partition, version, owned, ud_gen, sub_gen,
-                         start, end, p, o, kind, topic_id, pending)
+                         start, end, p, o, kind, topic_id, pending, session, rebalance)
                     for t, partitions in self.groups for partition in partitions]
         tps = [(t, partition) for t, partitions in self.groups for partition in partitions]
         return [make(group, gen, member, instance, client, host, t, partition, version, flag, ud_gen, sub_gen,
-                     start, end, p, o, kind, topic_id, pending) for (t, partition), flag in zip(tps, owned, strict=True)]
+                     start, end, p, o, kind, topic_id, pending, session, rebalance)
+                for (t, partition), flag in zip(tps, owned, strict=True)]
 
 
 AuditRow = (GenerationRow | AssignmentRow | RebalanceCauseRow | ViolationRow | OffsetCommitRow | QuarantineRow

@@ -8,25 +8,26 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from coordinator_audit.core.errors import ScenarioError
 
 
-@dataclass(order=True, slots=True)
+@dataclass(slots=True, eq=False)
 class _Entry:
     at: int
     seq: int
-    action: Callable[[int], None] = field(compare=False)
-    label: str = field(compare=False, default="")
-    cancelled: bool = field(compare=False, default=False)
+    action: Callable[[int], None]
+    label: str = ""
+    cancelled: bool = False
 
 
 class EventQueue:
     """A deterministic discrete-event queue over virtual milliseconds."""
 
     def __init__(self, start_ms: int = 0) -> None:
-        self._heap: list[_Entry] = []
+        self._heap: list[tuple[int, int, _Entry]] = []
+        """(at, seq, entry): ordered by time, then scheduling order."""
         self._seq = 0
         self.now = start_ms
 
@@ -36,7 +37,7 @@ class EventQueue:
             raise ScenarioError(f"event {label!r} scheduled at {at}, before the current time {self.now}")
         self._seq += 1
         entry = _Entry(at, self._seq, action, label)
-        heapq.heappush(self._heap, entry)
+        heapq.heappush(self._heap, (at, self._seq, entry))
         return entry
 
     def after(self, delay_ms: int, action: Callable[[int], None], label: str = "") -> _Entry:
@@ -48,9 +49,9 @@ class EventQueue:
             entry.cancelled = True
 
     def peek_time(self) -> int | None:
-        while self._heap and self._heap[0].cancelled:
+        while self._heap and self._heap[0][2].cancelled:
             heapq.heappop(self._heap)
-        return self._heap[0].at if self._heap else None
+        return self._heap[0][0] if self._heap else None
 
     def run_until(self, end_ms: int, *, max_events: int = 2_000_000) -> int:
         """Runs every event due at or before `end_ms`; returns how many ran. The clock ends at `end_ms`."""
@@ -59,7 +60,7 @@ class EventQueue:
             t = self.peek_time()
             if t is None or t > end_ms:
                 break
-            entry = heapq.heappop(self._heap)
+            entry = heapq.heappop(self._heap)[2]
             self.now = entry.at
             entry.action(entry.at)
             ran += 1
@@ -69,4 +70,4 @@ class EventQueue:
         return ran
 
     def __len__(self) -> int:
-        return sum(1 for e in self._heap if not e.cancelled)
+        return sum(1 for _, _, e in self._heap if not e.cancelled)

@@ -26,7 +26,13 @@ from coordinator_audit.core.protocol import (
 )
 from coordinator_audit.core.sim.clock import EventQueue
 from coordinator_audit.core.sim.log import LogRecord, LogWriter
-from coordinator_audit.core.sim.port import CoordinatorPort, encode_record, make_assignor, partition_for
+from coordinator_audit.core.sim.port import (
+    CoordinatorPort,
+    GroupSnapshot,
+    encode_record,
+    make_assignor,
+    partition_for,
+)
 from coordinator_audit.core.sim.scenario import ConsumerSpec, Scenario, Step
 from coordinator_audit.core.sim.tracker import TruthTracker
 from coordinator_audit.core.sim.truth import Truth
@@ -57,8 +63,13 @@ class _Armed:
 
 
 class Runner:
-    def __init__(self, scenario: Scenario) -> None:
+    """Runs one scenario. `track_truth=False` leaves the ground truth (`RunResult.truth`) empty but for
+    the events and record count, and spares the per-request group snapshots it is built from: the
+    log written is the same (a caller that needs only the log, e.g. a what-if replay)."""
+
+    def __init__(self, scenario: Scenario, *, track_truth: bool = True) -> None:
         self.s = scenario
+        self.track_truth = track_truth
         self.q = EventQueue(scenario.start_ms)
         self.metadata: dict[str, int] = dict(scenario.topics)
         self.partition = partition_for(scenario.group, scenario.offsets_partitions)
@@ -69,7 +80,7 @@ class Runner:
         self.truth = Truth(scenario=scenario.name, group=scenario.group, seed=scenario.seed,
                            consumer_offsets_partition=self.partition, description=scenario.description,
                            coordinator_flavour=scenario.flavor)
-        self.tracker = TruthTracker(self.truth)
+        self.tracker = TruthTracker(self.truth) if track_truth else _Untracked(self.truth)
         self.procs: dict[str, _Process] = {}
         self.zombies: list[_Process] = []
         self.by_cid: dict[int, _Process] = {}
@@ -88,12 +99,16 @@ class Runner:
         self._cid += 1
         return self._cid
 
+    def _snapshot(self) -> GroupSnapshot | None:
+        """The group's state for the truth tracker (None when the truth is not tracked)."""
+        return self.port.snapshot(self.s.group) if self.track_truth else None
+
     def _event(self, kind: str, **data: Any) -> None:
         self.truth.events.append({"at_ms": self.q.now - self.s.start_ms, "event": kind, **data})
 
     def _apply_result(self, result: Any, now: int, *, committer: str | None = None) -> None:
         self.tracker.set_committer(committer)
-        snap = self.port.snapshot(self.s.group) if result.records else None
+        snap = self._snapshot() if result.records else None
         for rec in result.records:
             key, value = encode_record(rec)
             logged = self.log.append(self.partition, now, key, value)
@@ -146,9 +161,9 @@ class Runner:
             self._apply_result(self.port.call(req, now), now, committer=member_id)
             self._schedule_coordinator()
             return
-        before = self.port.snapshot(self.s.group)
+        before = self._snapshot()
         result = self.port.call(req, now)
-        after = self.port.snapshot(self.s.group)
+        after = self._snapshot()
         is_join = isinstance(req, JoinGroupRequest)
         consumer = proc.consumer if proc else None
         self._apply_result(result, now, committer=member_id)
@@ -161,9 +176,9 @@ class Runner:
     def _fire_coordinator_timers(self, now: int) -> None:
         deadline = self.port.next_deadline()
         if deadline is not None and deadline <= now:
-            before = self.port.snapshot(self.s.group)
+            before = self._snapshot()
             result = self.port.advance_time(now)
-            after = self.port.snapshot(self.s.group)
+            after = self._snapshot()
             self._apply_result(result, now)
             self.tracker.on_step(before, after, member_id=None, reason=None, topics=None,
                                  is_join=False, is_leave=False)
@@ -379,12 +394,12 @@ class Runner:
     def _do_coordinator_failover(self, step: Step, now: int) -> None:
         self._fire_coordinator_timers(now)
         pairs = [(r.key, r.value) for r in self.log.records]
-        before = self.port.snapshot(self.s.group)
+        before = self._snapshot()
         unload, load = self.port.failover(pairs, now)
         self._event("coordinator_failover", records_replayed=len(pairs))
         self._apply_result(unload, now)
         self._apply_result(load, now)
-        after = self.port.snapshot(self.s.group)
+        after = self._snapshot()
         self.tracker.on_step(before, after, member_id=None, reason=None, topics=None, is_join=False, is_leave=False)
         self._coord_tick = None
         self._coord_tick_at = None
@@ -392,6 +407,22 @@ class Runner:
 
     def _do_delete_group(self, step: Step, now: int) -> None:
         self._call(None, DeleteGroupsRequest(group_ids=(self.s.group,), correlation_id=self._next_cid()), now)
+
+
+class _Untracked(TruthTracker):
+    """The tracker of a run whose ground truth is not wanted: it records nothing."""
+
+    def on_step(self, before: GroupSnapshot | None, after: GroupSnapshot | None, **_: Any) -> None:
+        pass
+
+    def plant(self, kind: str, detail: dict[str, Any], **_: Any) -> None:
+        pass
+
+    def on_record(self, rec: Any, logged: LogRecord, snapshot: GroupSnapshot | None) -> None:
+        pass
+
+    def set_committer(self, member_id: str | None) -> None:
+        pass
 
 
 def _with(spec: ConsumerSpec, changes: dict[str, Any]) -> ConsumerSpec:

@@ -76,9 +76,11 @@ class Assumptions:
     skips it for a group.instance.id, KIP-345); it is taken as an operator's close (under dynamic
     membership the replay's consumer then sends LeaveGroup), not a crash."""
     session_timeout_ms: int = 45000
-    """session.timeout.ms where the source does not say (the audit's tables; the log does): Kafka's default."""
+    """session.timeout.ms of a member whose source does not say (assignments rows without the
+    `session_timeout_ms` column, written before the audit kept it): Kafka's default."""
     rebalance_timeout_ms: int = 300000
-    """max.poll.interval.ms (the rebalance timeout) where the source does not say: Kafka's default."""
+    """max.poll.interval.ms (the rebalance timeout) of a member whose source does not say (a
+    GroupMetadata value v0, or assignments rows without `rebalance_timeout_ms`): Kafka's default."""
     poll_timeout_fraction: float = 0.9
     """A member removed at least this fraction of its rebalance timeout (max.poll.interval.ms) after its
     last sign of life, when that timeout is longer than its session timeout, was removed by its
@@ -350,9 +352,11 @@ def derive_history(records: Iterable[tuple[int, int, int, Any, Any]], *, group_i
     """The lifecycle of one group from its records, (partition, offset, timestamp_ms, key, value) in log
     order (the audit's input). Records of other groups are refused; unreadable ones are skipped and
     counted in `notes` (the audit quarantines them)."""
+    a = assumptions or Assumptions()
     notes: list[str] = []
     items: list[_Item] = []
     unreadable = 0
+    v0 = False
     seen: set[tuple[int, int]] = set()
     prev: GroupSnapshot | None = None
     for partition, offset, ts, key, value in records:
@@ -389,10 +393,15 @@ def derive_history(records: Iterable[tuple[int, int, int, Any, Any]], *, group_i
         prev = snap
         items.append(ObservedState(snap.generation, ts, snap.state_timestamp, snap.protocol, tuple(
             ObservedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
-                           m.rebalance_timeout, m.topics, m.assigned_set) for m in snap.members)))
+                           m.rebalance_timeout if m.rebalance_timeout >= 0 else a.rebalance_timeout_ms, m.topics,
+                           m.assigned_set) for m in snap.members)))
+        v0 = v0 or any(m.rebalance_timeout < 0 for m in snap.members)
+    if v0:
+        notes.append(f"GroupMetadata value v0 keeps no rebalance timeout: max.poll.interval.ms "
+                     f"{a.rebalance_timeout_ms} assumed where it is missing")
     if unreadable:
         notes.append(f"{unreadable} unreadable record(s) skipped (the audit quarantines them)")
-    return _history(group_id, items, assumptions or Assumptions(), notes)
+    return _history(group_id, items, a, notes)
 
 
 _JOINED = ("member_joined", "static_member_rejoined_new_generation")
@@ -402,9 +411,11 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
                              offset_commits: Iterable[OffsetCommitRow], causes: Iterable[RebalanceCauseRow] = (), *,
                              assumptions: Assumptions | None = None) -> GroupHistory:
     """The lifecycle of one group from the audit's rows (its `generations`, `assignments`,
-    `offset_commits` and `rebalance_causes` tables) instead of the log. The tables keep less than the
-    log, and what they lack is taken from `assumptions` and said in `notes`: the members' session and
-    rebalance timeouts (`Assumptions.session_timeout_ms`, `rebalance_timeout_ms`), their subscriptions
+    `offset_commits` and `rebalance_causes` tables) instead of the log. The members' session and
+    rebalance timeouts are the assignments rows' `session_timeout_ms` and `rebalance_timeout_ms`
+    (where a row lacks one, `Assumptions.session_timeout_ms` / `rebalance_timeout_ms` stands in and
+    `notes` counts those members). The tables keep less than the log, and what they lack is taken
+    from `assumptions` and said in `notes`: the members' subscriptions
     (the topics of all their assignments: a member id's subscription change is not seen), members assigned nothing (known only when a cause row names
     them joining and an assignments row of theirs, in any generation, gives their client; the others
     are absent and `notes` counts them), and each member's last commit (a window's last commit per
@@ -427,8 +438,15 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     for c in causes:
         if c.cause in _JOINED and c.member_id is not None and c.generation_id is not None:
             joined.setdefault(c.generation_id, []).append(c.member_id)
-    notes = [f"the tables keep no member timeouts: session.timeout.ms {a.session_timeout_ms} and "
-             f"max.poll.interval.ms {a.rebalance_timeout_ms} assumed"]
+    notes: list[str] = []
+    no_session = sorted({r.member_id for r in known.values() if r.session_timeout_ms is None})
+    no_rebalance = sorted({r.member_id for r in known.values() if r.rebalance_timeout_ms is None})
+    if no_session:
+        notes.append(f"the assignments rows of {len(no_session)} member(s) keep no session timeout: "
+                     f"session.timeout.ms {a.session_timeout_ms} assumed")
+    if no_rebalance:
+        notes.append(f"the assignments rows of {len(no_rebalance)} member(s) keep no rebalance timeout: "
+                     f"max.poll.interval.ms {a.rebalance_timeout_ms} assumed")
     # each generation's opening record, then its replacement records, in log order
     points: list[tuple[tuple[int, int], Any]] = []
     missing = 0
@@ -439,7 +457,7 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
                 seen = known.get(member_id)
                 if member_id not in members and seen is not None:
                     members[member_id] = ObservedMember(member_id, seen.group_instance_id, seen.client_id,
-                                                        seen.client_host, a.session_timeout_ms, a.rebalance_timeout_ms,
+                                                        seen.client_host, *_timeouts(seen, a),
                                                         frozenset(topics[member_id]), frozenset())
         missing += max(0, g.member_count - len(members))
         points.append(((g.source_partition, g.source_offset), ObservedState(
@@ -475,10 +493,15 @@ def _row_members(rows: Iterable[AssignmentRow], a: Assumptions, topics: dict[str
     for member_id, mine in by_member.items():
         r = mine[0]
         assigned = frozenset((x.topic, x.partition) for x in mine)
-        out[member_id] = ObservedMember(member_id, r.group_instance_id, r.client_id, r.client_host,
-                                        a.session_timeout_ms, a.rebalance_timeout_ms, frozenset(topics[member_id]),
-                                        assigned)
+        out[member_id] = ObservedMember(member_id, r.group_instance_id, r.client_id, r.client_host, *_timeouts(r, a),
+                                        frozenset(topics[member_id]), assigned)
     return out
+
+
+def _timeouts(r: AssignmentRow, a: Assumptions) -> tuple[int, int]:
+    """(session, rebalance) timeout of the member of row `r`: the row's, else the assumed ones."""
+    return (r.session_timeout_ms if r.session_timeout_ms is not None else a.session_timeout_ms,
+            r.rebalance_timeout_ms if r.rebalance_timeout_ms is not None else a.rebalance_timeout_ms)
 
 
 _Item = ObservedState | tuple[str, int, int]

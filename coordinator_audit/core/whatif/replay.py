@@ -38,7 +38,7 @@ from coordinator_audit.core.audit import (
 from coordinator_audit.core.coordinator import CoordinatorConfig
 from coordinator_audit.core.errors import ScenarioError
 from coordinator_audit.core.sim.runner import Runner, RunResult
-from coordinator_audit.core.sim.scenario import ConsumerSpec, Scenario
+from coordinator_audit.core.sim.scenario import ConsumerSpec, Scenario, Step
 from coordinator_audit.core.whatif.events import Assumptions, GroupHistory, LifecycleEvent
 
 __all__ = [
@@ -303,15 +303,17 @@ def _spec_dict(s: ConsumerSpec) -> dict[str, Any]:
     return out
 
 
-def _nothing(now: int) -> None:
-    """An event that only makes the runner take a sample."""
+_OWNERSHIP_EVENTS = frozenset({"start", "crash", "fatal", "assigned", "revoked", "lost", "stale_claims", "leave",
+                               "pause", "resume", "assignment_mismatch"})
+"""The consumer events (`GroupConsumer`'s observer) around which a consumer's partitions or liveness change."""
 
 
 class _MeasuringRunner(Runner):
-    """The simulator's runner, sampling which consumer holds each partition after every instant."""
+    """The simulator's runner (without its ground truth, which a replay does not read), sampling which
+    consumer holds each partition after every instant at which something could have changed it."""
 
     def __init__(self, scenario: Scenario, stalls: Sequence[Stall] = ()) -> None:
-        super().__init__(scenario)
+        super().__init__(scenario, track_truth=False)
         self.stalls = list(stalls)
         self.stopped = 0
         self.unowned: dict[tuple[str, int], int] = {}
@@ -319,26 +321,44 @@ class _MeasuringRunner(Runner):
         self.longest = 0
         self.moved = 0
         self.last_owner: dict[tuple[str, int], str] = {}
-        self._state: tuple[dict[tuple[str, int], str], set[tuple[str, int]]] = ({}, set())
+        self._missing: frozenset[tuple[str, int]] = frozenset()
+        """The partitions wanted and held by no one since the last change."""
         self._at = scenario.start_ms
+        self._changed = True
+        """Something that may change who holds what happened since the last sample: a consumer event
+        of `_OWNERSHIP_EVENTS` or the commit a closing consumer gives up its partitions after, a
+        timeline step, a stall's start or end."""
         self.assigned = False
         """Costs count from the group's first assignment on (startup is not a rebalance's cost)."""
 
     def _observe(self, proc: Any, kind: str, data: dict[str, Any]) -> None:
+        if kind in _OWNERSHIP_EVENTS or (kind == "commit_result" and data.get("why") == "close"):
+            self._changed = True
         if kind == "revoked" and data.get("when") == "join_prepare":
             self.stopped += 1
         super()._observe(proc, kind, data)
 
+    def _do(self, step: Step, now: int) -> None:
+        self._changed = True
+        super()._do(step, now)
+
+    def _stall_edge(self, now: int) -> None:
+        self._changed = True
+
     def _sample(self, now: int) -> None:
-        """Accrues the time since the last sample to the partitions unowned then, and takes the new state:
-        who holds what (a stalled consumer holds nothing) and which partitions are wanted (those of a
-        topic some running consumer subscribes to, once the group's first assignment happened)."""
-        held, wanted = self._state
+        """Accrues the time since the last sample to the partitions unowned then, and, when something
+        may have changed, takes the new state: who holds what (a stalled consumer holds nothing) and
+        which partitions are wanted (those of a topic some running consumer subscribes to, once the
+        group's first assignment happened). An open unowned stretch's length counts when it closes or
+        the run ends (`_finish`)."""
         dt = now - self._at
         if dt > 0:
-            for tp in wanted - held.keys():
+            for tp in self._missing:
                 self.unowned[tp] = self.unowned.get(tp, 0) + dt
         self._at = now
+        if not self._changed:
+            return
+        self._changed = False
         holders: dict[tuple[str, int], str] = {}
         topics: set[str] = set()
         for proc in self.procs.values():
@@ -362,10 +382,14 @@ class _MeasuringRunner(Runner):
         for tp in list(self.stretch):
             if tp in holders or tp not in now_wanted:
                 self.longest = max(self.longest, now - self.stretch.pop(tp))
-        for tp in now_wanted - holders.keys():
-            begun = self.stretch.setdefault(tp, now)
+        missing = frozenset(now_wanted - holders.keys())
+        for tp in missing:
+            self.stretch.setdefault(tp, now)
+        self._missing = missing
+
+    def _finish(self, now: int) -> None:
+        for begun in self.stretch.values():
             self.longest = max(self.longest, now - begun)
-        self._state = (holders, now_wanted)
 
     def run(self) -> RunResult:
         s = self.s
@@ -373,7 +397,7 @@ class _MeasuringRunner(Runner):
             self.q.schedule(s.start_ms + step.at, partial(self._do, step), f"step {step.index}")
         for who, start, stop in self.stalls:  # samples where a stall begins and ends
             for at in (start, stop):
-                self.q.schedule(at, _nothing, f"stall of {who}")
+                self.q.schedule(at, self._stall_edge, f"stall of {who}")
         end = s.start_ms + s.end_ms
         while True:
             t = self.q.peek_time()
@@ -383,6 +407,7 @@ class _MeasuringRunner(Runner):
             self._sample(t)
         self.q.run_until(end)
         self._sample(end)
+        self._finish(end)
         self.truth.records = len(self.log)
         records = list(self.log.records)
         return RunResult(s, records, records, self.truth, self.port)
@@ -404,10 +429,16 @@ def measure(scenario: Scenario, stalls: Sequence[Stall] = ()) -> tuple[RunResult
     return run, costs, rows
 
 
-def replay(history: GroupHistory, config: Configuration | None = None) -> ReplayResult:
-    """Runs `history` under `config` (the actual configuration when None) and measures it."""
+def replay(history: GroupHistory, config: Configuration | None = None, *, known: Iterable[ReplayResult] = ()
+           ) -> ReplayResult:
+    """Runs `history` under `config` (the actual configuration when None) and measures it. A result
+    in `known` of the same history whose scenario is this one (e.g. a sweep's point that is the
+    actual configuration) is reused instead of run again: the simulator is deterministic."""
     config = config or Configuration()
     scenario, stalls = _plan(history, config)
+    for done in known:
+        if done.history is history and done.scenario == scenario:
+            return ReplayResult(history, config, config.resolved(history), scenario, done.run, done.costs, done.rows)
     run, costs, rows = measure(scenario, stalls)
     if costs.rebalances == 0:
         raise ScenarioError(f"group {history.group_id!r} under {config.label()}: no generation completed (no "
@@ -431,11 +462,17 @@ def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: in
     shifts an event by the difference between the observed and the replayed record time of the
     generation that revealed it (the generation of the same id in the replay), keeping each
     consumer's events in order. Returns the best round's history (highest reproduction score, then
-    lowest time error), its replay and its reproduction. The fitted events say so in their basis."""
+    lowest time error), its replay and its reproduction. The fitted events say so in their basis.
+    A round that comes back to an earlier round's events ends the fit: the simulator is deterministic,
+    so the rounds from there would repeat earlier ones, none better."""
     seen = _record_times(observed)
     best: tuple[GroupHistory, ReplayResult, Reproduction] | None = None
     current = history
+    tried: set[tuple[LifecycleEvent, ...]] = set()
     for _ in range(rounds + 1):
+        if current.events in tried:
+            break
+        tried.add(current.events)
         result = replay(current)
         rep = reproduction(observed, result.rows)
         if best is None or (rep.score, -(rep.mean_time_error_ms or 0.0)) > (

@@ -19,7 +19,7 @@ from coordinator_audit.core.records_fast import fast_constructor
 CASES = [
     (make_assignment_row, AssignmentRow,
      ("g", 3, "m-1", None, "c", "/10.0.0.1", "t", 7, 3, True, None, 2, 1_000, None, 5, 42, "classic", None,
-      None)),
+      None, 10_000, 300_000)),
     (make_cause_row, RebalanceCauseRow,
      ("g", 3, 2, "member_joined", "m-1", "i-1", "new member", "partition 5 offset 42", True, 1_000, 5, 42)),
     (make_generation_row, GenerationRow,

@@ -4,6 +4,7 @@ it directly with the same events; the real Kafka 3.9 sample's reproduction score
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from functools import cache
@@ -128,21 +129,40 @@ def test_history_refuses_other_groups_and_empty_input():
 
 @pytest.mark.parametrize("name", [n for n in REPRODUCED if "subscription" not in n])
 def test_the_tables_give_the_logs_history(name):
-    # the audit's rows hold the same lifecycle as the log, once told the timeouts the tables do not keep
+    # the audit's rows hold the same lifecycle as the log, the members' timeouts included
     data, records = library(name)
     rows = list(audit_group(records, group_id=data["group"]))
     from_log = derive_history(records)
-    c = from_log.consumers[0]
-    told = Assumptions(session_timeout_ms=c.session_timeout_ms, rebalance_timeout_ms=c.rebalance_timeout_ms)
-    from_rows = derive_history_from_rows([r for r in rows if isinstance(r, GenerationRow)],
-                                         [r for r in rows if isinstance(r, AssignmentRow)],
-                                         [r for r in rows if isinstance(r, OffsetCommitRow)],
-                                         [r for r in rows if isinstance(r, RebalanceCauseRow)], assumptions=told)
+    from_rows = _from_rows(rows)
     assert sorted(from_rows.events, key=repr) == sorted(from_log.events, key=repr)
     assert sorted(from_rows.consumers, key=repr) == sorted(from_log.consumers, key=repr)
     assert (from_rows.topics, from_rows.flavour, from_rows.assignor) == (from_log.topics, from_log.flavour,
                                                                          from_log.assignor)
-    assert any("no member timeouts" in n for n in from_rows.notes)
+    assert not any("timeout" in n for n in from_rows.notes)
+
+
+def _from_rows(rows: list[AuditRow], assumptions: Assumptions | None = None) -> GroupHistory:
+    return derive_history_from_rows([r for r in rows if isinstance(r, GenerationRow)],
+                                    [r for r in rows if isinstance(r, AssignmentRow)],
+                                    [r for r in rows if isinstance(r, OffsetCommitRow)],
+                                    [r for r in rows if isinstance(r, RebalanceCauseRow)], assumptions=assumptions)
+
+
+def test_the_assignments_rows_keep_each_members_timeouts():
+    # eager-crash's consumers run with a 10 s session timeout and Kafka's 300 s max.poll.interval.ms:
+    # the rows say so, per member per generation
+    data, records = library("eager-crash")
+    rows = list(audit_group(records, group_id=data["group"]))
+    assigned = [r for r in rows if isinstance(r, AssignmentRow)]
+    assert assigned and {(r.session_timeout_ms, r.rebalance_timeout_ms) for r in assigned} == {(10000, 300000)}
+    assert {c.session_timeout_ms for c in _from_rows(rows, Assumptions(session_timeout_ms=6000)).consumers} == {10000}
+    # rows without them (tables written before the audit kept them): the assumption stands in, and says so
+    bare = [dataclasses.replace(r, session_timeout_ms=None, rebalance_timeout_ms=None)
+            if isinstance(r, AssignmentRow) else r for r in rows]
+    h = _from_rows(bare, Assumptions(session_timeout_ms=6000, rebalance_timeout_ms=20000))
+    assert {(c.session_timeout_ms, c.rebalance_timeout_ms) for c in h.consumers} == {(6000, 20000)}
+    assert any("keep no session timeout: session.timeout.ms 6000 assumed" in n for n in h.notes)
+    assert any("keep no rebalance timeout: max.poll.interval.ms 20000 assumed" in n for n in h.notes)
 
 
 def test_the_tables_miss_a_subscription_change():
@@ -284,3 +304,12 @@ def test_a_poll_timeout_leaves_after_max_poll_interval():
         assert [s.at + result.scenario.start_ms for s in leave] == [stall[0].at_ms + interval]
         assert result.costs.longest_unowned_ms is not None
         assert interval <= result.costs.longest_unowned_ms <= interval + 3000
+
+
+def test_a_configuration_with_the_actual_scenario_reuses_its_replay():
+    history, actual, _rep, _observed = fitted("eager-rolling-bounce")
+    same = replay(history, Configuration(assignor="range", static=False), known=[actual])
+    assert same.run is actual.run and same.costs == actual.costs and same.config.label() == "range dynamic"
+    other = replay(history, Configuration(assignor="cooperative-sticky"), known=[actual])
+    assert other.run is not actual.run
+    assert same.costs == replay(history, Configuration(assignor="range", static=False)).costs
