@@ -28,9 +28,10 @@ History:
   the epoch: the target at it and every member's current assignment at it and STABLE
   (`StreamsGroupMember#isReconciledTo`; a share member takes its target at once, there is nothing to
   revoke). `state` is the broker's: a share group is "Empty" or "Stable" (`ShareGroup#
-  maybeUpdateGroupState`); a streams group "Empty", "Assigning", "Reconciling" or "Stable"
-  (`StreamsGroup#maybeUpdateGroupState`; its "NotReady", a topology not yet validated, is not told
-  apart from "Assigning").
+  maybeUpdateGroupState`); a streams group "Empty", "NotReady" (its topology not validated at its
+  epoch: the metadata record's validated topology epoch against the topology record's; a 4.1
+  broker does not write it, and its groups are never NotReady here), "Assigning", "Reconciling" or
+  "Stable" (`StreamsGroup#maybeUpdateGroupState`).
 * `assignments`: a share member's assigned partitions, topic ids named from the group's
   share-partition state records (15) or OffsetCommit values, ids kept when the log does not name
   them; a streams member's tasks, one row per task: `topic` is the task's kind and subtopology
@@ -41,7 +42,10 @@ History:
   new row at each member epoch (`owned_before` True).
 * `rebalance_causes`: `group_created`, `history_start`, `member_joined` (a member record of a new
   member), `member_left_or_expired` (a member's tombstones: the log writes the same records for a
-  leave and a fence), `subscription_changed` (a share member's topics), `topology_changed` (a
+  leave and a fence), `subscription_changed` (a share member's topics),
+  `share_partitions_initialized` (a share-partition state record, 15, names partitions initialized
+  since: the broker then bumps the epoch to assign them, `GroupMetadataManager#
+  initializedAssignmentPending`), `topology_changed` (a
   streams topology record with a new topology epoch), `topic_metadata_changed` (the metadata hash
   alone), `epoch_bump_unexplained`, `group_deleted`.
 * `violations`: `load_refused` (a record the load path refuses in its place; the replay goes on as
@@ -97,12 +101,15 @@ _CURRENT_TYPES = {14: "share", 22: "streams"}
 
 LEAVE_EPOCH = -1
 """`LEAVE_GROUP_MEMBER_EPOCH`: what a deleted current assignment leaves."""
-STABLE = 0
-"""`MemberState.STABLE`."""
+SHARE_STABLE = 0
+"""A share member's `MemberState.STABLE` (the consumer groups' enum)."""
+STREAMS_STABLE = 1
+"""A streams member's `streams.MemberState.STABLE` (0 is not a state there; 2 and 3 are
+UNREVOKED_TASKS and UNRELEASED_TASKS)."""
 
 SHARE_STREAMS_CAUSES: tuple[str, ...] = (
     "history_start", "group_created", "member_left_or_expired", "member_joined", "subscription_changed",
-    "topology_changed", "topic_metadata_changed", "epoch_bump_unexplained", "group_deleted",
+    "share_partitions_initialized", "topology_changed", "topic_metadata_changed", "epoch_bump_unexplained", "group_deleted",
 )
 """The causes of a share or streams group's epochs, in the order their primary is chosen."""
 _RANK = {c: i for i, c in enumerate(SHARE_STREAMS_CAUSES)}
@@ -124,7 +131,7 @@ class _Member:
     client_host: str = ""
     topics: tuple[str, ...] = ()
     epoch: int = 0
-    state: int = STABLE
+    state: int = SHARE_STABLE
     owned: dict[Owned, bool] = field(default_factory=dict)  # -> pending revocation
 
     def to_list(self) -> list[Any]:
@@ -152,6 +159,9 @@ class ShareStreamsGroupAudit:
         self.targets: set[str] = set()
         self.assignment_epoch = -1
         self.topology_epoch: int | None = None
+        self.validated_topology_epoch: int | None = None  # None: the log does not say (a 4.1 broker's)
+        self.initialized: set[Owned] = set()  # a share group's initialized share partitions (type 15)
+        self._stable = SHARE_STABLE if group_type == "share" else STREAMS_STABLE
         self._gen: dict[str, Any] | None = None
         self._last_epoch: int | None = None
         self._intervals: dict[str, dict[Owned, list[Any]]] = {}  # [epoch, valid_from, p, o, owned_before, pending_at]
@@ -175,6 +185,12 @@ class ShareStreamsGroupAudit:
             else:
                 assert isinstance(v, ShareGroupMetadataValue | ShareGroupMetadataValue40 | StreamsGroupMetadataValue)
                 self._epoch_record(v.epoch, getattr(v, "metadata_hash", self.metadata_hash), p, o, ts, rows)
+                if isinstance(v, StreamsGroupMetadataValue):
+                    # 4.2+ write the validated topology epoch (-1: not validated yet) beside the last
+                    # assignment configs; a record with neither comes from a 4.1 broker, which kept it in memory
+                    known = v.validated_topology_epoch != -1 or bool(v.last_assignment_configs)
+                    self.validated_topology_epoch = v.validated_topology_epoch if known else None
+                    self._check_reached(ts)
         elif t in _MEMBER_TYPES:
             member_id = _member_id(record)
             if v is None:
@@ -225,6 +241,16 @@ class ShareStreamsGroupAudit:
             infos = (*getattr(v, "initializing_topics", ()), *v.initialized_topics, *v.deleting_topics)
             for info in infos:
                 self.names.setdefault(topic_id_text(info.topic_id), info.topic_name)
+            initialized = {(topic_id_text(t.topic_id), part) for t in v.initialized_topics for part in t.partitions}
+            new = initialized - self.initialized
+            self.initialized = initialized
+            if new:
+                # GroupMetadataManager#initializedAssignmentPending: initialized partitions not yet
+                # in the target assignment make the next heartbeat bump the epoch
+                topics = sorted({self.names.get(t, t) for t, _ in new})
+                self._event("share_partitions_initialized", None, None,
+                            f"{len(new)} share partition(s) of [{', '.join(topics)}] initialized (their share state "
+                            f"exists): the assignor can assign them", where)
         return rows
 
     def open_rows(self) -> list[AuditRow]:
@@ -306,6 +332,8 @@ class ShareStreamsGroupAudit:
             state = "Empty"
         elif self.group_type == "share" or reached_at is not None:
             state = "Stable"
+        elif not self._topology_ready():
+            state = "NotReady"
         else:
             state = "Reconciling" if g["assignment_epoch"] is not None else "Assigning"
         return GenerationRow(
@@ -322,9 +350,18 @@ class ShareStreamsGroupAudit:
         g = self._gen
         if g is None or g["reached_at"] is not None or self.assignment_epoch != g["generation_id"]:
             return
+        if not self._topology_ready():
+            return
         live = [m for m in self.members.values() if m.epoch != LEAVE_EPOCH]
-        if all(m.state == STABLE and m.epoch == self.assignment_epoch for m in live):
+        if all(m.state == self._stable and m.epoch == self.assignment_epoch for m in live):
             g["reached_at"] = ts
+
+    def _topology_ready(self) -> bool:
+        """A streams group is NOT_READY while its topology is not validated at its epoch
+        (`StreamsGroup#maybeUpdateGroupState`); a share group, or a log that does not record it, is ready."""
+        if self.group_type != "streams" or self.validated_topology_epoch is None:
+            return True
+        return self.topology_epoch is not None and self.topology_epoch == self.validated_topology_epoch
 
     def _delete_group(self, p: int, o: int, ts: int, rows: list[AuditRow]) -> None:
         problems = []
@@ -349,6 +386,7 @@ class ShareStreamsGroupAudit:
         self.exists = False
         self.members, self.targets, self._events = {}, set(), []
         self.assignment_epoch, self.epoch, self.metadata_hash, self.topology_epoch = -1, 0, 0, None
+        self.validated_topology_epoch, self.initialized = None, set()
 
     # ------------------------------------------------------------------------------------------
     # members
@@ -495,7 +533,8 @@ class ShareStreamsGroupAudit:
             "metadata_hash": self.metadata_hash,
             "members": {k: m.to_list() for k, m in sorted(self.members.items())},
             "targets": sorted(self.targets), "assignment_epoch": self.assignment_epoch,
-            "topology_epoch": self.topology_epoch,
+            "topology_epoch": self.topology_epoch, "validated_topology_epoch": self.validated_topology_epoch,
+            "initialized": sorted([t, p] for t, p in self.initialized),
             "generation": dict(self._gen) if self._gen is not None else None, "last_epoch": self._last_epoch,
             "intervals": {k: [[t, p, *iv] for (t, p), iv in sorted(v.items())]
                           for k, v in sorted(self._intervals.items())},
@@ -508,7 +547,8 @@ class ShareStreamsGroupAudit:
         self.exists, self.epoch, self.metadata_hash = d["exists"], d["epoch"], d["metadata_hash"]
         self.members = {k: _Member.from_list(v) for k, v in d["members"].items()}
         self.targets, self.assignment_epoch = set(d["targets"]), d["assignment_epoch"]
-        self.topology_epoch = d["topology_epoch"]
+        self.topology_epoch, self.validated_topology_epoch = d["topology_epoch"], d["validated_topology_epoch"]
+        self.initialized = {(t, p) for t, p in d["initialized"]}
         self._gen = dict(d["generation"]) if d["generation"] is not None else None
         self._last_epoch = d["last_epoch"]
         self._intervals = {k: {(e[0], e[1]): list(e[2:]) for e in v} for k, v in d["intervals"].items()}

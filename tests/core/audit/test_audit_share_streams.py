@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
 
 from coordinator_audit.core.audit import (
     SHARE_STREAMS_CAUSES,
@@ -117,8 +121,9 @@ def _tasks(**subtopologies: tuple[int, ...]) -> tuple[CurrentTaskIds, ...]:
 
 
 def _streams_current(epoch: int, active: tuple[CurrentTaskIds, ...], standby: tuple[CurrentTaskIds, ...] = (),
-                     revoking: tuple[CurrentTaskIds, ...] = (), state: int = 0
+                     revoking: tuple[CurrentTaskIds, ...] = (), state: int = 1
                      ) -> StreamsGroupCurrentMemberAssignmentValue:
+    """State 1 is streams.MemberState.STABLE, 2 UNREVOKED_TASKS, 3 UNRELEASED_TASKS."""
     return StreamsGroupCurrentMemberAssignmentValue(epoch, epoch - 1, state, active, standby, (), revoking, (), ())
 
 
@@ -147,9 +152,9 @@ def streams_log() -> LogBuilder:
         (TaskIds("0", (1,)),), (TaskIds("0", (0,)),), ()), at)
     _rec(log, StreamsGroupTargetAssignmentMetadataKey(g), StreamsGroupTargetAssignmentMetadataValue(2, at), at)
     _rec(log, StreamsGroupCurrentMemberAssignmentKey(g, "a-1"),
-         _streams_current(2, _tasks(s0=(0,), s1=(0,)), revoking=_tasks(s0=(1,)), state=1), at + 100)
+         _streams_current(2, _tasks(s0=(0,), s1=(0,)), revoking=_tasks(s0=(1,)), state=2), at + 100)
     _rec(log, StreamsGroupCurrentMemberAssignmentKey(g, "b-1"),  # waits for 0_1: UNRELEASED_TASKS
-         _streams_current(2, (), _tasks(s0=(0,)), state=2), at + 100)
+         _streams_current(2, (), _tasks(s0=(0,)), state=3), at + 100)
     _rec(log, StreamsGroupCurrentMemberAssignmentKey(g, "a-1"),
          _streams_current(2, _tasks(s0=(0,), s1=(0,))), at + 900)
     _rec(log, StreamsGroupCurrentMemberAssignmentKey(g, "b-1"),
@@ -196,7 +201,8 @@ def test_share_group_epochs_members_and_assignments() -> None:
     primary = {c.generation_id: c.cause for c in t["rebalance_causes"] if c.is_primary}
     assert primary == {2: "group_created", 3: "member_joined", 4: "member_left_or_expired",
                        5: "member_left_or_expired"}
-    assert [c.cause for c in t["rebalance_causes"] if not c.is_primary] == ["member_joined", "group_deleted"]
+    assert [(c.generation_id, c.cause) for c in t["rebalance_causes"] if not c.is_primary] == [
+        (2, "member_joined"), (3, "share_partitions_initialized"), (5, "group_deleted")]
     assert t["violations"] == [] and t["quarantine"] == []
 
 
@@ -260,3 +266,92 @@ def test_two_runs_with_saved_state_equal_one_pass() -> None:
             rows = list(first.feed(records[:k]))
             second = GroupAuditor.from_dict(json.loads(json.dumps(first.to_dict())))
             assert rows + list(second.feed(records[k:])) + second.finish() == one_pass, f"split at {k}"
+
+
+# ---------------------------------------------------------------------------------------------
+# a real Kafka 4.4.0 broker's log (tools/make_share_streams_log.py): a share group and a streams
+# group, each joined by two clients that then leave one by one
+
+DATA = Path(__file__).resolve().parents[1] / "codec" / "data"
+REAL = DATA / "real_broker_4_4_0_share_streams.parquet"
+REAL_TRUTH = json.loads((DATA / "real_broker_4_4_0_share_streams.truth.json").read_text())
+
+
+def _real_records() -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for r in sorted(pq.read_table(REAL).to_pylist(), key=lambda r: (r["partition"], r["offset"])):
+        key = r["key"]
+        group = key[4:4 + int.from_bytes(key[2:4], "big")].decode()
+        out.setdefault(group, []).append((r["partition"], r["offset"], int(r["timestamp"].timestamp() * 1000), key,
+                                          r["value"]))
+    return out
+
+
+def _task(text: str) -> tuple[str, int]:
+    """"share-in:2" -> ("share-in", 2); "active:0:1" -> ("active:0", 1)."""
+    topic, _, partition = text.rpartition(":")
+    return topic, int(partition)
+
+
+@pytest.fixture(scope="module")
+def real() -> dict[str, dict[str, list[Any]]]:
+    return {group: _audit(records) for group, records in _real_records().items()}
+
+
+@pytest.mark.parametrize("step", REAL_TRUTH["steps"], ids=lambda s: f"{s['group']}: {s['step']}")
+def test_real_log_every_member_epoch_the_broker_and_clients_saw_is_in_the_tables(real, step) -> None:
+    t = real[step["group"]]
+    gen = next(g for g in t["generations"] if g.generation_id == step["group_epoch"])
+    assert (gen.group_type, gen.member_count, gen.assignment_epoch, gen.state) == (
+        step["type"], len(step["members"]), step["assignment_epoch"], step["state"])
+    at = step["at"]
+    for m in step["members"]:
+        held = {(a.topic, a.partition) for a in t["assignments"]
+                if a.member_id == m["member_id"] and a.generation_id == m["member_epoch"]
+                and a.valid_from <= at and (a.valid_to is None or a.valid_to > at)}
+        assert held == {_task(x) for x in m["assigned"]}, m
+        assert all(a.client_id == m["client_id"] for a in t["assignments"] if a.member_id == m["member_id"])
+    for client in step.get("clients", ()):  # a streams application's own view of its tasks
+        member = next(m for m in step["members"] if m["client_id"] == client["consumer_client_id"])
+        assert {_task(x) for x in client["tasks"]} == {_task(x) for x in member["assigned"]
+                                                       if not x.startswith("warmup:")}
+
+
+def test_real_log_causes_agree_with_what_the_driver_did(real) -> None:
+    """Each client that joined has its `member_joined` cause and each that left its
+    `member_left_or_expired`, as the primary cause of the epoch the step settled at (the first
+    client's join opened the group: its epoch came before the one the group settled at, below)."""
+    for group in REAL_TRUTH["groups"]:
+        steps = [s for s in REAL_TRUTH["steps"] if s["group"] == group]
+        causes = real[group]["rebalance_causes"]
+        primary = {c.generation_id: c for c in causes if c.is_primary}
+        for i, step in enumerate(steps):
+            was = {m["member_id"] for m in steps[i - 1]["members"]} if i else set()
+            now = {m["member_id"] for m in step["members"]}
+            if i == 0:
+                (joined,) = now
+                assert [c.generation_id for c in causes if c.cause == "member_joined"
+                        and c.member_id == joined] == [min(primary)]
+                continue
+            cause = primary[step["group_epoch"]]
+            expected = ("member_joined", *(now - was)) if now - was else ("member_left_or_expired", *(was - now))
+            assert (cause.cause, cause.member_id) == expected, (step["step"], cause)
+        assert real[group]["violations"] == [] and real[group]["quarantine"] == []
+
+
+def test_real_log_first_epochs_as_the_broker_wrote_them(real) -> None:
+    """Before the first client's assignment: a share group's epoch 2 assigns nothing until its share
+    partitions are initialized (epoch 3); a streams group's epoch 2 waits for its topology to be
+    validated (NotReady), and epoch 3 follows the changed topic metadata (its changelog topic)."""
+    share = [(g.generation_id, g.state, g.reached_at is not None) for g in real["share-audit"]["generations"]][:2]
+    assert share == [(2, "Stable", True), (3, "Stable", True)]
+    assert not [a for a in real["share-audit"]["assignments"] if a.generation_id == 2]
+    causes = {c.generation_id: c.cause for c in real["share-audit"]["rebalance_causes"] if c.is_primary}
+    assert causes[3] == "share_partitions_initialized"
+    streams = [(g.generation_id, g.state) for g in real["streams-audit"]["generations"]][:2]
+    assert streams == [(2, "NotReady"), (3, "Stable")]
+    causes = {c.generation_id: c.cause for c in real["streams-audit"]["rebalance_causes"] if c.is_primary}
+    assert causes[3] == "topic_metadata_changed"
+    standby = {(a.member_id, a.topic, a.partition) for a in real["streams-audit"]["assignments"]
+               if a.topic.startswith("standby:")}
+    assert len(standby) == 2  # one standby replica per task while two applications ran
