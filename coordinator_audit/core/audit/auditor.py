@@ -50,13 +50,13 @@ assignment bytes stay undecoded until an `offset_regression` names a partition's
 decide where a window opens (a part that does not decode only adds a quarantine row, which such a
 caller does not keep).
 
-Counts: records_in = duplicates + replayed + quarantined + skipped_other_type (consumer-group
-records count as group_records).
+Counts: records_in = duplicates + replayed + quarantined + skipped_other_type (consumer-, share-
+and streams-group records count as group_records).
 
 Incremental runs: `to_dict()` is a JSON-able snapshot of the state (the last GroupMetadata record
 verbatim, the open generation row, ownership start times, the open window summaries, the last
 offset per partition; and, when the group has them, the consumer group's replayed state
-(`consumer_group`), the topic names learnt (`topic_names`) and a held `group_deleted` cause
+(`consumer_group`), a share or streams group's (`share_streams_group`), the topic names learnt (`topic_names`) and a held `group_deleted` cause
 (`held_cause`)); `GroupAuditor.from_dict()` resumes. Rows of the open generation and window
 are emitted when they close, or by `finish()` as they stand (ended_at / valid_to /
 window_end_offset None), without closing them: auditing records[:k], saving, resuming with
