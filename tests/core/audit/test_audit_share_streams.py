@@ -19,7 +19,7 @@ from coordinator_audit.core.audit import (
     GroupAuditor,
     audit_group,
 )
-from coordinator_audit.core.records import CoordinatorRecord
+from coordinator_audit.core.records import CoordinatorRecord, decode, encode
 from coordinator_audit.core.records_kip848 import TopicIdPartitions
 from coordinator_audit.core.records_share import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -355,3 +355,13 @@ def test_real_log_first_epochs_as_the_broker_wrote_them(real) -> None:
     standby = {(a.member_id, a.topic, a.partition) for a in real["streams-audit"]["assignments"]
                if a.topic.startswith("standby:")}
     assert len(standby) == 2  # one standby replica per task while two applications ran
+
+
+def test_real_log_records_decode_and_encode_byte_exact() -> None:
+    types = set()
+    for records in _real_records().values():
+        for _, _, _, key, value in records:
+            rec = decode(key, value)
+            types.add(rec.key_version)
+            assert encode(rec) == (key, value)
+    assert types >= {10, 11, 12, 13, 14, 15, 17, 19, 20, 21, 22, 23}
