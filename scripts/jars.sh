@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Resolves the JVM pieces the broker tier needs from Maven Central into .cache/ (git-ignored), once:
-#   bash scripts/jars.sh kafka4|kafka44|kafka3|spark ...   prints, per set, the directory holding its jars.
+#   bash scripts/jars.sh kafka4|kafka44|streams44|kafka3|spark ...   prints, per set, the directory holding its jars.
 # Sets (versions overridable by environment):
 #   kafka4  org.apache.kafka:kafka_2.13:$KAFKA4_VERSION  (the broker, Java group coordinator) + log4j2
 #   kafka44 org.apache.kafka:kafka_2.13:$KAFKA44_VERSION (Kafka 4.4: KIP-848 consumer groups as the newest
 #           broker writes them, and its kafka-clients) + log4j2
 #   kafka3  org.apache.kafka:kafka_2.13:$KAFKA3_VERSION  (the broker, Scala group coordinator) + reload4j
+#   streams44 org.apache.kafka:kafka-streams:$KAFKA44_VERSION (a Kafka Streams application with
+#           group.protocol=streams, KIP-1071) + log4j2
 #   spark   org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version> and
 #           io.delta:delta-spark_2.13:<delta-spark version>, both read from .venv, runtime scope only
 #           (Spark's own jars, scope "provided", come with pyspark)
@@ -72,7 +74,7 @@ drop_shipped() {  # lib dir, pyspark's jars dir: removes jars whose artifact pys
     done
 }
 
-[ $# -gt 0 ] || { echo "usage: bash scripts/jars.sh kafka4|kafka44|kafka3|spark ..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bash scripts/jars.sh kafka4|kafka44|streams44|kafka3|spark ..." >&2; exit 2; }
 for set in "$@"; do
     case "$set" in
         kafka4|kafka44)
@@ -83,6 +85,12 @@ for set in "$@"; do
               dep org.apache.logging.log4j log4j-core 2.24.3
               dep org.apache.logging.log4j log4j-slf4j2-impl 2.24.3
             } | resolve "kafka-$version" ;;
+        streams44)
+            { dep org.apache.kafka kafka-streams "$KAFKA44_VERSION"
+              dep org.slf4j slf4j-api 2.0.17
+              dep org.apache.logging.log4j log4j-core 2.24.3
+              dep org.apache.logging.log4j log4j-slf4j2-impl 2.24.3
+            } | resolve "kafka-streams-$KAFKA44_VERSION" ;;
         kafka3)
             { dep org.apache.kafka kafka_2.13 "$KAFKA3_VERSION"
               dep org.slf4j slf4j-reload4j 1.7.36
@@ -98,6 +106,6 @@ for set in "$@"; do
             lib=$(cat "$ROOT/.cache/jars/.last")
             drop_shipped "$lib" "$("$PY" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
             echo "$lib" ;;
-        *) echo "[jars] unknown set $set (kafka4, kafka44, kafka3, spark)" >&2; exit 2 ;;
+        *) echo "[jars] unknown set $set (kafka4, kafka44, streams44, kafka3, spark)" >&2; exit 2 ;;
     esac
 done

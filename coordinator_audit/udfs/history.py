@@ -402,6 +402,12 @@ CommitTimes = tuple[str, int, int | None, int | None]
 first_commit_timestamp, last_commit_timestamp), in that order."""
 
 
+NOT_DERIVED_GROUP_TYPES = frozenset({"share", "streams"})
+"""Group types the derived tables leave out: several share-group members may hold one partition and
+a streams member holds tasks, not partitions, so neither has one owner per partition; their
+generations and assignments are in the base tables."""
+
+
 def commit_times(rows: Iterable[Mapping[str, Any]]) -> list[CommitTimes]:
     """`offset_commits` rows given as dicts, as the derivation reads them (`CommitTimes`)."""
     return [(r["topic"], r["partition"], r.get("first_commit_timestamp"), r.get("last_commit_timestamp"))
@@ -421,7 +427,7 @@ def derive_group(group_id: str, *, generations: Sequence[Mapping[str, Any]],
     `OwnershipRow`s in key order, then one `OwnershipRun` per `AssignedRun` whose rows are its
     assignments as stored. `health` judges the health rows' days. Raises ValueError naming the group and the generation when an assignment
     has no generation row."""
-    gens = sorted((dict(g) for g in generations),
+    gens = sorted((dict(g) for g in generations if g.get("group_type") not in NOT_DERIVED_GROUP_TYPES),
                   key=lambda g: (g["record_timestamp"], g.get("source_offset") or 0, g["generation_id"]))
     if not gens:
         return [], [], []

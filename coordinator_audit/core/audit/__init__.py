@@ -37,6 +37,7 @@ from coordinator_audit.core.audit.rows import (
     ViolationRow,
     table_of,
 )
+from coordinator_audit.core.audit.share_streams import SHARE_STREAMS_CAUSES, SHARE_STREAMS_VIOLATION_KINDS
 from coordinator_audit.core.audit.snapshot import GroupSnapshot
 from coordinator_audit.core.audit.violations import VIOLATION_KINDS
 
@@ -47,6 +48,8 @@ __all__ = [
     "CONSUMER_VIOLATION_KINDS",
     "NO_COUNTS",
     "ROW_TYPES",
+    "SHARE_STREAMS_CAUSES",
+    "SHARE_STREAMS_VIOLATION_KINDS",
     "STATE_FORMAT",
     "TABLES",
     "VIOLATION_KINDS",

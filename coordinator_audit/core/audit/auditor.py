@@ -27,8 +27,10 @@ snapshot, the open generation, and one summary per committed partition of the op
 * the topic id an OffsetCommit value v4+ carries beside the topic name (every such commit, in log
   order: `learn_topic_id`) names the consumer group's topics, which its records give by id; a row
   written before its topic's id is named keeps the id as its topic (`topic_id` is always set);
-* other record types (share and streams groups, unknown types) are skipped and counted once they
-  decode: a record of a type with a known layout (`GROUP_RECORD_TYPES`) that does not decode is
+* share-group records (key types 9-15) and streams-group records (17, 19-23) are decoded and
+  replayed by the group's `ShareStreamsGroupAudit` (`coordinator_audit.core.audit.share_streams`);
+* other record types (unknown types) are skipped and counted once they decode: a record of a type
+  with a known layout (`GROUP_RECORD_TYPES`) that does not decode is
   quarantined like any other;
 * a record that does not decode, belongs to another group, or breaks the load path's invariants
   is quarantined with an error naming partition, offset, field and byte position.
@@ -49,13 +51,13 @@ assignment bytes stay undecoded until an `offset_regression` names a partition's
 decide where a window opens (a part that does not decode only adds a quarantine row, which such a
 caller does not keep).
 
-Counts: records_in = duplicates + replayed + quarantined + skipped_other_type (consumer-group
-records count as group_records).
+Counts: records_in = duplicates + replayed + quarantined + skipped_other_type (consumer-, share-
+and streams-group records count as group_records).
 
 Incremental runs: `to_dict()` is a JSON-able snapshot of the state (the last GroupMetadata record
 verbatim, the open generation row, ownership start times, the open window summaries, the last
 offset per partition; and, when the group has them, the consumer group's replayed state
-(`consumer_group`), the topic names learnt (`topic_names`) and a held `group_deleted` cause
+(`consumer_group`), a share or streams group's (`share_streams_group`), the topic names learnt (`topic_names`) and a held `group_deleted` cause
 (`held_cause`)); `GroupAuditor.from_dict()` resumes. Rows of the open generation and window
 are emitted when they close, or by `finish()` as they stand (ended_at / valid_to /
 window_end_offset None), without closing them: auditing records[:k], saving, resuming with
@@ -81,6 +83,11 @@ from coordinator_audit.core.audit.rows import (
     QuarantineRow,
     RebalanceCauseRow,
     ViolationRow,
+)
+from coordinator_audit.core.audit.share_streams import (
+    SHARE_RECORD_TYPES,
+    STREAMS_RECORD_TYPES,
+    ShareStreamsGroupAudit,
 )
 from coordinator_audit.core.audit.snapshot import GroupSnapshot, check_unique_members
 from coordinator_audit.core.audit.windows import OffsetWindow
@@ -202,6 +209,7 @@ class GroupAuditor:
         self._consumer: ConsumerGroupAudit | None = None  # the group's KIP-848 history, once it has a record
         self._topic_names: dict[str, str] = {}  # topic id text -> name, from OffsetCommit values v4+
         self._topic_ids: dict[bytes, str] = {}  # the same, by the id's 16 bytes (what a commit holds)
+        self._share_streams: ShareStreamsGroupAudit | None = None  # a share or streams group's history
         self._held: RebalanceCauseRow | None = None  # a group_deleted cause waiting for the group's next record
         self._held_protocol = "classic"  # whose tombstone `_held` is: "classic" or "consumer"
         self._held_reported = False  # `finish` gave `_held` as it stands: not again, and not saved
@@ -440,6 +448,8 @@ class GroupAuditor:
         rows = self._observer.open_rows()
         if self._consumer is not None:
             rows.extend(self._consumer.open_rows())
+        if self._share_streams is not None:
+            rows.extend(self._share_streams.open_rows())
         return rows
 
     def to_dict(self, *, summaries: bool = True, record_value: bool = True) -> dict[str, Any]:
@@ -462,6 +472,8 @@ class GroupAuditor:
         # a classic group's state keeps its keys; these come only when there is something to keep
         if self._consumer is not None:
             state["consumer_group"] = self._consumer.to_dict()
+        if self._share_streams is not None:
+            state["share_streams_group"] = self._share_streams.to_dict()
         if self._topic_names:
             state["topic_names"] = dict(sorted(self._topic_names.items()))
         if self._held is not None and not self._held_reported:
@@ -519,6 +531,9 @@ class GroupAuditor:
         consumer = data.get("consumer_group")
         if consumer is not None:
             self._consumer = ConsumerGroupAudit.from_dict(data["group_id"], consumer, self._topic_names)
+        share_streams = data.get("share_streams_group")
+        if share_streams is not None:
+            self._share_streams = ShareStreamsGroupAudit.from_dict(data["group_id"], share_streams, self._topic_names)
         held = data.get("held_cause")
         if held is not None:
             self._held, self._held_protocol = RebalanceCauseRow(**held["row"]), held["protocol"]
@@ -565,6 +580,8 @@ class GroupAuditor:
             return self._group_record(p, o, ts, key, value)
         if rtype in CONSUMER_RECORD_TYPES:
             return self._consumer_record(p, o, ts, key, value, rtype)
+        if rtype in SHARE_RECORD_TYPES or rtype in STREAMS_RECORD_TYPES:
+            return self._share_streams_record(p, o, ts, key, value, rtype)
         if rtype in GROUP_RECORD_TYPES:
             try:
                 decode(key, value)
@@ -700,6 +717,32 @@ class GroupAuditor:
         if rtype == 3 and value is None:
             self._hold_deletion(rows, "consumer")
         return rows
+
+    def _share_streams_record(self, p: int, o: int, ts: int, key: bytes, value: Any, rtype: int) -> list[AuditRow]:
+        """A share- or streams-group record: decoded (or quarantined) and replayed by the group's
+        `ShareStreamsGroupAudit`."""
+        try:
+            rec = decode(key, value)
+        except RecordDecodeError as exc:
+            return self._quarantine(p, o, ts, key, value, str(exc.at(f"partition {p} offset {o}")), rtype)
+        group = getattr(rec.key, "group_id", None)
+        assert isinstance(group, str)  # every share and streams key has one
+        if self._group_id is None:
+            self.group_id = group
+        elif group != self._group_id:
+            return self._quarantine(p, o, ts, key, value,
+                                    self._wrong_group(p, o, rec.record_type_name, group), rtype)
+        self._group_records += 1
+        if not self._observe:
+            return []
+        group_type = "share" if rtype in SHARE_RECORD_TYPES else "streams"
+        if self._share_streams is None:
+            self._share_streams = ShareStreamsGroupAudit(group, group_type, self._topic_names)
+        elif self._share_streams.group_type != group_type:
+            return self._quarantine(p, o, ts, key, value,
+                                    f"partition {p} offset {o}: a {rec.record_type_name} record of group {group!r}, "
+                                    f"which is a {self._share_streams.group_type} group", rtype)
+        return self._share_streams.apply(rec, p, o, ts)
 
     def _hold_deletion(self, rows: list[AuditRow], protocol: str) -> None:
         """Takes the `group_deleted` cause out of a tombstone's `rows` and holds it for the group's

@@ -22,6 +22,7 @@ from coordinator_audit.core.audit.rows import (
 from coordinator_audit.udfs.history import (
     BASE_INPUTS,
     JOIN_PHASE_GAPS,
+    NOT_DERIVED_GROUP_TYPES,
     OwnershipRow,
     OwnershipRun,
     commit_times,
@@ -162,3 +163,16 @@ def test_a_migrated_group_derives_each_protocol_s_part_its_own_way() -> None:
             assert a.valid_to is not None and a.valid_to <= b.valid_from, (key, a, b)
     c1 = [o for o in own if o.owned and o.member_id == "c-1"]
     assert [(o.topic, o.partition, o.generation_id) for o in c1] == [("t", 3, 4)]
+
+
+def test_share_and_streams_groups_have_no_derived_rows() -> None:
+    """A share partition may be held by several members and a streams member holds tasks: neither
+    group type has one owner per partition, so the derived tables leave them out (their
+    generations and assignments stay in the base tables)."""
+    from tests.core.audit.test_audit_share_streams import share_log, streams_log
+
+    for log in (share_log(), streams_log()):
+        base, own, reb, health = _derive(log.records)
+        assert base["generations"] and base["assignments"]
+        assert {g.group_type for g in base["generations"]} <= NOT_DERIVED_GROUP_TYPES
+        assert (own, reb, health) == ([], [], [])
