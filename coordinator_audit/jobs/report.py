@@ -1,6 +1,6 @@
 """One self-contained HTML report of the audit's Delta tables (no network needed to view it).
 
-    python -m coordinator_audit.jobs.report --tables out/delta --out report.html [--group GLOB] [--max-groups N]
+    coordinator-audit report --tables out/delta --out report.html [--group GLOB] [--max-groups N]
 
 Contents: the health ranking (`group_health`, worst first; the first RANKING_ROWS group-days),
 every violation of every group with its evidence, then per group (the worst `--max-groups`, or
@@ -25,6 +25,7 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from coordinator_audit.cli import EXIT_CODES, PROG
 from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.jobs.query import QueryError, human_duration, human_time, load_rows
 from coordinator_audit.udfs.history import FLAPPING_THRESHOLDS
@@ -258,8 +259,8 @@ def build_report(tables: str, *, groups: Sequence[str] = (), max_groups: int = M
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="coordinator_audit.jobs.report", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog=f"{PROG} report", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
     p.add_argument("--tables", required=True, metavar="PATH", help="base path of the audit's Delta tables")
     p.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
     p.add_argument("--group", action="append", default=[], metavar="GLOB", help="only these groups (repeatable)")
@@ -275,14 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise QueryError(f"--tables {args.tables}: no such directory")
         page = build_report(args.tables, groups=args.group, max_groups=args.max_groups)
     except CoordinatorAuditError as exc:
-        print(f"coordinator_audit.jobs.report: {exc}", file=sys.stderr)
+        print(f"{PROG} report: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     print(f"report: {out} ({out.stat().st_size / 1e6:.1f} MB)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
