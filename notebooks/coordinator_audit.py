@@ -8,7 +8,9 @@
 # MAGIC
 # MAGIC 1. Build the wheel on a machine with the repository (`bash scripts/build.sh`) and upload
 # MAGIC    `dist/coordinator_audit-<version>-py3-none-any.whl` to the workspace (or a volume); set the
-# MAGIC    path in the next cell.
+# MAGIC    path in the next cell. Installed without extras, the wheel leaves the runtime's Spark, pandas and
+# MAGIC    Delta Spark as they are (pyspark and delta-spark are its `[spark]` and `[delta-spark]` extras,
+# MAGIC    for machines without Spark).
 # MAGIC 2. Fill in the widgets: the input (a path to Parquet, Delta or JSON-lines dumps, or a table with
 # MAGIC    the Kafka-source schema), the output (a base path, or a catalog schema), and optionally the
 # MAGIC    time window and group globs.
