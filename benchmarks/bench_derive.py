@@ -1,7 +1,7 @@
 """Cost of the derivation's Python side (`coordinator_audit.udfs.derived.derive_partition`: `_derive_batches` around
 `coordinator_audit.udfs.history.derive_group`), without Spark's scheduling; prints figures.
 
-    .venv/bin/python -m coordinator_audit.jobs.audit --input .cache/bench/input-r20221159-g5000-s0 --output /tmp/o20
+    .venv/bin/python -m coordinator_audit run --input .cache/bench/input-r20221159-g5000-s0 --output /tmp/o20
     .venv/bin/python -m benchmarks.bench_derive --tables /tmp/o20 [--repeat 3] [--json F]
 
 Input: the base tables of an audit's output (one run: `--tables`), packed as the job packs them
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     missing = [n for n in derived.BASE_INPUTS if not (args.tables / n / "_delta_log").is_dir()]
     if missing:
-        p.error(f"--tables {args.tables}: no Delta table {', '.join(missing)} (run coordinator_audit.jobs.audit into it first)")
+        p.error(f"--tables {args.tables}: no Delta table {', '.join(missing)} (run `coordinator-audit run` into it first)")
     batches = packed_batches(args.tables)
     figures = measure(batches, max(1, args.repeat))
     print(json.dumps(figures, indent=1))

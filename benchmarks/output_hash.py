@@ -9,7 +9,7 @@ left out: the `run_id` column (and `runs`' times, durations, config, versions an
 and table rows are hashed). The schema is hashed by column names, types and nullability, as Delta
 stores them. The rows are those `coordinator_audit.jobs.compare` compares (`canonical_rows`: JSON with sorted keys, a
 map's entries sorted, in sorted order), hashed in that order. To check that N nightly runs equal one
-run, use `python -m coordinator_audit.jobs.compare` (it leaves out `run_window` and the run bookkeeping tables).
+run, use `coordinator-audit compare` (it leaves out `run_window` and the run bookkeeping tables).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@
 # MAGIC
 # MAGIC 1. Build the wheel on a machine with the repository (`bash scripts/build.sh`), upload
 # MAGIC    `dist/coordinator_audit-<version>-py3-none-any.whl` to a volume or the workspace, and put its path in
-# MAGIC    the `wheel` widget. The wheel's requirements leave the runtime's Spark and Delta alone.
+# MAGIC    the `wheel` widget. Installed without extras, the wheel leaves the runtime's Spark, pandas and Delta
+# MAGIC    Spark as they are (pyspark and delta-spark are its `[spark]` and `[delta-spark]` extras, for
+# MAGIC    machines without Spark).
 # MAGIC 2. Fill in the widgets: the input (a path to Parquet, Delta or JSON-lines dumps, or a catalog table with
 # MAGIC    the Kafka source's schema), the output (a base path, or a catalog schema), optionally the broker's
 # MAGIC    `server.log` (a file or a folder: the broker's own reasons for each rebalance), the time window and

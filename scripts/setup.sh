@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv (Python >= 3.11) and installs the project with its test extras.
+# Creates .venv (Python >= 3.11) and installs the project with its test extras (which bring the
+# optional Spark, Delta Spark and Spark Connect client extras: the suite runs every subcommand).
 # Idempotent: a second run only checks that everything is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."

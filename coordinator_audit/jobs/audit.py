@@ -1,8 +1,10 @@
 """The coordinator-audit job: `__consumer_offsets` records in, the audit's Delta tables out.
 
-    coordinator-audit --input <path> --output <base path> [options]      (the installed command)
-    python -m coordinator_audit.jobs.audit --input <path> --output <base path> [options]
+    coordinator-audit run --input <path> --output <base path> [options]      (the installed command)
+    python -m coordinator_audit run --input <path> --output <base path> [options]
     spark-submit --py-files coordinator_audit.zip coordinator_audit/jobs/audit.py --input <path> --output <base path> [options]
+
+(spark-submit runs a script: this module is it, as `coordinator-audit run`.)
 
 Pipeline (one Spark application, one pass over the input's bytes):
 
@@ -61,10 +63,17 @@ from pyspark import SparkContext, StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from coordinator_audit.cli import EXIT_CODES, PROG
 from coordinator_audit.core import __version__
 from coordinator_audit.core.errors import ConfigError, CoordinatorAuditError
 from coordinator_audit.jobs import delta_io, nightly
-from coordinator_audit.jobs.config import DEFAULT_COMPRESSION, AuditConfig, Compression, load_config
+from coordinator_audit.jobs.config import (
+    DEFAULT_COMPRESSION,
+    DEFAULT_OUTPUT_PATH,
+    AuditConfig,
+    Compression,
+    load_config,
+)
 from coordinator_audit.jobs.delta_io import read_table
 from coordinator_audit.jobs.delta_read import may_hold, read_arrow
 from coordinator_audit.jobs.derived_step import (
@@ -75,7 +84,7 @@ from coordinator_audit.jobs.derived_step import (
     derived_tables_for_run,
     has_history,
 )
-from coordinator_audit.jobs.inputs import filter_groups, read_input
+from coordinator_audit.jobs.inputs import InputError, detect_format, filter_groups, read_input, skipped_files
 from coordinator_audit.jobs.kafka_source import KafkaRead, parse_kafka_options, parse_offsets_json, read_kafka
 from coordinator_audit.jobs.offsets_path import local_session, scan_log
 from coordinator_audit.jobs.spark_session import (
@@ -121,7 +130,7 @@ if TYPE_CHECKING:
 
     from coordinator_audit.jobs.offsets_path import Scan
 
-__all__ = ["AUDIT_OUTPUT_TABLES", "ReplayOutput", "RunChoices", "RunSummary", "build_tables", "cli", "main", "parse_args",
+__all__ = ["AUDIT_OUTPUT_TABLES", "ReplayOutput", "RunChoices", "RunSummary", "build_tables", "main", "parse_args", "preflight",
            "run_audit"]
 
 AUDIT_OUTPUT_TABLES: tuple[str, ...] = (
@@ -141,12 +150,12 @@ def _log(line: str) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="coordinator-audit",
+        prog=f"{PROG} run", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Audit Kafka classic consumer groups from __consumer_offsets records: generations, "
                     "assignments, rebalance causes, protocol violations, offset-commit summaries and "
                     "quarantined records, written as Delta tables.",
-        epilog="Values not given on the command line come from --config, else the built-in defaults "
-               "(documented in conf/audit.toml).",
+        epilog="Values not given on the command line come from --config, else the built-in defaults\n"
+               "(documented in conf/audit.toml).\n\n" + EXIT_CODES,
     )
     src = p.add_argument_group("input")
     src.add_argument("--input", metavar="PATH", help="records to audit: a file or directory (parquet, delta, json)")
@@ -174,13 +183,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="the broker's server.log (file or directory): adds Kafka's own reason and timing "
                           "of each rebalance to generations")
     out = p.add_argument_group("output")
-    out.add_argument("--output", metavar="PATH", help="base path of the Delta tables (one directory per table)")
+    out.add_argument("--output", metavar="PATH",
+                     help=f"base path of the Delta tables, one directory per table (default {DEFAULT_OUTPUT_PATH}); "
+                          "a folder holding anything but this job's tables, or inside a Delta table, is refused")
+    out.add_argument("--force-output", action="store_true",
+                     help="write to --output even when it holds other files or lies inside a Delta table")
     out.add_argument("--catalog-schema", metavar="SCHEMA",
                      help="write catalog tables <SCHEMA>.<table> instead (needs Delta Spark and a metastore)")
     out.add_argument("--mode", choices=["replace_window", "overwrite", "append"],
                      help="replace_window (default): replace this window's rows; overwrite: replace all; append")
     out.add_argument("--writer", choices=["auto", "native", "embedded"],
-                     help="auto (default): Delta Spark when on the classpath, else Spark Parquet + deltalake commit")
+                     help="auto (default): Delta Spark when the session is configured for it (its extension and catalog, "
+                          "not just its jars), else Spark Parquet + deltalake commit")
     out.add_argument("--compression", choices=list(get_args(Compression)),
                      help=f"codec of the Parquet files this run writes (default {DEFAULT_COMPRESSION})")
     job = p.add_argument_group("job")
@@ -190,6 +204,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     job.add_argument("--no-quarantine", action="store_true",
                      help="count undecodable records but do not write them to the quarantine table")
     job.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[2])")
+    job.add_argument("--jars", action="append", metavar="JAR[,JAR]",
+                     help="jars added to the Spark session the job starts, e.g. Spark's Kafka source for "
+                          "--kafka-bootstrap (repeatable; config spark.jars)")
+    job.add_argument("--packages", action="append", metavar="GROUP:ARTIFACT:VERSION[,...]",
+                     help="Maven packages added to the Spark session the job starts, resolved from Maven "
+                          "Central, e.g. org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 (repeatable; config "
+                          "spark.packages)")
     job.add_argument("--remote", metavar="URL",
                      help="run on a Spark Connect server, e.g. sc://host:15002 (default: SPARK_REMOTE from the "
                           "environment, else a classic session)")
@@ -201,6 +222,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _listed(values: Sequence[str] | None) -> list[str] | None:
+    """The comma-separated items of a repeatable flag (None: not given)."""
+    if not values:
+        return None
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
 def config_from_args(args: argparse.Namespace) -> AuditConfig:
     overrides: dict[str, Any] = {
         "input.path": args.input, "input.table": args.input_table, "input.format": args.format,
@@ -210,7 +238,7 @@ def config_from_args(args: argparse.Namespace) -> AuditConfig:
         "job.shards": args.shards,
         "job.quarantine": False if args.no_quarantine else None, "spark.master": args.master,
         "input.kafka_bootstrap": args.kafka_bootstrap, "input.kafka_options": args.kafka_option,
-        "input.server_log": args.server_log,
+        "input.server_log": args.server_log, "spark.jars": _listed(args.jars), "spark.packages": _listed(args.packages),
     }
     if args.kafka_bootstrap:
         overrides["input.path"] = overrides["input.path"] or ""
@@ -687,16 +715,64 @@ def _location(cfg: AuditConfig, table: str) -> str:
 
 def _plan(spark: SparkSession, cfg: AuditConfig, run_id: str) -> nightly.RunPlan:
     """Which earlier run of the output this run continues (`coordinator_audit.jobs.nightly.plan_run`), logged; a run id
-    the output's `runs` already records is refused before any work."""
+    the output's `runs` already records, or a window that cannot follow its runs, is refused before any work."""
     earlier = nightly.read_runs(spark, _location(cfg, "runs"), is_table=bool(cfg.catalog_schema))
-    if any(r.run_id == run_id for r in earlier):  # before any work: the tables could not take it anyway
-        raise ConfigError(f"run id {run_id}: {_location(cfg, 'runs')} already records a run with this id; a run id "
-                          f"names one run: give another --run-id (or none: the default is time-based)")
-    plan = nightly.plan_run(earlier, since=cfg.since, until=cfg.until, group_filter=",".join(cfg.groups) or None,
-                            mode=cfg.write_mode)
+    plan = _chain_plan(cfg, run_id, earlier)
     _log(f"run {run_id}: input {_source(cfg)}, window {delta_io.window_label(plan.since, cfg.until)}, output "
          f"{cfg.output_path or cfg.catalog_schema}, mode {cfg.write_mode}; {nightly.describe(plan)}")
     return plan
+
+
+def _chain_plan(cfg: AuditConfig, run_id: str | None, earlier: Sequence[nightly.ChainRun]) -> nightly.RunPlan:
+    """The run's plan after the output's runs `earlier`; ConfigError for a run id they hold already,
+    `nightly.WindowConflict` (a ConfigError) for a window that cannot follow them."""
+    if any(r.run_id == run_id for r in earlier):  # before any work: the tables could not take it anyway
+        raise ConfigError(f"run id {run_id}: {_location(cfg, 'runs')} already records a run with this id; a run id "
+                          f"names one run: give another --run-id (or none: the default is time-based)")
+    return nightly.plan_run(earlier, since=cfg.since, until=cfg.until, group_filter=",".join(cfg.groups) or None,
+                            mode=cfg.write_mode)
+
+
+def preflight(cfg: AuditConfig, *, run_id: str | None = None, force_output: bool = False) -> None:
+    """The command's refusals that need no Spark, made before a session starts (ConfigError, exit
+    status 2): a local input path that does not exist or whose format `auto` cannot tell
+    (`coordinator_audit.jobs.inputs.detect_format`); a local `--output` that is, or lies inside, a
+    Delta table or holds anything but this job's tables (`delta_io.output_refusal`; `force_output`
+    writes there anyway); a run id the output's `runs` already records, or a window that cannot
+    follow its runs (`nightly.read_runs_arrow`, `_chain_plan`). The run checks the chain again
+    where it reads it with Spark (`_plan`): a `runs` table delta-rs cannot read is left to it."""
+    if cfg.input_path and delta_io.local_path(cfg.input_path):
+        if cfg.input_format == "auto":
+            detect_format(cfg.input_path)
+        elif not Path(cfg.input_path.removeprefix("file://")).exists():
+            raise InputError(f"input {cfg.input_path}: no such file or directory")
+    if cfg.catalog_schema or not cfg.output_path:
+        return
+    why = None if force_output else delta_io.output_refusal(cfg.output_path, AUDIT_OUTPUT_TABLES)
+    if why is not None:
+        raise ConfigError(f"--output {cfg.output_path}: {why}; write to a new or empty folder, or pass "
+                          f"--force-output to write there anyway")
+    try:
+        earlier = nightly.read_runs_arrow(_location(cfg, "runs"))
+    except (DeltaError, pa.ArrowException, OSError):  # e.g. a table feature delta-rs cannot read: Spark reads it
+        return
+    _chain_plan(cfg, run_id, earlier)
+
+
+SKIPPED_NAMES_SHOWN = 50
+"""At most this many names of the input's skipped files on the line that reports them (then their count)."""
+
+
+def _report_skipped(cfg: AuditConfig, fmt: str) -> None:
+    """One line naming the files of the input directory that the format's reader skips (`skipped_files`)."""
+    if not cfg.input_path:
+        return
+    skipped = skipped_files(cfg.input_path, fmt)
+    if skipped:
+        names = ", ".join(skipped[:SKIPPED_NAMES_SHOWN])
+        more = f" and {len(skipped) - SKIPPED_NAMES_SHOWN:,} more" if len(skipped) > SKIPPED_NAMES_SHOWN else ""
+        _log(f"input: format {fmt} skips {len(skipped):,} other file{'s' if len(skipped) != 1 else ''} of "
+             f"{cfg.input_path}: {names}{more}")
 
 
 def _read_records(spark: SparkSession, cfg: AuditConfig, plan: nightly.RunPlan,
@@ -704,8 +780,10 @@ def _read_records(spark: SparkSession, cfg: AuditConfig, plan: nightly.RunPlan,
     """The run's input (`coordinator_audit.jobs.inputs.read_input`), or its cluster's records (`_KafkaInput`) with the
     offsets read: from `kafka_starting_offsets`, else just after the base run's end offsets."""
     if not cfg.kafka_bootstrap:
-        return read_input(spark, _source(cfg), format=cfg.input_format, is_table=cfg.input_table is not None,
-                          text_encoding=cfg.text_encoding, since=plan.since, until=cfg.until), None
+        data = read_input(spark, _source(cfg), format=cfg.input_format, is_table=cfg.input_table is not None,
+                          text_encoding=cfg.text_encoding, since=plan.since, until=cfg.until)
+        _report_skipped(cfg, data.format)
+        return data, None
     starting = kafka_starting_offsets
     if starting is None and plan.start_after:  # continue where the base run stopped
         starting = {p: end + 1 for p, end in plan.start_after.items()}
@@ -1093,10 +1171,14 @@ def _quiet_jvm_start() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: one clear line on stderr for any failure (exit 2 for configuration and
-    input errors found before Spark runs a job, 1 otherwise); the full trace only with --verbose."""
+    """`coordinator-audit run`: one clear line on stderr for any failure; exit status 2 for a usage
+    error or a refusal (a bad setting, an input that cannot be read as records, a refused output,
+    window or run id: `preflight` finds most before Spark starts), 1 for a failure once the run
+    started, 0 for success (`coordinator_audit.cli.EXIT_CODES`); the full trace only with --verbose.
+    A session the command started (not one that existed in this process already) is stopped
+    before it returns."""
     args = parse_args(argv)
-    prog = "coordinator-audit"
+    prog = f"{PROG} run"
     hint = "" if args.verbose else " (--verbose shows the full trace)"
     starting: dict[int, int] | None = None
     try:
@@ -1106,16 +1188,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CoordinatorAuditError as exc:
         print(f"{prog}: configuration error: {exc}", file=sys.stderr)
         return 2
+    try:
+        preflight(cfg, run_id=args.run_id, force_output=args.force_output)
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     if not args.verbose:
         _quiet_jvm_start()
+    spark: SparkSession | None = None
+    starts_session = bool(args.remote or os.environ.get("SPARK_REMOTE")) or SparkContext._active_spark_context is None
     try:
         spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf,
-                              remote=args.remote)
+                              remote=args.remote, jars=cfg.spark_jars, packages=cfg.spark_packages)
         if not args.verbose and has_jvm(spark):  # (a Spark Connect server logs as its owner set it)
             spark.sparkContext.setLogLevel(QUIET_SPARK_LOG_LEVEL)
         summary = run_audit(spark, cfg, run_id=args.run_id, kafka_starting_offsets=starting)
         highlights = None if args.no_summary else table_highlights(spark, summary)
-    except ConfigError as exc:  # the input cannot be read as records (InputError), a bad setting
+    except ConfigError as exc:  # the input cannot be read as records (InputError), a bad setting, a refusal
         if args.verbose:
             traceback.print_exc()
         print(f"{prog}: {exc}", file=sys.stderr)
@@ -1130,13 +1219,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{prog}: the run failed: {type(exc).__name__}: {_first_line(exc)}{hint}", file=sys.stderr)
         return 1
+    finally:
+        if spark is not None and starts_session:
+            _stop(spark)
     print_summary(summary, highlights=highlights)
     return 0
 
 
-def cli() -> None:
-    """The `coordinator-audit` console command (installed with the package)."""
-    sys.exit(main())
+def _stop(spark: SparkSession) -> None:
+    """Stops the run's session: its executors' heartbeat thread ends with it, rather than meeting a
+    stopped SparkContext when the JVM exits (a NullPointerException trace on `executor-heartbeater`)."""
+    try:
+        spark.stop()
+    except Exception as exc:  # the answer is written: a session that does not stop cleanly changes nothing
+        _log(f"stopping the Spark session: {type(exc).__name__}: {_first_line(exc)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Compares two audit outputs table by table, as stored: are N nightly runs the same tables as one run?
 
-    python -m coordinator_audit.jobs.compare BASE_A BASE_B
+    coordinator-audit compare BASE_A BASE_B
 
 Every Delta table under each base path (a directory holding a `_delta_log`) is read at its current
 version with delta-rs, as any reader sees it (no de-duplication), and its rows are compared as a
@@ -28,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from coordinator_audit.cli import EXIT_CODES, PROG
 from coordinator_audit.jobs.delta_read import read_arrow
 
 __all__ = ["IGNORED_COLUMNS", "NOT_COMPARED", "TableComparison", "canonical_rows", "compare_outputs", "main",
@@ -132,7 +133,8 @@ def _is_output(base: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m coordinator_audit.jobs.compare", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=f"{PROG} compare", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
     p.add_argument("base_a", type=Path, help="an audit output's base path (e.g. N nightly runs)")
     p.add_argument("base_b", type=Path, help="another (e.g. one run over the whole log)")
     try:
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if exc.code == 0 else 2
     for base in (args.base_a, args.base_b):
         if not _is_output(base):
-            print(f"coordinator_audit.jobs.compare: {base} is no audit output (no directory holding a Delta table's _delta_log)",
+            print(f"{PROG} compare: {base} is no audit output (no directory holding a Delta table's _delta_log)",
                   file=sys.stderr)
             return 2
     results = compare_outputs(args.base_a, args.base_b)
@@ -152,7 +154,3 @@ def main(argv: list[str] | None = None) -> int:
     differ = sum(not r.equal for r in results)
     print("all tables equal" if not differ else f"{differ} of {len(results)} tables differ")
     return 1 if differ else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -30,6 +30,7 @@ from coordinator_audit.udfs.history import DEFAULT_HEALTH, HealthThresholds
 __all__ = [
     "DEFAULT_APP_NAME",
     "DEFAULT_COMPRESSION",
+    "DEFAULT_OUTPUT_PATH",
     "DEFAULT_SCAN_CHUNK_ROWS",
     "DEFAULT_SHARDS",
     "SPEC",
@@ -58,6 +59,8 @@ DEFAULT_SHARDS = 8
 DEFAULT_SCAN_CHUNK_ROWS = 500_000
 """job.scan_chunk_rows: rows per chunk of the single pass (a Python worker's memory is about 700
 bytes per row of its chunk)."""
+DEFAULT_OUTPUT_PATH = "out/delta"
+"""output.path: the base path of the Delta tables when none is given."""
 DEFAULT_APP_NAME = "coordinator-audit"
 """spark.app_name: the Spark application name."""
 DEFAULT_COMPRESSION: Compression = "zstd"
@@ -100,7 +103,7 @@ SPEC: dict[str, dict[str, _Key]] = {
         "derived_tables": _Key(bool, True, "write partition_ownership, rebalances and group_health"),
     },
     "output": {
-        "path": _Key(str, "output/delta", "base path of the Delta tables"),
+        "path": _Key(str, DEFAULT_OUTPUT_PATH, "base path of the Delta tables"),
         "catalog_schema": _Key(str, "", "catalog schema for managed tables"),
         "write_mode": _Key(WriteMode, "replace_window", "how a run replaces earlier rows"),
         "writer": _Key(Writer, "auto", "Delta writer"),
@@ -122,6 +125,8 @@ SPEC: dict[str, dict[str, _Key]] = {
         "master": _Key(str, "", "Spark master ('' keeps spark-submit's)"),
         "app_name": _Key(str, DEFAULT_APP_NAME, "Spark application name"),
         "local_conf": _Key(str, "", "a TOML file of Spark settings overriding the built-in local ones"),
+        "jars": _Key(list, [], "jars added to the session the job starts (spark.jars)"),
+        "packages": _Key(list, [], "Maven coordinates added to the session the job starts (spark.jars.packages)"),
     },
 }
 
@@ -163,6 +168,10 @@ class AuditConfig:
     """The codec of every Parquet file the run writes into its tables (files written before keep theirs)."""
     health: HealthThresholds = DEFAULT_HEALTH
     """What makes a group's day flapping or unstable in `group_health` (the `[health]` keys)."""
+    spark_jars: tuple[str, ...] = ()
+    """Jars added to the session the job starts (`spark.jars`)."""
+    spark_packages: tuple[str, ...] = ()
+    """Maven coordinates added to the session the job starts (`spark.jars.packages`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (for the runs table's config_json); secret Kafka options redacted."""
@@ -337,7 +346,17 @@ def _validated(v: _Values, where: str, *, source: str) -> AuditConfig:
         spark_local_conf=v.get("spark.local_conf"), source=source,
         kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, server_log=v.text("input.server_log"),
         direct_files=v.get("output.direct_files"), compression=v.get("output.compression"), health=health,
+        spark_jars=v.get("spark.jars"), spark_packages=_checked_packages(v.get("spark.packages")),
     )
+
+
+def _checked_packages(packages: tuple[str, ...]) -> tuple[str, ...]:
+    """spark.packages: Maven coordinates GROUP:ARTIFACT:VERSION."""
+    for coordinate in packages:
+        if len(coordinate.split(":")) != 3 or not all(coordinate.split(":")):
+            raise ConfigError(f"spark.packages: {coordinate!r} is not a Maven coordinate "
+                              f"GROUP:ARTIFACT:VERSION (e.g. org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0)")
+    return packages
 
 
 def _checked_input(v: _Values, where: str) -> tuple[str | None, str | None, str | None, tuple[str, ...]]:

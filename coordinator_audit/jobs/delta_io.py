@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import json
 import math
 import os
@@ -87,13 +88,13 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from delta.tables import DeltaTable as SparkDeltaTable  # the delta-spark Python package (the native writer)
 from deltalake import DeltaTable, Schema, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
 from pyspark.sql import functions as F
@@ -125,6 +126,7 @@ __all__ = [
     "local_path",
     "local_table_path",
     "new_run_id",
+    "output_refusal",
     "plain_parquet_snapshot",
     "read_table",
     "resolve_writer",
@@ -278,9 +280,13 @@ def resolve_writer(spark: SparkSession, writer: Writer = "auto") -> Literal["nat
                               f"--packages io.delta:delta-spark_2.13:<version>) and --conf spark.sql.extensions="
                               f"{DELTA_EXTENSION} --conf spark.sql.catalog.spark_catalog={DELTA_CATALOG}; or use "
                               f"writer 'embedded'")
-    if writer == "embedded":
+    if writer == "embedded" or not has_delta:
         return "embedded"
-    return "native" if has_delta else "embedded"
+    if importlib.util.find_spec("delta") is None:
+        raise DeltaWriteError("writer 'native': the session is configured for Delta Spark, but its Python package "
+                              "is not installed: pip install 'coordinator-audit[delta-spark]' (the delta-spark "
+                              "version that matches the session's jars), or use writer 'embedded'")
+    return "native"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -377,6 +383,38 @@ def local_path(uri: str | None) -> bool:
         return False
     scheme = urlparse(uri).scheme
     return len(scheme) <= 1 or scheme == "file"
+
+
+def output_refusal(base_path: str, tables: Sequence[str]) -> str | None:
+    """Why a run must not write its tables `tables` (besides `runs`) under the local base path
+    `base_path` (None: it may; a remote path is not looked at): the path is a file, a Delta table, or
+    inside one (the tables would nest in another table's files), or it holds anything but the job's
+    tables (a directory per table holding its `_delta_log` and `run_window=` folders, and the carried
+    rows' folder, `CARRIED_ROOT`), whose files a run's `overwrite` or a user's clean-up would not
+    tell from the job's."""
+    if not local_path(base_path):
+        return None
+    root = Path(os.path.abspath(unquote(urlparse(base_path).path) if base_path.startswith("file:") else base_path))
+    for folder in (root, *root.parents):
+        if (folder / "_delta_log").is_dir():
+            return "is a Delta table" if folder == root else f"lies inside the Delta table {folder}"
+    if not root.exists():
+        return None
+    if not root.is_dir():
+        return "is a file, not a folder"
+    ours = {*tables, RUNS_TABLE}
+
+    def job_table(entry: Path) -> bool:
+        return entry.is_dir() and all(
+            c.name == "_delta_log" or c.name.startswith(f"{PARTITION_COLUMN}=") for c in entry.iterdir())
+
+    others = sorted(e.name for e in root.iterdir()
+                    if not ((e.name in ours and job_table(e)) or (e.name == CARRIED_ROOT and e.is_dir())))
+    if not others:
+        return None
+    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    what = "an entry that is" if len(others) == 1 else f"{len(others)} entries that are"
+    return f"holds {what} not one of this job's tables ({shown})"
 
 
 def local_table_path(location: str) -> bool:
@@ -897,6 +935,9 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
                   catalog_schema: str | None, merges: Mapping[str, Merge] | None = None,
                   compression: Compression = DEFAULT_COMPRESSION) -> dict[str, CommitResult]:
     """Delta Spark path: `format("delta")` writes, `replaceWhere` windows, `DeltaTable.merge`."""
+    # the delta-spark extra: only the native writer needs it (`resolve_writer` checks it is there)
+    from delta.tables import DeltaTable as SparkDeltaTable
+
     def handle(name: str) -> tuple[str, Any]:
         loc = table_location(name, base_path=base_path, catalog_schema=catalog_schema)
         try:

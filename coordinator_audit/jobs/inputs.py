@@ -98,6 +98,7 @@ __all__ = [
     "filter_groups",
     "normalize_schema",
     "read_input",
+    "skipped_files",
     "window_condition",
 ]
 
@@ -243,6 +244,26 @@ def detect_format(path: str) -> Literal["parquet", "delta", "json"]:
         return "parquet"
     raise InputError(f"input {path}: the directory mixes file kinds ({', '.join(sorted(kinds))}); "
                      f"pass --format parquet|delta|json")
+
+
+def skipped_files(path: str, fmt: str) -> list[str]:
+    """The files of a local input directory that the reader of `fmt` does not read, relative to
+    it: beside Parquet data every file not named `*.parquet`, beside JSON-lines files named as such
+    every other file (`_json_files`). Hidden and `_`-prefixed files and folders, which no reader
+    reads, are not listed; nor is anything of a Delta table (its log names its files), a single
+    file or a remote path."""
+    if fmt not in ("parquet", "json") or ("://" in path and not path.startswith("file://")):
+        return []
+    root = Path(path.removeprefix("file://"))
+    if not root.is_dir():
+        return []
+    data = [f for f in root.rglob("*") if f.is_file()
+            and not any(part.startswith(("_", ".")) for part in f.relative_to(root).parts)]
+    if fmt == "parquet":
+        read = {f for f in data if f.name.lower().endswith(".parquet")}
+    else:
+        read = {f for f in data if f.name.lower().endswith(_JSON_SUFFIXES)} or set(data)
+    return sorted(str(f.relative_to(root)) for f in data if f not in read)
 
 
 def _looks_like_dump(file: Path) -> bool:

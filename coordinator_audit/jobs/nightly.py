@@ -41,21 +41,22 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from coordinator_audit.core.audit import HistoryGap
-from coordinator_audit.core.errors import CoordinatorAuditError
+from coordinator_audit.core.errors import ConfigError
 from coordinator_audit.jobs.delta_io import _is_delta_table, delta_spark_available, read_table
 from coordinator_audit.jobs.delta_read import iter_arrow, read_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["STATE_TABLE_COLUMNS", "ChainRun", "RunPlan", "WindowConflict", "gaps", "home_windows", "plan_run", "read_note", "read_state",
-           "read_state_batches"]
+__all__ = ["STATE_TABLE_COLUMNS", "ChainRun", "RunPlan", "WindowConflict", "gaps", "home_windows", "plan_run", "read_note", "read_runs",
+           "read_runs_arrow", "read_state", "read_state_batches"]
 
 Resume = Literal["fresh", "resume", "rerun", "warmup"]
 
 
-class WindowConflict(CoordinatorAuditError):
-    """This run's window cannot follow the runs already written to the output."""
+class WindowConflict(ConfigError):
+    """This run's window cannot follow the runs already written to the output: a refusal, found
+    before the run reads its input (`coordinator_audit.jobs.audit.preflight`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,26 +119,36 @@ def _check_runs_columns(location: str, columns: Sequence[str]) -> None:
                              f"write to a new output path, or re-run with --mode overwrite")
 
 
+_RUNS_COLUMNS = ["run_id", "run_window", "since", "until", "group_filter", "end_offsets", "finished_at", "status",
+                 "missing_offsets"]
+
+
 def read_runs(spark: SparkSession, location: str, *, is_table: bool) -> list[ChainRun]:
     """The complete runs written to an output (every `runs` row is a complete run), oldest first."""
-    columns = ["run_id", "run_window", "since", "until", "group_filter", "end_offsets", "finished_at", "status",
-               "missing_offsets"]
-    rows: list[dict[str, Any]]
     if not is_table and not _is_delta_table(location):
         return []
-    if is_table or delta_spark_available(spark):
-        if is_table and not spark.catalog.tableExists(location):
-            return []
-        df = spark.table(location) if is_table else read_table(spark, location)
-        _check_runs_columns(location, df.columns)
-        rows = [r.asDict() for r in df.select(*columns).collect()]
-    else:
-        # read by delta-rs and pyarrow, not Spark: a few rows per night, in one file per night, which
-        # the embedded reader would read as a relation per window and one task per file
-        arrow = read_arrow(location)
-        _check_runs_columns(location, arrow.column_names)
-        rows = arrow.select(columns).to_pylist()
+    if not (is_table or delta_spark_available(spark)):
+        return read_runs_arrow(location)
+    if is_table and not spark.catalog.tableExists(location):
+        return []
+    df = spark.table(location) if is_table else read_table(spark, location)
+    _check_runs_columns(location, df.columns)
+    return _chain_runs([r.asDict() for r in df.select(*_RUNS_COLUMNS).collect()])
 
+
+def read_runs_arrow(location: str) -> list[ChainRun]:
+    """`read_runs` of a path-based `runs` table, read by delta-rs and pyarrow, without Spark: a few
+    rows per night, in one file per night (the embedded reader would read a relation per window
+    and one task per file); none when `location` holds no Delta table."""
+    if not _is_delta_table(location):
+        return []
+    arrow = read_arrow(location)
+    _check_runs_columns(location, arrow.column_names)
+    return _chain_runs(arrow.select(_RUNS_COLUMNS).to_pylist())
+
+
+def _chain_runs(rows: Sequence[Mapping[str, Any]]) -> list[ChainRun]:
+    """The succeeded runs of `runs` rows, oldest first."""
     def offsets(value: Any) -> dict[int, int]:  # a map: a dict from Spark, (key, value) pairs from pyarrow
         return {int(k): int(v) for k, v in (dict(value) if value else {}).items()}
 

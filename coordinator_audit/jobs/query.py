@@ -1,10 +1,10 @@
 """Answers to the questions operators ask, read from the audit's Delta tables (no Spark needed).
 
-    python -m coordinator_audit.jobs.query --tables out/delta owner --group G --topic T --partition P --at TIME
-    python -m coordinator_audit.jobs.query --tables out/delta timeline --group G [--since TIME] [--until TIME]
-    python -m coordinator_audit.jobs.query --tables out/delta worst [--day YYYY-MM-DD] [--limit N]
-    python -m coordinator_audit.jobs.query --tables out/delta violations [--group GLOB] [--kind KIND]
-                                           [--day YYYY-MM-DD | --since TIME --until TIME] [--limit N]
+    coordinator-audit query --tables out/delta owner --group G --topic T --partition P --at TIME
+    coordinator-audit query --tables out/delta timeline --group G [--since TIME] [--until TIME]
+    coordinator-audit query --tables out/delta worst [--day YYYY-MM-DD] [--limit N]
+    coordinator-audit query --tables out/delta violations [--group GLOB] [--kind KIND]
+                            [--day YYYY-MM-DD | --since TIME --until TIME] [--limit N]
 
 The tables are read as stored with `coordinator_audit.jobs.delta_read` (filtered by group where one is given): each row
 is stored once, however many nightly runs wrote the output (`coordinator_audit.jobs.derived_step`). Times print as
@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TextIO
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from coordinator_audit.cli import EXIT_CODES, PROG
 from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.jobs.config import parse_timestamp
 from coordinator_audit.jobs.delta_read import read_arrow
@@ -151,7 +152,7 @@ def load_rows(tables: str, table: str, *, group: str | None = None) -> list[dict
     try:
         dt = DeltaTable(uri)
     except TableNotFoundError:
-        raise QueryError(f"no Delta table {table!r} at {uri} (run coordinator_audit.jobs.audit with --output {tables} first)") from None
+        raise QueryError(f"no Delta table {table!r} at {uri} (run `coordinator-audit run --output {tables}` first)") from None
     rows: list[dict[str, Any]] = read_arrow(uri, dt=dt, equals=None if group is None else ("group_id", group)
                                             ).to_pylist()  # pyarrow: untyped
     return rows
@@ -304,8 +305,8 @@ def worst(tables: str, *, day: str | None = None, limit: int = WORST_LIMIT) -> t
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="coordinator_audit.jobs.query", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog=f"{PROG} query", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
     p.add_argument("--tables", required=True, metavar="PATH", help="base path of the audit's Delta tables")
     sub = p.add_subparsers(dest="command", required=True)
     o = sub.add_parser("owner", help="who owned a partition at a time (or why nobody did)")
@@ -421,12 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args, sys.stdout)
     except CoordinatorAuditError as exc:
-        print(f"coordinator_audit.jobs.query: {exc}", file=sys.stderr)
+        print(f"{PROG} query: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader left early (`| head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

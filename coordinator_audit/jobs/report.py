@@ -1,6 +1,6 @@
 """One self-contained HTML report of the audit's Delta tables (it opens offline: no network request).
 
-    python -m coordinator_audit.jobs.report --tables out/delta --out report.html [--group GLOB]
+    coordinator-audit report --tables out/delta --out report.html [--group GLOB]
 
 The page opens on an index of the groups, least healthy first (by their worst day in
 `group_health`: flapping score, then violations), searchable by name or glob and by status, and on
@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 from plotly.offline import get_plotlyjs
 
+from coordinator_audit.cli import EXIT_CODES, PROG
 from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.jobs.query import (
     BROKER_CAUSES,
@@ -455,8 +456,8 @@ def build_report(tables: str, *, groups: Sequence[str] = ()) -> str:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="coordinator_audit.jobs.report", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog=f"{PROG} report", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
     p.add_argument("--tables", required=True, metavar="PATH", help="base path of the audit's Delta tables")
     p.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
     p.add_argument("--group", action="append", default=[], metavar="GLOB", help="only these groups (repeatable)")
@@ -470,14 +471,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise QueryError(f"--tables {args.tables}: no such directory")
         page = build_report(args.tables, groups=args.group)
     except CoordinatorAuditError as exc:
-        print(f"coordinator_audit.jobs.report: {exc}", file=sys.stderr)
+        print(f"{PROG} report: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     print(f"report: {out} ({out.stat().st_size / 1e6:.1f} MB)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

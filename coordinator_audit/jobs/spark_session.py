@@ -5,6 +5,10 @@
 * local masters (`local`, `local[N]`, `local[*]`) get `LOCAL_DEFAULTS` (2 shuffle partitions,
   Arrow on, UI off, ...; documented in `conf/spark-local.toml`), overridden by the file named by
   `spark.local_conf` when one is given; on a cluster the cluster's settings stand;
+* every classic session: no console progress bar (`CLASSIC`: it would interleave with the job's
+  own lines, on a local and a `spark://` master alike), and the jars and Maven packages the run
+  asks for (`jars`, `packages`: `spark.jars`, `spark.jars.packages`) when this process starts the
+  JVM (under spark-submit, give them to spark-submit);
 * everywhere: UTC session time zone, Arrow for pandas conversions, Parquet timestamps written as
   TIMESTAMP_MICROS (what Delta expects, not Spark's legacy INT96), and Python workers running this
   interpreter (`PYSPARK_PYTHON` = `sys.executable`, unless the environment already names one);
@@ -33,12 +37,13 @@ import tempfile
 import time
 import tomllib
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator_audit.core.errors import ConfigError
@@ -46,6 +51,7 @@ from coordinator_audit.jobs.config import DEFAULT_APP_NAME
 
 __all__ = [
     "ALWAYS",
+    "CLASSIC",
     "CODE_PACKAGES",
     "LOCAL_DEFAULTS",
     "LOCAL_JIT_OPTIONS",
@@ -78,7 +84,7 @@ table or a Kafka topic, Arrow transfers) still reaches the raised thresholds wit
 compiled as before, so inputs the JVM reads itself are not slower
 (`benchmarks.bench_worker_cpu.session_cpu` measures the JVM's CPU). Stopping at C1 instead
 (`-XX:TieredStopAtLevel=1`) would slow exactly those inputs, whose hot loops need C2. It applies
-where the job starts the JVM (`python -m coordinator_audit.jobs.audit`, the `coordinator-audit` command, a notebook's
+where the job starts the JVM (the `coordinator-audit run` command, a notebook's
 first SparkSession); `scripts/spark-submit.sh` passes it for a local master, and under another
 `spark-submit` pass it as `--driver-java-options`."""
 
@@ -88,7 +94,6 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
     "spark.driver.memory": "2g",
-    "spark.ui.showConsoleProgress": "false",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "10000",
     "spark.driver.extraJavaOptions": LOCAL_JIT_OPTIONS,
 }
@@ -99,6 +104,13 @@ LOCAL_DEFAULTS: dict[str, str] = {
 The listing threshold: Spark lists more than 32 paths with a Spark job of its own, which on local
 disks costs far more than listing them in the driver, and a nightly output's history is read as a
 list of data files (`coordinator_audit.jobs.delta_io.read_table`) that grows by a window every night."""
+
+CLASSIC: dict[str, str] = {
+    "spark.ui.showConsoleProgress": "false",
+}
+"""Settings of every classic session the job builds, whatever its master (set before its
+SparkContext starts: they are not runtime settings). The console progress bar would interleave
+`[Stage 3:>  (0 + 2) / 2]` lines with the job's own progress lines."""
 
 ALWAYS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
@@ -148,15 +160,21 @@ def load_spark_conf(path: str | Path) -> dict[str, str]:
 
 def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME,
                   local_conf: str | Path | None = None,
-                  conf: Mapping[str, str] | None = None, remote: str | None = None) -> SparkSession:
+                  conf: Mapping[str, str] | None = None, remote: str | None = None,
+                  jars: Sequence[str] = (), packages: Sequence[str] = ()) -> SparkSession:
     """Builds (or returns the active) SparkSession with the project's settings (module docstring).
 
     `master` None keeps what spark-submit set (or `local[2]` from the local defaults when nothing
     did). `local_conf` (a TOML file with a `[spark]` table; None or "": none) overrides
     `LOCAL_DEFAULTS`. `conf` entries win over everything else. `remote` (else `SPARK_REMOTE` from
     the environment), a Spark Connect address such as `sc://host:15002`: a session of that server,
-    with `ALWAYS` and `conf` as its runtime settings; `master` and `local_conf` do not apply."""
+    with `ALWAYS` and `conf` as its runtime settings; `master` and `local_conf` do not apply.
+    `jars` (paths or URLs) and `packages` (Maven coordinates) join the session's classpath: only
+    where this process starts the JVM (a ConfigError under spark-submit, beside a running session, or
+    on Spark Connect, whose classpath is set where it starts)."""
     remote = remote or os.environ.get("SPARK_REMOTE") or None
+    if jars or packages:
+        _check_classpath_additions(remote)
     if remote:
         if master:
             raise ConfigError(f"spark.master {master} and the Spark Connect address {remote}: give one of them "
@@ -175,7 +193,12 @@ def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME
         settings.update(local_settings)
     if effective_master is not None:
         settings["spark.master"] = effective_master
+    settings.update(CLASSIC)
     settings.update(ALWAYS)
+    if jars:
+        settings["spark.jars"] = ",".join(jars)
+    if packages:
+        settings["spark.jars.packages"] = ",".join(packages)
     home = cache_dir()
     settings.setdefault("spark.sql.warehouse.dir", str(home / "spark-warehouse"))
     derby = f"-Dderby.system.home={home / 'derby'}"
@@ -191,6 +214,17 @@ def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME
     for key, value in ALWAYS.items():  # runtime settings also hold on a session that already existed
         session.conf.set(key, value)
     return session
+
+
+def _check_classpath_additions(remote: str | None) -> None:
+    """ConfigError when jars or packages cannot join the session's classpath: a Spark Connect
+    session, or a JVM that runs already (spark-submit started it, or a session exists)."""
+    if remote:
+        raise ConfigError(f"spark.jars / spark.packages: a Spark Connect server ({remote}) has its own classpath; "
+                          f"start the server with them (its --jars / --packages)")
+    if "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._active_spark_context is not None:
+        raise ConfigError("spark.jars / spark.packages: Spark's JVM runs already (spark-submit, or an existing "
+                          "session); give them to spark-submit as --jars / --packages instead")
 
 
 def _submitted_master() -> str | None:

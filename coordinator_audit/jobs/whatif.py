@@ -1,8 +1,8 @@
 """What-if: a group's audited night replayed under another configuration, read from the audit's Delta tables
 (no Spark needed).
 
-    python -m coordinator_audit.jobs.whatif --tables out/delta --group G --assignor cooperative-sticky --static
-    python -m coordinator_audit.jobs.whatif --tables out/delta --group G --sweep [--sweep-session-timeouts-ms 10000,30000]
+    coordinator-audit whatif --tables out/delta --group G --assignor cooperative-sticky --static
+    coordinator-audit whatif --tables out/delta --group G --sweep [--sweep-session-timeouts-ms 10000,30000]
 
 The group's `generations`, `assignments`, `offset_commits` and `rebalance_causes` rows give its member
 lifecycle (`coordinator_audit.core.whatif.events.derive_history_from_rows`), each member's session and
@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
+from coordinator_audit.cli import EXIT_CODES, PROG
 from coordinator_audit.core.audit import (
     AssignmentRow,
     AuditRow,
@@ -108,7 +109,8 @@ def _rows(tables: str, table: str, cls: type, group: str | None) -> list[Any]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="coordinator_audit.jobs.whatif", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=f"{PROG} whatif", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
     p.add_argument("--tables", required=True, help="base path of the audit's Delta tables")
     p.add_argument("--group", action="append", help="a consumer group (repeatable; default: every group of the tables)")
     p.add_argument("--assignor", choices=ASSIGNOR_CHOICES)
@@ -300,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args, sys.stdout)
     except (CoordinatorAuditError, QueryError) as exc:
-        print(f"coordinator_audit.jobs.whatif: {exc}", file=sys.stderr)
+        print(f"{PROG} whatif: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader left early (`| head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,4 +1,4 @@
-"""`python -m coordinator_audit.jobs.compare`: two outputs compared table by table as stored, on every column but
+"""`coordinator-audit compare`: two outputs compared table by table as stored, on every column but
 `run_id`/`run_window` (N nightly runs against one run), the run bookkeeping tables left out; and
 `benchmarks.output_hash`, which hashes the same rows. Small Delta tables written with delta-rs: no
 Spark needed."""
@@ -77,7 +77,7 @@ def test_a_table_on_one_side_differs_and_a_non_output_is_a_usage_error(tmp_path:
 def test_the_command_and_output_hash_read_the_same_rows(tmp_path: Path) -> None:
     nights = _output(tmp_path / "nights", ROWS, windows=2)
     one = _output(tmp_path / "one", ROWS)
-    done = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.compare", str(nights), str(one)], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "coordinator_audit", "compare", str(nights), str(one)], capture_output=True,
                           text=True, cwd=ROOT, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     # output_hash keeps run_window (a code change must not move a row to another window): it differs

@@ -1,6 +1,6 @@
 """The job on a Spark Connect session, as a Databricks Connect or Spark Connect user runs it: a
 Spark Connect server from pyspark's own distribution on loopback (`tests.support.connect`, a
-`local[2]` master) and the job's command line as its client, `python -m coordinator_audit.jobs.audit --remote
+`local[2]` master) and the job's command line as its client, `coordinator-audit run --remote
 sc://127.0.0.1:<port> ...`. Every table it writes, read as stored, equals what the same command
 line writes in local mode (in the suite's local[2] session): one audit of the real broker's log, and
 the same log as a nightly pair (two windows, the state carried through the output).
@@ -60,9 +60,9 @@ def _cli_args(output: Path, run_id: str, window: Sequence[str]) -> list[str]:
 
 
 def _run_connect(address: str, args: Sequence[str]) -> str:
-    """`python -m coordinator_audit.jobs.audit --remote <address> ARGS` from the checkout: its stderr (the job's lines)."""
+    """`coordinator-audit run --remote <address> ARGS` from the checkout: its stderr (the job's lines)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
-    cmd = [sys.executable, "-m", "coordinator_audit.jobs.audit", "--remote", address, *args]
+    cmd = [sys.executable, "-m", "coordinator_audit", "run", "--remote", address, *args]
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, f"{' '.join(cmd)}\n{(result.stdout + result.stderr)[-4000:]}"
     return result.stderr

@@ -120,10 +120,10 @@ def test_two_nightly_windows_give_the_same_tables_as_one_run(two_windows: Path, 
 
 
 def test_compare_exits_cleanly_in_a_fresh_interpreter(two_windows: Path, derived_run: Path) -> None:
-    """`python -m coordinator_audit.jobs.compare` as a user runs it, on tables a nightly merge rewrote: its answer and exit
+    """`coordinator-audit compare` as a user runs it, on tables a nightly merge rewrote: its answer and exit
     code 0, every time (read through deltalake's Python filesystem, the exit once aborted: code 134)."""
     for _ in range(6):
-        done = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.compare", str(two_windows), str(derived_run)],
+        done = subprocess.run([sys.executable, "-m", "coordinator_audit", "compare", str(two_windows), str(derived_run)],
                               capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
         assert done.stdout.rstrip().endswith("all tables equal"), done.stdout[-1000:]
@@ -243,11 +243,11 @@ def test_history_reads_every_row_a_full_scan_keeps(spark, two_windows: Path) -> 
 
 
 def test_query_exits_cleanly_in_a_fresh_interpreter(two_windows: Path) -> None:
-    """`python -m coordinator_audit.jobs.query` as an operator runs it, on tables a nightly merge rewrote: the answer
+    """`coordinator-audit query` as an operator runs it, on tables a nightly merge rewrote: the answer
     and exit code 0, every time (deltalake's Python filesystem once aborted the exit, code 134)."""
     t = str(two_windows)
     for args in (["timeline", "--group", "grp-s02"], ["worst", "--day", "2023-11-14"]) * 2:
-        done = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.query", "--tables", t, *args], capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "coordinator_audit", "query", "--tables", t, *args], capture_output=True,
                               text=True, cwd=ROOT, timeout=120, check=False)
         assert done.returncode == 0, (args, done.returncode, done.stderr[-2000:])
         expected = "grp-s02: " if args[0] == "timeline" else "least healthy groups on 2023-11-14"

@@ -75,7 +75,7 @@ def _invoke(capfd, *args: str) -> tuple[int, str]:
 
 def _failed_with_one_line(code: int, text: str, *needles: str) -> None:
     assert code == 2, text[-2000:]
-    lines = [ln for ln in text.splitlines() if ln.startswith("coordinator-audit: ")]
+    lines = [ln for ln in text.splitlines() if ln.startswith("coordinator-audit run: ")]
     assert len(lines) == 1, text
     for needle in needles:
         assert needle in lines[0], lines[0]

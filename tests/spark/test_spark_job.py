@@ -250,10 +250,10 @@ def test_rerunning_a_window_replaces_it_and_keeps_other_windows(spark, tmp_path)
 
 
 def test_command_line_help_and_config_errors() -> None:
-    helped = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.audit", "--help"], cwd=ROOT, capture_output=True,
+    helped = subprocess.run([sys.executable, "-m", "coordinator_audit", "run", "--help"], cwd=ROOT, capture_output=True,
                             text=True, check=False)
     assert helped.returncode == 0 and "--since" in helped.stdout and "--output" in helped.stdout
-    bad = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.audit", "--input", str(ROOT / "no-such-dir"),
+    bad = subprocess.run([sys.executable, "-m", "coordinator_audit", "run", "--input", str(ROOT / "no-such-dir"),
                           "--output", "/tmp/x", "--shards", "0"], cwd=ROOT, capture_output=True, text=True,
                          check=False)
     assert bad.returncode == 2 and "job.shards" in bad.stderr

@@ -159,14 +159,14 @@ def test_conf_files_document_the_built_in_defaults() -> None:
             assert documented[section][key] == spec.default, f"{section}.{key}"
     assert load_spark_conf(root / "conf" / "spark-local.toml") == LOCAL_DEFAULTS
     defaults = load_config(None, {"input.path": "x"})
-    assert defaults.source == "defaults + overrides" and defaults.output_path == "output/delta"
+    assert defaults.source == "defaults + overrides" and defaults.output_path == "out/delta"
     assert load_config(root / "conf" / "audit.toml", {"input.path": "x"}).to_dict() | {"source": ""} == (
         defaults.to_dict() | {"source": ""})
 
 
 def test_a_config_file_overrides_only_its_keys(tmp_path: Path) -> None:
     cfg = load_config(_write(tmp_path, "[job]\nshards = 3\n"), {"input.path": "x"})
-    assert cfg.shards == 3 and cfg.output_path == "output/delta" and cfg.scan_chunk_rows == DEFAULT_SCAN_CHUNK_ROWS
+    assert cfg.shards == 3 and cfg.output_path == "out/delta" and cfg.scan_chunk_rows == DEFAULT_SCAN_CHUNK_ROWS
 
 
 def test_every_millisecond_time_column_has_a_timestamp_companion() -> None:

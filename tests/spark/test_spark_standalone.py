@@ -71,7 +71,8 @@ def _cli_args(output: Path, run_id: str, window: Sequence[str]) -> list[str]:
 
 def _submit(master: str, args: Sequence[str], *, py_files: Path, python: Path) -> None:
     """The README's cluster command (`scripts/spark-submit.sh --py-files coordinator_audit.zip
-    coordinator_audit/jobs/audit.py ARGS`): driver and executors on `python`, loopback only."""
+    coordinator_audit/jobs/audit.py ARGS`): driver and executors on `python`, loopback only. Its
+    output holds the job's lines: no console progress bar, no Java stack trace."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV") and not k.startswith("PYSPARK_")}
     env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), SPARK_LOCAL_IP=LOOPBACK)
@@ -81,7 +82,9 @@ def _submit(master: str, args: Sequence[str], *, py_files: Path, python: Path) -
            "--conf", f"spark.executor.extraJavaOptions={LOCAL_JIT_OPTIONS}",
            "--py-files", str(py_files), "coordinator_audit/jobs/audit.py", *args]
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
-    assert result.returncode == 0, f"{' '.join(cmd)}\n{(result.stdout + result.stderr)[-4000:]}"
+    text = result.stdout + result.stderr
+    assert result.returncode == 0, f"{' '.join(cmd)}\n{text[-4000:]}"
+    assert "[Stage " not in text and "Exception" not in text and "\tat " not in text, text[-4000:]
 
 
 def _run_local(spark: SparkSession, args: Sequence[str]) -> None:

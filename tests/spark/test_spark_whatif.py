@@ -58,7 +58,7 @@ def test_an_alternative_for_the_crash_group(tables: Path, capsys: pytest.Capture
 
 
 def test_the_sweep_in_a_fresh_interpreter(tables: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "coordinator_audit.jobs.whatif", "--tables", str(tables), "--group",
+    done = subprocess.run([sys.executable, "-m", "coordinator_audit", "whatif", "--tables", str(tables), "--group",
                            "grp-s07", "--sweep"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -227,8 +227,8 @@ def test_readme_documents_every_derived_column_and_command() -> None:
         text = parts[1].split("**`", 1)[0]
         for field in dataclasses.fields(cls):
             assert re.search(rf"\b{field.name}\b", text), f"README: column {table}.{field.name} is not described"
-    for command in ("coordinator_audit.jobs.query --tables out/delta owner", "coordinator_audit.jobs.query --tables out/delta timeline",
-                    "coordinator_audit.jobs.query --tables out/delta worst", "coordinator_audit.jobs.report --tables out/delta --out report.html"):
+    for command in ("coordinator-audit query --tables out/delta owner", "coordinator-audit query --tables out/delta timeline",
+                    "coordinator-audit query --tables out/delta worst", "coordinator-audit report --tables out/delta --out report.html"):
         assert command in readme
     assert (Path(__file__).resolve().parents[3] / "docs" / "report-timeline.png").is_file()
 
