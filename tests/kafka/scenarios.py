@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tests.kafka.cluster import Broker, Member, settle
@@ -145,16 +145,23 @@ SCENARIOS: dict[str, tuple[str, Callable[[Scenario], None]]] = {
 
 
 def run_all(broker: Broker, names: list[str] | None = None) -> dict[str, Truth]:
-    """Runs the scenarios (all by default) in parallel; {group: truth}. Raises the first failure
-    after every scenario has stopped its consumers."""
-    broker.create_topics(TOPICS)  # also compiles the driver once, before the threads need it
-    chosen = names or list(SCENARIOS)
-    scenarios = {name: Scenario(broker, SCENARIOS[name][0], name) for name in chosen}
+    """Runs the scenarios (all by default) in parallel; {group: truth}."""
+    return run_scenarios(broker, SCENARIOS, TOPICS, Scenario, names)
+
+
+def run_scenarios(broker: Broker, table: Mapping[str, tuple[str, Callable[[Any], None]]], topics: Any,
+                  scenario: Callable[[Broker, str, str], Any], names: list[str] | None = None) -> dict[str, Any]:
+    """Runs the scenarios of `table` ({name: (group, driver)}; all by default) in parallel on `broker`
+    after creating `topics`, each driven by its function on a `scenario(broker, group, name)`;
+    {group: truth}. Raises the first failure after every scenario has stopped its consumers."""
+    broker.create_topics(topics)  # also compiles the driver once, before the threads need it
+    chosen = names or list(table)
+    scenarios = {name: scenario(broker, table[name][0], name) for name in chosen}
     errors: dict[str, BaseException] = {}
 
     def run(name: str) -> None:
         try:
-            SCENARIOS[name][1](scenarios[name])
+            table[name][1](scenarios[name])
         except BaseException as exc:
             errors[name] = exc
         finally:

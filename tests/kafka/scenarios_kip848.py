@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.kafka.cluster import Broker, Member
+from tests.kafka.scenarios import run_scenarios
 
 Truth = dict[str, Any]
 
@@ -218,28 +219,5 @@ SCENARIOS: dict[str, tuple[str, Callable[[Scenario], None]]] = {
 
 
 def run_all(broker: Broker, names: list[str] | None = None) -> dict[str, Truth]:
-    """Runs the scenarios (all by default) in parallel; {group: truth}. Raises the first failure
-    after every scenario has stopped its consumers."""
-    broker.create_topics(TOPICS)  # also compiles the driver once, before the threads need it
-    chosen = names or list(SCENARIOS)
-    scenarios = {name: Scenario(broker, SCENARIOS[name][0], name) for name in chosen}
-    errors: dict[str, BaseException] = {}
-
-    def run(name: str) -> None:
-        try:
-            SCENARIOS[name][1](scenarios[name])
-        except BaseException as exc:
-            errors[name] = exc
-        finally:
-            scenarios[name].finish()
-
-    threads = [threading.Thread(target=run, args=(n,), name=n) for n in chosen]
-    for t in threads:
-        t.start()
-        time.sleep(0.5)  # stagger the JVM starts on a small machine
-    for t in threads:
-        t.join(timeout=400)
-    if errors:
-        name, exc = next(iter(errors.items()))
-        raise AssertionError(f"scenario {name} failed: {exc}") from exc
-    return {s.group: s.truth() for s in scenarios.values()}
+    """Runs the scenarios (all by default) in parallel; {group: truth}."""
+    return run_scenarios(broker, SCENARIOS, TOPICS, Scenario, names)
