@@ -168,6 +168,7 @@ def test_audits_through_the_files_and_through_spark_are_the_same(spark, tmp_path
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the run's scratch directory goes here
+    assert Capabilities.of(spark) == Capabilities(local_files=True, local_tasks=True)  # (local[2])
     outputs = {}
     for how in ("auto", "spark"):  # spark: the routes of a session whose tasks do not all run here
         out = tmp_path / how
