@@ -593,7 +593,12 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
     through Spark alone: Spark reads the input, the replay's input goes through Spark's shuffle,
     and Spark writes every table's files."""
     ship_code(spark)
-    caps = capabilities if capabilities is not None else Capabilities.of(spark)
+    caps = Capabilities.of(spark)
+    if capabilities is not None:
+        if (capabilities.local_files and not caps.local_files) or (capabilities.local_tasks and not caps.local_tasks):
+            raise ValueError(f"capabilities {capabilities}: the session has only {caps}; a run can take the "
+                             f"routes of a session with fewer, not more")
+        caps = capabilities
     scratch = tempfile.mkdtemp(prefix="coordinator-audit-") if caps.local_tasks else None
     try:
         with footers_kept():  # the input's footers are read once per run (checks, nulls, the pass's plan)
