@@ -68,7 +68,7 @@ def python_without_project(venv: Path) -> Path:
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           capture_output=True, text=True, check=True).stdout.strip()
     Path(site, "_coordinator_audit_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    probe = subprocess.run([str(python), "-c", "import pyspark, deltalake, numba; import jobs"], cwd=venv,
+    probe = subprocess.run([str(python), "-c", "import pyspark, deltalake, numba; import coordinator_audit.jobs"], cwd=venv,
                            capture_output=True, text=True, check=False)
     if "No module named 'coordinator_audit'" not in probe.stderr:
         raise RuntimeError(f"{python} is meant not to import the project: {probe.stderr[-2000:]}")
