@@ -48,7 +48,7 @@ from deltalake import write_deltalake
 from benchmarks.harness import DEFAULT_DRIVER_MEMORY, ROOT, ensure_input, scale_config
 from benchmarks.measures import StageTee
 from coordinator_audit.jobs import offsets_path
-from coordinator_audit.jobs.audit import run_audit, table_highlights
+from coordinator_audit.jobs.audit import Capabilities, run_audit, table_highlights
 from coordinator_audit.jobs.config import load_config
 from coordinator_audit.jobs.spark_session import build_session
 
@@ -99,14 +99,16 @@ def growth(seconds: list[float]) -> float:
 def audit_window(spark: Any, input_dir: Path, out: Path, since: datetime, until: datetime, *,
                  run_id: str | None = None, input_format: str = "parquet", reader: str = "auto"
                  ) -> tuple[Any, float, list[str]]:
-    """One window of a chain audited into `out`: (the run's summary, its seconds, its stage lines)."""
+    """One window of a chain audited into `out`: (the run's summary, its seconds, its stage lines).
+    `reader` "spark": as a session whose workers do not read this process's files
+    (`coordinator_audit.jobs.audit.Capabilities.local_files` False) reads it."""
     cfg = load_config(None, {"input.path": str(input_dir), "input.format": input_format, "output.path": str(out),
-                             "window.since": since.isoformat(), "window.until": until.isoformat(),
-                             "job.scan_reader": reader})
+                             "window.since": since.isoformat(), "window.until": until.isoformat()})
+    caps = None if reader == "auto" else Capabilities(local_files=False, local_tasks=True)
     tee = StageTee(sys.stderr)
     t0 = time.perf_counter()
     with contextlib.redirect_stderr(tee):
-        summary = run_audit(spark, cfg, run_id=run_id)
+        summary = run_audit(spark, cfg, run_id=run_id, capabilities=caps)
     return summary, time.perf_counter() - t0, tee.lines
 
 
@@ -134,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exports-format", choices=("parquet", "delta"), default="parquet",
                    help="with --exports: Parquet files, or a Delta table appended to (default parquet)")
     p.add_argument("--reader", choices=("auto", "spark"), default="auto",
-                   help="job.scan_reader: spark reads the input as it would on a remote store (default auto)")
+                   help="spark: Spark reads the input, as in a session whose workers do not see this "
+                        "process's files (default auto)")
     p.add_argument("--read-all", action="store_true",
                    help="read every record and filter it (no skipping by statistics): the A side of an A/B")
     args = p.parse_args(argv)

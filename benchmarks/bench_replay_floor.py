@@ -8,8 +8,9 @@ input (`coordinator_audit.udfs.replay.replay_input`: the side records and the st
 sorted) is handed to the Python workers as Arrow batches that are only counted there
 (`to_python_s`), and counted in the JVM alone (`jvm_s`). The first is the floor of the replay stage
 (the job's replay adds its Python on top); the difference between them is the input's trip to Python.
-This is the Spark path (`job.replay_input = "spark"`, and any session that is not local): in a
-local session the job hands the input off as local files instead (`coordinator_audit.udfs.handoff`), which skips it.
+This is the route of a session whose tasks do not all run on one machine
+(`coordinator_audit.jobs.audit.Capabilities.local_tasks` False): in a local session the job hands the input off as
+local files instead (`coordinator_audit.udfs.handoff`), which skips it.
 Prints one line per run; wall-clock seconds on whatever else the machine is doing.
 """
 

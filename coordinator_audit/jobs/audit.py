@@ -86,7 +86,7 @@ from coordinator_audit.jobs.derived_step import (
 )
 from coordinator_audit.jobs.inputs import InputError, detect_format, filter_groups, read_input, skipped_files
 from coordinator_audit.jobs.kafka_source import KafkaRead, parse_kafka_options, parse_offsets_json, read_kafka
-from coordinator_audit.jobs.offsets_path import local_session, scan_log
+from coordinator_audit.jobs.offsets_path import local_parquet_files, scan_log
 from coordinator_audit.jobs.spark_session import (
     build_session,
     has_jvm,
@@ -130,7 +130,8 @@ if TYPE_CHECKING:
 
     from coordinator_audit.jobs.offsets_path import Scan
 
-__all__ = ["AUDIT_OUTPUT_TABLES", "ReplayOutput", "RunChoices", "RunSummary", "build_tables", "main", "parse_args", "preflight",
+__all__ = ["AUDIT_OUTPUT_TABLES", "Capabilities", "ReplayOutput", "RunChoices", "RunSummary", "build_tables", "main",
+           "parse_args", "preflight",
            "run_audit"]
 
 AUDIT_OUTPUT_TABLES: tuple[str, ...] = (
@@ -470,34 +471,44 @@ def _staged_files(wide: DataFrame, stage_dirs: Mapping[str, str], carried_dirs: 
     return new, carried
 
 
-def _scan_reader(cfg: AuditConfig, data: Any) -> str:
-    """The single pass's reader for this input: the configured one for Parquet files and for a
-    Delta table whose current version is plain Parquet files (`delta_io.plain_parquet_snapshot`),
-    else Spark's (the rows reach the kernel through mapInArrow)."""
-    if data.format == "parquet":
-        return cfg.scan_reader
+def _scan_reader(data: Any, capabilities: Capabilities) -> Literal["arrow", "spark"]:
+    """The single pass's reader for this input (`coordinator_audit.jobs.offsets_path.scan_log`): "arrow" (the
+    workers read the Parquet files themselves) for local Parquet files, or a Delta table whose
+    current version is plain Parquet files (`delta_io.plain_parquet_snapshot`), that the session's
+    workers can read (`Capabilities.local_files`, `coordinator_audit.jobs.offsets_path.local_parquet_files`);
+    else "spark" (Spark reads the input, the rows reach the kernel through mapInArrow)."""
+    files = data.format == "parquet"
     if data.format == "delta":
-        why = delta_io.plain_parquet_snapshot(data.source)
-        if why is None:
-            return cfg.scan_reader
-        _log(f"single pass: Spark reads the Delta table ({why})")
+        not_plain = delta_io.plain_parquet_snapshot(data.source)
+        files = not_plain is None
+        if not_plain is not None:
+            _log(f"single pass: Spark reads the Delta table ({not_plain})")
     if data.format in ("delta", "table") and data.bounds_note is not None:
         _log(f"single pass: the Delta log's statistics cannot tell which files hold the window: "
              f"{data.bounds_note}")
-    return "spark"
+    if not files:
+        return "spark"
+    if not capabilities.local_files:
+        _log("single pass: Spark reads the input (the session's workers may not see this process's files)")
+        return "spark"
+    why = local_parquet_files(data.raw)[1]
+    if why is not None:
+        _log(f"single pass: Spark reads the input ({why})")
+        return "spark"
+    return "arrow"
 
 
-def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, since: datetime | None,
-                until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
+def _audit_pass(spark: SparkSession, cfg: AuditConfig, data: Any, *, reader: Literal["arrow", "spark"],
+                since: datetime | None, until: datetime | None, state: DataFrame | None, start_after: Mapping[int, int],
                 base_missing: Mapping[int, int], resume: str, gap_time: datetime | None,
                 derive: bool = False, direct: DirectWrite | None = None, scratch: str | None = None,
                 state_table: Callable[[], Iterator[pa.Table]] | None = None) -> AuditPass:
-    """Scan and replay one window (module docstring, steps 2-3); `derive`, `direct`, `state_table`: see `build_tables`;
-    `scratch`: a local directory for the replay's handed-off input (`coordinator_audit.jobs.offsets_path.scan_log`'s
+    """Scan and replay one window (module docstring, steps 2-3) with the single pass's `reader`
+    (`RunChoices.reader`); `derive`, `direct`, `state_table`: see `build_tables`; `scratch`: a local directory for the replay's handed-off input (`coordinator_audit.jobs.offsets_path.scan_log`'s
     `handoff_root`), None: it goes through Spark."""
     with stage(spark, "read input and scan it once (offset commits summarised, the rest kept)") as st:
         scan = scan_log(data.raw, since=since, until=until, groups=cfg.groups, chunk_rows=cfg.scan_chunk_rows,
-                        reader=_scan_reader(cfg, data), shards=cfg.shards,
+                        reader=reader, shards=cfg.shards,
                         log=_log, start_after=start_after, handoff_root=scratch,
                         records_hint=data.records if isinstance(data, _KafkaInput) else None,
                         bounds=data.bounds, input_format=data.format)
@@ -556,14 +567,14 @@ class _KafkaInput:
 def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, input_rejects: bool,
                   local: bool = True) -> list[str]:
     """The tables whose new rows the replay's tasks write as Parquet files themselves
-    (`coordinator_audit.udfs.table_files`), in `AUDIT_OUTPUT_TABLES` order: with `output.direct_files`, the embedded
+    (`coordinator_audit.udfs.table_files`), in `AUDIT_OUTPUT_TABLES` order: with the embedded
     writer, a local base path and tasks that run on this machine (`local`,
     `coordinator_audit.jobs.spark_session.local_tasks`: the driver lists and commits the files they write), every
     table whose new rows are the replay's rows as they are (the derived tables when the replay derives them; a stage of their own reads the base tables'
     files back, `coordinator_audit.udfs.table_files.staged_rows`): not `generations` with a server log (the broker's account is
     joined to it first), not `quarantine` when the input's unreadable lines join it or it is off.
     (The rows a run merges into earlier windows and the `runs` row always go through Spark.)"""
-    if not (local and cfg.direct_files and writer == "embedded" and delta_io.local_path(cfg.output_path)
+    if not (local and writer == "embedded" and delta_io.local_path(cfg.output_path)
             and not cfg.catalog_schema):
         return []
     names = ["assignments", "rebalance_causes", "violations", "offset_commits", "group_state"]
@@ -576,26 +587,55 @@ def direct_tables(cfg: AuditConfig, *, writer: str, derive_in_replay: bool, inpu
     return [t for t in AUDIT_OUTPUT_TABLES if t in names]
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the session's workers can do, which decides the run's routes (`RunChoices`): a route
+    that needs a capability is taken whenever the session has it (`benchmarks.bench_routes`
+    measures each route against the one taken without it)."""
+
+    local_files: bool
+    """The workers read this process's local files (a classic session): the single pass reads local
+    Parquet input itself (`RunChoices.reader` "arrow"), else Spark reads it."""
+    local_tasks: bool
+    """Every task runs on this machine (`coordinator_audit.jobs.spark_session.local_tasks`): the replay's input
+    goes from task to task as local files (`coordinator_audit.udfs.handoff`) and the replay's tasks write the
+    tables' files themselves (`direct_tables`), else Spark's shuffle and Spark's writer carry them."""
+
+    @classmethod
+    def of(cls, spark: SparkSession) -> Capabilities:
+        """The capabilities of `spark`: a Spark Connect session has neither, a classic session with a
+        cluster master the first only."""
+        return cls(local_files=has_jvm(spark), local_tasks=local_tasks(spark))
+
+
 def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = None,
-              kafka_starting_offsets: dict[int, int] | None = None) -> RunSummary:
+              kafka_starting_offsets: dict[int, int] | None = None,
+              capabilities: Capabilities | None = None) -> RunSummary:
     """Runs the whole job on an existing session (notebooks call this directly).
 
     With `cfg.kafka_bootstrap` the records come from the cluster (`coordinator_audit.jobs.kafka_source.read_kafka`,
     to the end offsets at the start of the run) from `kafka_starting_offsets`, else from just after
-    the base run's end offsets (`runs.end_offsets`), else from the earliest. In a local session
-    (`job.replay_input` auto) the run's scratch directory holds the replay's handed-off input
-    (`coordinator_audit.udfs.handoff`) and is deleted when the run ends, written or failed.
+    the base run's end offsets (`runs.end_offsets`), else from the earliest.
 
-    On a Spark Connect session the job first ships its code to the server (`ship_code`), and takes
-    the routes that go through Spark alone: Spark reads the input, the replay's input goes through
-    Spark's shuffle, and Spark writes every table's files (`local_tasks` is False)."""
+    The routes follow the session's `capabilities` (None: `Capabilities.of(spark)`; given, e.g. by
+    a benchmark or a test, only to take the routes of a session without some of them). With
+    `local_tasks` the run's scratch directory holds the replay's handed-off input
+    (`coordinator_audit.udfs.handoff`) and is deleted when the run ends, written or failed. On a Spark Connect
+    session the job first ships its code to the server (`ship_code`), and takes the routes that go
+    through Spark alone: Spark reads the input, the replay's input goes through Spark's shuffle,
+    and Spark writes every table's files."""
     ship_code(spark)
-    scratch = (tempfile.mkdtemp(prefix="coordinator-audit-")
-               if cfg.replay_input == "auto" and local_session(spark) else None)
+    caps = Capabilities.of(spark)
+    if capabilities is not None:
+        if (capabilities.local_files and not caps.local_files) or (capabilities.local_tasks and not caps.local_tasks):
+            raise ValueError(f"capabilities {capabilities}: the session has only {caps}; a run can take the "
+                             f"routes of a session with fewer, not more")
+        caps = capabilities
+    scratch = tempfile.mkdtemp(prefix="coordinator-audit-") if caps.local_tasks else None
     try:
         with footers_kept():  # the input's footers are read once per run (checks, nulls, the pass's plan)
             return _run_audit(spark, cfg, run_id=run_id, kafka_starting_offsets=kafka_starting_offsets,
-                              scratch=scratch)
+                              scratch=scratch, capabilities=caps)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -605,8 +645,9 @@ def run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None = Non
 class RunChoices:
     """The choices a run makes once, after reading its input and before any pass over it: what it
     continues (`plan`, `coordinator_audit.jobs.nightly.plan_run`), where the groups' saved state comes from, the
-    writer (`delta_io.resolve_writer`), where the derived tables are derived, and which tables the
-    replay's tasks write themselves (`direct_tables`)."""
+    writer (`delta_io.resolve_writer`), the single pass's reader, where the derived tables are
+    derived, and which tables the replay's tasks write themselves (`direct_tables`). The routes
+    follow the session's `Capabilities` and the output's state, never a setting."""
 
     run_id: str
     run_window: str
@@ -619,6 +660,8 @@ class RunChoices:
     driver_reads_state: bool
     """The driver reads the base's state itself when the replay's input is handed off (a path-based output)."""
     writer: Literal["native", "embedded"]
+    reader: Literal["arrow", "spark"]
+    """The single pass's reader (`_scan_reader`)."""
     derive_in_replay: bool
     """The replay derives the ownership, rebalance and health rows itself: the run's own rows are all
     the derivation reads (no earlier run's rows in the output, no broker account to attach)."""
@@ -658,19 +701,20 @@ class _RunTables:
 
 
 def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
-               kafka_starting_offsets: dict[int, int] | None, scratch: str | None) -> RunSummary:
+               kafka_starting_offsets: dict[int, int] | None, scratch: str | None,
+               capabilities: Capabilities) -> RunSummary:
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     run_id = run_id or delta_io.new_run_id(started)
     plan = _plan(spark, cfg, run_id)
     data, kafka = _read_records(spark, cfg, plan, kafka_starting_offsets)
-    choices = _choose(spark, cfg, plan, run_id, data)
+    choices = _choose(spark, cfg, plan, run_id, data, capabilities)
     start = _start_state(spark, cfg, choices, data, scratch)
     direct = _direct_write(cfg, choices, start)
     try:  # until the writer takes the replay's files over, a failure deletes them (nothing is committed)
         # after a base, each partition is bounded below by the base's last offset, or not at all (a
         # partition no earlier run read is read from its first record), never by a time
-        main = _audit_pass(spark, cfg, data, since=choices.since if plan.base is None else None, until=cfg.until,
+        main = _audit_pass(spark, cfg, data, reader=choices.reader, since=choices.since if plan.base is None else None, until=cfg.until,
                            state=start.state, start_after=start.start_after, base_missing=start.base_missing,
                            resume=start.resume, gap_time=choices.since, derive=choices.derive_in_replay,
                            direct=direct, scratch=scratch, state_table=start.state_table)
@@ -687,7 +731,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
     with stage(spark, "write Delta tables"):
         results = delta_io.write_tables(
             spark, out.to_write, run_id=run_id, run_window=choices.run_window, base_path=cfg.output_path,
-            catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=cfg.writer, merges=out.merges,
+            catalog_schema=cfg.catalog_schema, mode=cfg.write_mode, writer=choices.writer, merges=out.merges,
             compression=cfg.compression)
     for df in main.persisted + (start.warm.persisted if start.warm is not None else []):
         release(df)
@@ -797,17 +841,18 @@ def _read_records(spark: SparkSession, cfg: AuditConfig, plan: nightly.RunPlan,
     return _KafkaInput(kafka.df, kafka.records), kafka
 
 
-def _choose(spark: SparkSession, cfg: AuditConfig, plan: nightly.RunPlan, run_id: str, data: Any) -> RunChoices:
+def _choose(spark: SparkSession, cfg: AuditConfig, plan: nightly.RunPlan, run_id: str, data: Any,
+            capabilities: Capabilities) -> RunChoices:
     """The run's `RunChoices`, made once."""
     derive_in_replay = cfg.derived_tables and not cfg.server_log and not has_history(cfg.output_path)
     writer = delta_io.resolve_writer(spark, cfg.writer)
     direct = direct_tables(cfg, writer=writer, derive_in_replay=derive_in_replay,
-                           input_rejects=data.rejects is not None, local=local_tasks(spark))
+                           input_rejects=data.rejects is not None, local=capabilities.local_tasks)
     state_from: Literal["base", "warm-up", "none"] = (
         "base" if plan.base is not None else "warm-up" if plan.since is not None else "none")
     return RunChoices(run_id, delta_io.window_label(plan.since, cfg.until), _source(cfg), ",".join(cfg.groups) or None,
-                      plan, state_from, state_from == "base" and not cfg.catalog_schema, writer, derive_in_replay,
-                      tuple(direct))
+                      plan, state_from, state_from == "base" and not cfg.catalog_schema, writer,
+                      _scan_reader(data, capabilities), derive_in_replay, tuple(direct))
 
 
 def _start_state(spark: SparkSession, cfg: AuditConfig, choices: RunChoices, data: Any,
@@ -833,7 +878,7 @@ def _warm_up(spark: SparkSession, cfg: AuditConfig, choices: RunChoices, data: A
     assert since is not None
     _log(f"warm-up: replaying the input's records before {since.isoformat()} to rebuild the groups' state "
          f"(their rows are not written)")
-    warm = _audit_pass(spark, cfg, data, since=None, until=since, state=None, start_after={},
+    warm = _audit_pass(spark, cfg, data, reader=choices.reader, since=None, until=since, state=None, start_after={},
                        base_missing={}, resume="fresh", gap_time=None, scratch=scratch)
     read = warm.counts["records_in"] - warm.counts["filtered_by_window"]
     if read <= 0:

@@ -6,7 +6,8 @@ one is given (its keys override the defaults), applies the overrides (dotted key
 ``"input.path"``; ``None`` values are ignored, so argparse defaults can be passed as they are),
 validates everything and returns a frozen `AuditConfig`. Every problem raises
 `coordinator_audit.core.errors.ConfigError` naming the key (``input.format``), the file, and what is
-allowed. Unknown sections and keys are errors too (a typo must not be silently ignored).
+allowed. Unknown sections and keys are errors too (a typo must not be silently ignored), and a key
+the job no longer has (`REMOVED`) is refused with what the job now decides in its place.
 
 The keys, their types and defaults are declared once, in `SPEC`; `conf/audit.toml` documents them
 with the same values (a test holds the file to `SPEC`). The defaults other modules' signatures
@@ -33,12 +34,11 @@ __all__ = [
     "DEFAULT_OUTPUT_PATH",
     "DEFAULT_SCAN_CHUNK_ROWS",
     "DEFAULT_SHARDS",
+    "REMOVED",
     "SPEC",
     "AuditConfig",
     "Compression",
     "InputFormat",
-    "ReplayInput",
-    "ScanReader",
     "TextEncoding",
     "WriteMode",
     "Writer",
@@ -50,8 +50,6 @@ InputFormat = Literal["auto", "parquet", "delta", "json"]
 TextEncoding = Literal["auto", "hex", "base64"]
 WriteMode = Literal["replace_window", "overwrite", "append"]
 Writer = Literal["auto", "native", "embedded"]
-ScanReader = Literal["auto", "arrow", "spark"]
-ReplayInput = Literal["auto", "spark"]
 Compression = Literal["zstd", "snappy", "gzip", "none"]
 
 DEFAULT_SHARDS = 8
@@ -96,10 +94,6 @@ SPEC: dict[str, dict[str, _Key]] = {
         "shards": _Key(int, DEFAULT_SHARDS, "Spark partitions of the per-group replay"),
         "quarantine": _Key(bool, True, "write undecodable records to the quarantine table"),
         "scan_chunk_rows": _Key(int, DEFAULT_SCAN_CHUNK_ROWS, "rows per chunk of the single pass (bounds a Python worker's memory)"),
-        "scan_reader": _Key(ScanReader, "auto", "how the single pass reads Parquet input: auto, arrow or spark"),
-        "replay_input": _Key(ReplayInput, "auto", "how the replay gets its input from the single pass: auto "
-                                                  "(local files when the pass reads the files itself, or reads "
-                                                  "Kafka, in a local session) or spark (Spark's shuffle)"),
         "derived_tables": _Key(bool, True, "write partition_ownership, rebalances and group_health"),
     },
     "output": {
@@ -107,8 +101,6 @@ SPEC: dict[str, dict[str, _Key]] = {
         "catalog_schema": _Key(str, "", "catalog schema for managed tables"),
         "write_mode": _Key(WriteMode, "replace_window", "how a run replaces earlier rows"),
         "writer": _Key(Writer, "auto", "Delta writer"),
-        "direct_files": _Key(bool, True, "embedded writer, local base path: the replay's workers write the "
-                                         "new rows' Parquet files themselves"),
         "compression": _Key(Compression, DEFAULT_COMPRESSION, "codec of the tables' Parquet files"),
     },
     "health": {
@@ -130,6 +122,17 @@ SPEC: dict[str, dict[str, _Key]] = {
     },
 }
 
+REMOVED: dict[str, str] = {
+    "job.scan_reader": "the single pass reads local Parquet files itself when the session's workers can read "
+                       "this process's files (a classic session), else Spark reads the input",
+    "job.replay_input": "the replay's input goes from task to task as local files when every task runs on this "
+                        "machine (a local master), else through Spark's shuffle",
+    "output.direct_files": "the replay's tasks write the tables' files themselves when the embedded writer writes "
+                           "to a local base path and every task runs on this machine, else Spark writes them",
+}
+"""Keys earlier versions had, and what the job now decides itself (`coordinator_audit.jobs.audit.RunChoices`,
+from what the session can do): a file or override that still sets one is refused, naming it."""
+
 
 @dataclass(frozen=True, slots=True)
 class AuditConfig:
@@ -145,8 +148,6 @@ class AuditConfig:
     shards: int
     quarantine: bool
     scan_chunk_rows: int
-    scan_reader: ScanReader
-    replay_input: ReplayInput
     derived_tables: bool
     output_path: str | None
     catalog_schema: str | None
@@ -161,9 +162,6 @@ class AuditConfig:
     kafka_options: tuple[str, ...] = ()
     """KEY=VALUE Kafka client settings; may hold secrets (to_dict redacts them)."""
     server_log: str | None = None
-    direct_files: bool = True
-    """The replay's workers write the new rows' Parquet files themselves when the embedded writer
-    writes to a local base path (`coordinator_audit.jobs.audit.direct_tables`); False: Spark writes every table."""
     compression: Compression = DEFAULT_COMPRESSION
     """The codec of every Parquet file the run writes into its tables (files written before keep theirs)."""
     health: HealthThresholds = DEFAULT_HEALTH
@@ -273,11 +271,19 @@ def _file_values(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         if not isinstance(keys, dict):
             raise ConfigError(f"{section} ({where}): expected a [{section}] table, got {keys!r}")
         for key, value in keys.items():
+            _refuse_removed(f"{section}.{key}", where)
             if key not in SPEC[section]:
                 raise ConfigError(f"{section}.{key} ({where}): unknown key; known keys of [{section}]: "
                                   f"{', '.join(SPEC[section])}")
             values[f"{section}.{key}"] = _check(f"{section}.{key}", SPEC[section][key], value, where)
     return values
+
+
+def _refuse_removed(dotted: str, where: str) -> None:
+    """A ConfigError for a key of `REMOVED`: what the job decides in its place, and to delete the key."""
+    if dotted in REMOVED:
+        raise ConfigError(f"{dotted} ({where}): this key is gone: {REMOVED[dotted]}; delete it from the "
+                          f"configuration")
 
 
 def _apply_overrides(values: dict[str, Any], overrides: Mapping[str, Any]) -> bool:
@@ -287,6 +293,7 @@ def _apply_overrides(values: dict[str, Any], overrides: Mapping[str, Any]) -> bo
         if value is None:
             continue
         section, _, key = dotted.partition(".")
+        _refuse_removed(dotted, "override")
         if section not in SPEC or key not in SPEC[section]:
             known = ", ".join(f"{s}.{k}" for s, ks in SPEC.items() for k in ks)
             raise ConfigError(f"{dotted} (override): unknown key; known keys: {known}")
@@ -339,13 +346,12 @@ def _validated(v: _Values, where: str, *, source: str) -> AuditConfig:
         input_path=input_path, input_table=input_table, input_format=v.get("input.format"),
         text_encoding=v.get("input.text_encoding"), since=since, until=until, groups=v.get("groups.include"),
         shards=shards, quarantine=v.get("job.quarantine"), scan_chunk_rows=chunk_rows,
-        scan_reader=v.get("job.scan_reader"), replay_input=v.get("job.replay_input"),
         derived_tables=v.get("job.derived_tables"), output_path=output_path,
         catalog_schema=catalog_schema, write_mode=v.get("output.write_mode"), writer=v.get("output.writer"),
         spark_master=v.text("spark.master"), app_name=v.get("spark.app_name"),
         spark_local_conf=v.get("spark.local_conf"), source=source,
         kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, server_log=v.text("input.server_log"),
-        direct_files=v.get("output.direct_files"), compression=v.get("output.compression"), health=health,
+        compression=v.get("output.compression"), health=health,
         spark_jars=v.get("spark.jars"), spark_packages=_checked_packages(v.get("spark.packages")),
     )
 

@@ -524,7 +524,7 @@ def _arrow_files(df: DataFrame, reader: str, log: Callable[[str], None] | None) 
     files, why = local_parquet_files(df)
     if why is not None:
         if reader == "arrow":
-            raise ConfigError(f"job.scan_reader = arrow: the input cannot be read directly ({why})")
+            raise ConfigError(f"the single pass cannot read the input's files itself ({why}): Spark must read them")
         if log is not None:
             log(f"the single pass reads through Spark ({why})")
     return files

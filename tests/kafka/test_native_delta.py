@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from coordinator_audit.jobs import offsets_path
-from coordinator_audit.jobs.audit import run_audit
+from coordinator_audit.jobs.audit import Capabilities, run_audit
 from coordinator_audit.jobs.config import load_config
 from coordinator_audit.jobs.delta_io import delta_spark_available
 from tests.kafka.truth import tables_at
@@ -119,8 +119,8 @@ def _delta_export(path: Path, cut: str) -> list[int]:
 def test_a_delta_export_read_by_delta_spark_skips_the_nights_before_the_window(spark, tmp_path: Path, monkeypatch,
                                                                                 deletion_vectors: bool,
                                                                                 catalog: bool) -> None:
-    """A nightly run over a Delta export read through Delta Spark (`job.scan_reader = spark`, as on
-    a remote store): the second night's run reads only the second night's files, Delta's data
+    """A nightly run over a Delta export read through Delta Spark (as on a remote store: a session
+    whose workers do not read this process's files, `Capabilities.local_files` False): the second night's run reads only the second night's files, Delta's data
     skipping ruling out the first night's by the condition the log's statistics give
     (`coordinator_audit.jobs.offsets_path._spark_window`), and two windows give one run's tables and counts. With
     deletion vectors enabled (and rows deleted from the first night's files) the statistics still
@@ -153,8 +153,9 @@ def test_a_delta_export_read_by_delta_spark_skips_the_nights_before_the_window(s
         source = {"input.table": "nightly_export"}
     for i, bound in enumerate(({"window.until": cut}, {"window.since": cut})):
         cfg = load_config(None, {**source, "output.path": str(out), "output.writer": "embedded",  # (reading is tested)
-                                 "job.scan_reader": "spark", "job.derived_tables": False, **bound})
-        results.append(run_audit(spark, cfg, run_id=f"night-{i}"))
+                                 "job.derived_tables": False, **bound})
+        results.append(run_audit(spark, cfg, run_id=f"night-{i}",
+                                 capabilities=Capabilities(local_files=False, local_tasks=True)))
     files = len(DeltaTable(str(export)).file_uris())
     assert files == first_night + second_night and first_night and second_night
     assert read == [first_night, second_night]

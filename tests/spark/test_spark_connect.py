@@ -114,7 +114,7 @@ def test_connect_runs_take_the_spark_routes(name: str, outputs: dict[tuple[str, 
     Spark writes the tables' files; the server has Delta Spark's classes but is not configured for
     it, so `auto` chose the embedded writer."""
     (connect_out, logs) = outputs[name, "connect"]
-    assert "the single pass reads through Spark (a Spark Connect session" in logs, logs
+    assert "single pass: Spark reads the input (the session's workers may not see this process's files)" in logs, logs
     assert "handed from task to task" not in logs and "themselves (embedded writer" not in logs, logs
     writers = {r["writer"] for r in DeltaTable(str(connect_out / "runs")).to_pyarrow_table().to_pylist()}
     assert writers == {"embedded"}

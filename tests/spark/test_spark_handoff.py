@@ -29,7 +29,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from coordinator_audit.jobs import nightly
 from coordinator_audit.jobs import offsets_path as op
-from coordinator_audit.jobs.audit import run_audit, saved_states
+from coordinator_audit.jobs.audit import Capabilities, run_audit, saved_states
 from coordinator_audit.jobs.config import load_config
 from coordinator_audit.udfs import handoff as H
 from coordinator_audit.udfs.replay import (
@@ -168,15 +168,17 @@ def test_audits_through_the_files_and_through_spark_are_the_same(spark, tmp_path
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the run's scratch directory goes here
+    assert Capabilities.of(spark) == Capabilities(local_files=True, local_tasks=True)  # (local[2])
     outputs = {}
-    for how in ("auto", "spark"):
+    for how in ("auto", "spark"):  # spark: the routes of a session whose tasks do not all run here
         out = tmp_path / how
         base = {"input.path": str(log), "input.format": "parquet", "output.path": str(out), "job.shards": 3,
-                "job.replay_input": how, "groups.include": ["*1", "*2", "*3", "*5"]}
+                "groups.include": ["*1", "*2", "*3", "*5"]}
+        caps = Capabilities(local_files=True, local_tasks=how == "auto")
         # two windows: the second resumes from the first's saved states (handed off too)
-        first = run_audit(spark, load_config(None, {**base, "window.until": _middle(log)}))
+        first = run_audit(spark, load_config(None, {**base, "window.until": _middle(log)}), capabilities=caps)
         capfd.readouterr()
-        second = run_audit(spark, load_config(None, {**base, "window.since": _middle(log)}))
+        second = run_audit(spark, load_config(None, {**base, "window.since": _middle(log)}), capabilities=caps)
         assert second.resume == "resume" and first.counts["records_replayed"] > 0
         # through the files, the driver reads the saved states itself and hands them off
         read_by_driver = re.search(r"saved states: those of (\d+) groups read by the driver", capfd.readouterr().err)

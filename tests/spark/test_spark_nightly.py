@@ -31,7 +31,7 @@ from deltalake import DeltaTable, write_deltalake
 from coordinator_audit.core.records import decode, partition_for
 from coordinator_audit.core.sim.scale import ScaleConfig, generate
 from coordinator_audit.jobs import delta_io, derived_step, offsets_path, query
-from coordinator_audit.jobs.audit import RunSummary, run_audit
+from coordinator_audit.jobs.audit import Capabilities, RunSummary, run_audit
 from coordinator_audit.jobs.compare import compare_outputs
 from coordinator_audit.jobs.config import load_config
 from coordinator_audit.jobs.delta_io import read_table, window_label
@@ -97,12 +97,13 @@ def _read_log(path: Path) -> pa.Table:
 
 
 def _run(spark, inp: Path, out: Path, since: datetime | None = None, until: datetime | None = None,
-         **overrides) -> RunSummary:
+         capabilities: Capabilities | None = None, **overrides) -> RunSummary:
     values = {"input.path": str(inp), "input.format": "parquet", "output.path": str(out), "job.shards": 2,
               "window.since": since.isoformat() if since else None,
               "window.until": until.isoformat() if until else None}
     values.update(overrides)
-    return run_audit(spark, load_config(None, {k: v for k, v in values.items() if v is not None}))
+    return run_audit(spark, load_config(None, {k: v for k, v in values.items() if v is not None}),
+                     capabilities=capabilities)
 
 
 def _hashable(value):
@@ -191,13 +192,14 @@ def _export_delta(night: pa.Table, table: Path) -> None:
 
 
 def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, inputs: str,
-           **overrides) -> tuple[Path, list[RunSummary]]:
+           capabilities: Capabilities | None = None, **overrides) -> tuple[Path, list[RunSummary]]:
     """Runs the windows in order into one output. `inputs`: "whole" (every run reads the whole log),
     "window" (each run reads its window's records only), "compacted" (every run reads the log with
     the records before its window compacted), "compacted-window" (each run reads its window's records
     from a log compacted up to the window's end: the window itself has holes), "exports" (every run
     reads one directory, to which each window's records are added before its run: `_export`),
-    "delta-exports" (likewise, one Delta table: `_export_delta`). `overrides`: the runs' settings."""
+    "delta-exports" (likewise, one Delta table: `_export_delta`). `overrides`: the runs' settings;
+    `capabilities`: the session's, as the runs take them (None: this session's)."""
     out = tmp_path / "windows"
     log = _read_log(log_path)
     summaries = []
@@ -218,7 +220,7 @@ def _chain(spark, tmp_path: Path, log_path: Path, cuts: list[datetime], *, input
         else:
             inp = _write(_filtered(_compacted(log, until) if until else log, since, until),
                          tmp_path / f"in{i}" / "log.parquet")
-        summaries.append(_run(spark, inp, out, since, until, **overrides))
+        summaries.append(_run(spark, inp, out, since, until, capabilities, **overrides))
     return out, summaries
 
 
@@ -273,7 +275,7 @@ def test_a_growing_export_directory_is_read_a_night_at_a_time(spark, tmp_path, l
 def test_a_growing_delta_export_read_by_spark_is_read_a_night_at_a_time(spark, tmp_path, logs, single_runs,
                                                                         monkeypatch) -> None:
     """The nightly recipe's input as a Delta table that grows by a night's files, read by Spark (as
-    on a remote store: `job.scan_reader = spark`). Each run gives Spark a condition on the time from
+    on a remote store: a session whose workers do not read this process's files). Each run gives Spark a condition on the time from
     the Delta log's statistics (`offsets_path._spark_window`), so it reads the night's records and
     not the nights before; its tables and counts are those of reading and filtering everything."""
     single = single_runs("scale_7")
@@ -288,8 +290,9 @@ def test_a_growing_delta_export_read_by_spark_is_read_a_night_at_a_time(spark, t
     monkeypatch.setattr(offsets_path, "_spark_window", noted)
     log = _read_log(logs["scale_7"])
     cuts = _cuts(log, 2, random.Random("delta-exports"))
+    remote = Capabilities(local_files=False, local_tasks=True)
     out, summaries = _chain(spark, tmp_path / "skipping", logs["scale_7"], cuts, inputs="delta-exports",
-                            **{"job.scan_reader": "spark"})
+                            capabilities=remote)
     _assert_same(out, single)
     nights = [_filtered(log, since, until).num_rows for since, until in _windows(cuts)]
     # the first run has no lower bound (its window is open below): it reads all there is
@@ -297,7 +300,7 @@ def test_a_growing_delta_export_read_by_spark_is_read_a_night_at_a_time(spark, t
     monkeypatch.setattr(offsets_path, "SKIP_OUTSIDE_WINDOW", False)
     read.clear()
     _, reading = _chain(spark, tmp_path / "reading", logs["scale_7"], cuts, inputs="delta-exports",
-                        **{"job.scan_reader": "spark"})
+                        capabilities=remote)
     assert [r[1] for r in read] == [None] * 3
     assert [s.counts for s in summaries] == [s.counts for s in reading]
     assert [s.counts["filtered_by_window"] for s in summaries] == [0, nights[0], nights[0] + nights[1]]

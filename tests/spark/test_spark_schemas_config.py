@@ -120,6 +120,10 @@ def test_default_config_with_cli_overrides() -> None:
     ("[input]\npath = 'x'\n", {"output.mode": "append"}, r"output\.mode \(override\): unknown key"),
     ("[input]\npath = 'x'\n", {"output.write_mode": "upsert"}, r"output\.write_mode \(override\)"),
     ("[input\npath = 'x'\n", {}, r"not valid TOML"),
+    ("[input]\npath = 'x'\n[job]\nscan_reader = 'arrow'\n", {}, r"job\.scan_reader \(.*\): this key is gone: .*delete it"),
+    ("[input]\npath = 'x'\n[job]\nreplay_input = 'spark'\n", {}, r"job\.replay_input \(.*\): this key is gone: .*shuffle"),
+    ("[input]\npath = 'x'\n[output]\ndirect_files = false\n", {}, r"output\.direct_files \(.*\): this key is gone"),
+    ("[input]\npath = 'x'\n", {"job.scan_reader": "spark"}, r"job\.scan_reader \(override\): this key is gone"),
 ])
 def test_config_errors_name_the_key(tmp_path: Path, text: str, overrides: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

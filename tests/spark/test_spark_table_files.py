@@ -1,6 +1,6 @@
-"""The replay's workers writing the run's table files themselves (`output.direct_files`,
+"""The replay's workers writing the run's table files themselves (`coordinator_audit.jobs.audit.direct_tables`,
 `coordinator_audit.udfs.table_files`, `coordinator_audit.jobs.delta_io.StagedFiles`): the same tables, schema and rows, as when Spark
-writes them, over a windowed chain; only the files the tasks reported are committed; a table with no
+writes them (a session whose tasks do not all run on this machine: `Capabilities.local_tasks` False), over a windowed chain; only the files the tasks reported are committed; a table with no
 rows still gets its file; the Arrow window cut equals the Spark one."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from benchmarks.output_hash import output_hashes
 from coordinator_audit.jobs import delta_io
-from coordinator_audit.jobs.audit import AUDIT_OUTPUT_TABLES, run_audit
+from coordinator_audit.jobs.audit import AUDIT_OUTPUT_TABLES, Capabilities, run_audit
 from coordinator_audit.jobs.config import load_config
 from coordinator_audit.jobs.delta_io import read_table
 from coordinator_audit.udfs.derived import overlapping_window
@@ -53,8 +53,9 @@ def test_tables_written_by_the_workers_equal_the_ones_spark_writes(spark, derive
         for i, (since, until) in enumerate(WINDOWS):
             summary = run_audit(spark, load_config(None, {
                 "input.path": str(src), "input.format": "parquet", "output.path": str(out), "job.shards": 2,
-                "window.since": since, "window.until": until, "output.direct_files": direct,
-                **({} if direct else {"output.compression": "gzip"})}), run_id=f"w{i}")
+                "window.since": since, "window.until": until,
+                **({} if direct else {"output.compression": "gzip"})}), run_id=f"w{i}",
+                capabilities=Capabilities(local_files=True, local_tasks=direct))
             assert list(summary.locations) == [*AUDIT_OUTPUT_TABLES, "runs"]  # one order, whoever writes
         outs[direct], merged[direct] = out, summary.rows_merged
         log = capfd.readouterr().err
