@@ -138,7 +138,7 @@ _APP_JS = r"""
     const ok = trusted(score);
     const head = `<p class="whatif-reproduction ${ok ? '' : 'untrusted'}">The night's own configuration ` +
       `reproduces ${reproduced} of ${observed} audited generations (score ${score.toFixed(2)}` +
-      `${timeError == null ? '' : `, record times off by ${Math.round(timeError)} ms on average`}; ` +
+      `${timeError == null ? '' : `, record times off by ${timeError} ms on average`}; ` +
       `${observedRebalances} rebalances observed)` + (ok ? '.' : ': <strong>the alternatives are not ' +
       'trustworthy</strong>, they are only as good as this reproduction.') + '</p>' +
       `<p class="note whatif-assumptions">Assumed: ${esc(s(assumptions))}. Computed ${t(at)}.</p>`;
@@ -155,7 +155,8 @@ _APP_JS = r"""
         : ok ? 'trusted (score 1.00)' : `<strong>not trustworthy</strong> (score ${score.toFixed(2)})`;
       return `<tr class="${k === 0 ? 'actual' : ok ? 'alternative' : 'alternative untrusted'}" ` +
         `data-configuration="${esc(s(c[0]))}"><td>${esc(s(c[0]))}</td><td class="settings">${esc(s(c[1]))}, ` +
-        `${c[2] ? 'static' : 'dynamic'}, session ${c[3]} ms, max poll ${c[4]} ms, initial delay ${c[5]} ms</td>` +
+        `${c[2] ? 'static' : 'dynamic'}, session ${c[3] ?? base[3]} ms, max poll ${c[4] ?? base[4]} ms, ` +
+        `initial delay ${c[5] ?? base[5]} ms</td>` +
         `${cells}<td class="num">${c[11]}</td><td>${trust}</td></tr>`;
     }).join('');
     return `<h3>What-if: the night under another configuration</h3>${head}<table class="whatif"><tr>` +
@@ -424,11 +425,14 @@ def _whatif_data(rows: list[dict[str, Any]], st: _Strings) -> list[Any] | None:
     if actual is None:
         return None
     alternatives = sorted((r for r in rows if not r["is_actual"]), key=lambda r: r["configuration"])
-    configs = [[st(r["configuration"]), st(r["assignor"]), int(r["static_membership"]), r["session_timeout_ms"],
-                r["max_poll_interval_ms"], r["initial_rebalance_delay_ms"], *(r[k] for k in WHATIF_COSTS),
-                r["static_replacements"]] for r in (actual, *alternatives)]
+    timeouts = ("session_timeout_ms", "max_poll_interval_ms", "initial_rebalance_delay_ms")
+    configs = [[st(r["configuration"]), st(r["assignor"]), int(r["static_membership"]),
+                # an alternative's timeouts: null where they are the actual configuration's
+                *(None if r is not actual and r[k] == actual[k] else r[k] for k in timeouts),
+                *(r[k] for k in WHATIF_COSTS), r["static_replacements"]] for r in (actual, *alternatives)]
+    error = actual["reproduction_time_error_ms"]
     return [actual["reproduction_score"], actual["generations_observed"], actual["generations_reproduced"],
-            actual["reproduction_time_error_ms"], actual["observed_rebalances"], st(actual["assumptions"]),
+            None if error is None else round(error), actual["observed_rebalances"], st(actual["assumptions"]),
             actual["computed_at"], configs]
 
 
