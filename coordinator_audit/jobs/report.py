@@ -124,7 +124,7 @@ _APP_JS = r"""
   function whatifBadge(b) {
     if (b == null) return '<td class="whatif"></td>';
     const flag = trusted(b[1]) ? '' : ` <span class="untrusted-flag" title="the night's own configuration ` +
-      `reproduces its history with score ${b[1].toFixed(2)}">not trustworthy, score ${b[1].toFixed(2)}</span>`;
+      `reproduces its history with score ${b[1].toFixed(2)}">(not trustworthy: score ${b[1].toFixed(2)})</span>`;
     if (b[0] == null) return `<td class="whatif"><span class="note">nothing saves</span>${flag}</td>`;
     const saved = COSTS.map(([, name, scale], i) => b[2][i] ? `${name} -${amount(b[2][i], scale)}` : null)
       .filter(x => x).join(', ');

@@ -88,7 +88,7 @@ def test_actual_and_alternative_side_by_side(tables: Path, chromium: str, tmp_pa
     assert s02.index_whatif["grp-s01"].startswith(f"{s01['configuration']}: ")
     assert f"members stopped -{s01_actual['members_stopped'] - s01['members_stopped']}" in s02.index_whatif["grp-s01"]
     assert s02.index_whatif["grp-s05"] == "" and s02.index_whatif["sim-eager-rolling-bounce"] == ""
-    assert s02.index_whatif["sim-bug-duplicate-assignment"].endswith("not trustworthy, score 0.67")
+    assert s02.index_whatif["sim-bug-duplicate-assignment"].endswith("(not trustworthy: score 0.67)")
 
     # a group whose own configuration is not reproduced exactly: its alternatives are flagged
     dup = open_report(chromium, page_file, group="sim-bug-duplicate-assignment")
