@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -83,6 +84,11 @@ class PageVisit:
     """The labels on the timeline's generations band."""
     labels: dict[str, str] = field(default_factory=dict)
     """Full member id (on hover) -> the short label shown, in the group's tables."""
+    index_whatif: dict[str, str] = field(default_factory=dict)
+    """Group -> its what-if cell in the index (only when the report holds a `whatif` table)."""
+    whatif_rows: list[dict[str, Any]] = field(default_factory=list)
+    """The opened group's what-if table, one entry per configuration (actual first): `configuration`,
+    the row's `class`, its cells' `text`, and `costs`: cost column -> [text shown, data-value, data-diff]."""
 
 
 def open_report(executable: str, page_file: Path, *, group: str, search: str | None = None,
@@ -104,6 +110,8 @@ def open_report(executable: str, page_file: Path, *, group: str, search: str | N
                     if not r.url.startswith(("file:", "data:", "blob:")) else None)
             page.goto(page_file.as_uri(), wait_until="load")
             visit.index_rows = page.locator("#index tbody tr").count()
+            visit.index_whatif = dict(page.locator("#index tbody tr:has(td.whatif)").evaluate_all(
+                "rows => rows.map(r => [r.cells[0].textContent, r.querySelector('td.whatif').textContent])"))
             if search is not None:
                 page.fill("#search", search)
                 visit.search_rows = page.locator("#index tbody tr").count()
@@ -118,6 +126,11 @@ def open_report(executable: str, page_file: Path, *, group: str, search: str | N
             visit.generation_numbers = [t.strip() for t in section.locator(".barlayer .bartext").all_text_contents()]
             visit.labels = dict(section.locator("abbr[title]").evaluate_all(
                 "els => els.map(e => [e.getAttribute('title'), e.textContent])"))
+            visit.whatif_rows = section.locator("table.whatif tr[data-configuration]").evaluate_all(
+                "rows => rows.map(r => ({configuration: r.dataset.configuration, class: r.className, "
+                "text: Array.from(r.cells).map(c => c.textContent), costs: Object.fromEntries("
+                "Array.from(r.querySelectorAll('td[data-cost]')).map(c => [c.dataset.cost, "
+                "[c.textContent, c.dataset.value, c.dataset.diff === undefined ? null : c.dataset.diff]]))}))")
             if index_shot is not None:
                 page.evaluate("for (const e of document.querySelectorAll('.scroll')) e.scrollTop = 0; "
                               "window.scrollTo(0, 0)")

@@ -11,6 +11,13 @@ and short member id, the full id on hover; unowned stretches coloured by reason;
 marked), the causes of its generations (the audit's inference and, with `--server-log`, the
 broker's own), its rebalances, its days' health and its violations. Times are UTC ISO 8601.
 
+When the tables hold a `whatif` table (`coordinator-audit whatif`), each group's section also sets
+the actual configuration's row (its reproduction score and assumptions) beside each alternative's,
+every cost (`WHATIF_COSTS`) with its difference from the actual, alternatives flagged as not
+trustworthy when the actual configuration's reproduction score is below 1.0; and the index gains a
+what-if column naming each group's best saving alternative (`best_alternative`: no cost higher, one
+lower). Without a `whatif` table the page is as above.
+
 Size: plotly.js is inlined once (about 4.8 MB) and each group is held as compact data (its rows'
 numbers and indexes into one table of repeated strings, times relative to the group's first
 event), drawn by the page only when opened: the file grows by the groups' rows, not by figures.
@@ -32,6 +39,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 from plotly.offline import get_plotlyjs
 
 from coordinator_audit.cli import EXIT_CODES, PROG
@@ -47,8 +56,8 @@ from coordinator_audit.jobs.query import (
 )
 from coordinator_audit.udfs.history import DEFAULT_HEALTH, HealthThresholds
 
-__all__ = ["LATEST_VIOLATIONS", "SIZE_BOUND_5000_GROUPS", "UNOWNED_COLOURS", "build_report", "main",
-           "thresholds_of"]
+__all__ = ["LATEST_VIOLATIONS", "SIZE_BOUND_5000_GROUPS", "UNOWNED_COLOURS", "WHATIF_COSTS", "best_alternative",
+           "build_report", "main", "thresholds_of"]
 
 UNOWNED_COLOURS: dict[str, str] = {
     "eager_join_phase": "#d62728",
@@ -84,6 +93,10 @@ abbr { text-decoration: none; border-bottom: 1px dotted #888; cursor: help; }
 .bar { display: inline-block; height: 0.8em; background: #1f77b4; vertical-align: middle; margin-right: 0.4em; }
 section.group { border-top: 3px solid #1f77b4; margin-top: 1.5em; }
 .side { display: flex; gap: 3em; flex-wrap: wrap; }
+table.whatif td.num { white-space: nowrap; } table.whatif td.settings { font-size: 0.85em; color: #555; }
+td.better .diff { color: #2ca02c; } td.worse .diff { color: #d62728; } tr.actual { font-weight: 600; }
+tr.untrusted, p.untrusted { background: #fff2d6; } .untrusted-flag { color: #d62728; font-size: 0.85em; }
+.saves { background: #e6f4e6; padding: 0 0.3em; }
 """
 
 _APP_JS = r"""
@@ -101,6 +114,60 @@ _APP_JS = r"""
   const s = i => i == null ? null : S[i];
   const globRe = p => new RegExp('^' + p.replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.') + '$');
 
+  // ------------------------------------------------------------------ what-if
+  const COSTS = [['rebalances', 'rebalances', 1], ['unowned_partition_ms', 'partition-s unowned', 1000],
+    ['longest_unowned_ms', 'longest unowned, s', 1000], ['partitions_moved', 'partitions moved', 1],
+    ['members_stopped', 'members stopped', 1]];
+  const amount = (v, scale) => scale === 1 ? String(v) : (v / scale).toFixed(1);
+  const signed = (v, scale) => (v >= 0 ? '+' : '') + amount(v, scale);
+  const trusted = score => score >= 1.0;
+  function whatifBadge(b) {
+    if (b == null) return '<td class="whatif"></td>';
+    const flag = trusted(b[1]) ? '' : ` <span class="untrusted-flag" title="the night's own configuration ` +
+      `reproduces its history with score ${b[1].toFixed(2)}">(not trustworthy: score ${b[1].toFixed(2)})</span>`;
+    if (b[0] == null) return `<td class="whatif"><span class="note">nothing saves</span>${flag}</td>`;
+    const saved = COSTS.map(([, name, scale], i) => b[2][i] ? `${name} -${amount(b[2][i], scale)}` : null)
+      .filter(x => x).join(', ');
+    return `<td class="whatif"><span class="saves">${esc(s(b[0]))}: ${esc(saved)}</span>${flag}</td>`;
+  }
+  function whatif(G) {
+    if (!D.whatif) return '';
+    if (!G.w) return '<h3>What-if</h3><p class="note">No what-if for this group (<code>coordinator-audit whatif ' +
+      `--tables ... --group ${esc(G.id)}</code>).</p>`;
+    const [score, observed, reproduced, timeError, observedRebalances, assumptions, at, configs] = G.w;
+    const ok = trusted(score);
+    const head = `<p class="whatif-reproduction ${ok ? '' : 'untrusted'}">The night's own configuration ` +
+      `reproduces ${reproduced} of ${observed} audited generations (score ${score.toFixed(2)}` +
+      `${timeError == null ? '' : `, record times off by ${timeError} ms on average`}; ` +
+      `${observedRebalances} rebalances observed)` + (ok ? '.' : ': <strong>the alternatives are not ' +
+      'trustworthy</strong>, they are only as good as this reproduction.') + '</p>' +
+      `<p class="note whatif-assumptions">Assumed: ${esc(s(assumptions))}. Computed ${t(at)}.</p>`;
+    const base = configs[0];
+    const rows = configs.map((c, k) => {
+      const cells = COSTS.map(([key, , scale], i) => {
+        const v = c[6 + i], d = v - base[6 + i];
+        const cls = k === 0 || d === 0 ? '' : d < 0 ? ' better' : ' worse';
+        const exact = scale === 1 ? '' : ` title="${v} ms${k ? ` (${d >= 0 ? '+' : ''}${d} ms)` : ''}"`;
+        return `<td class="num${cls}" data-cost="${key}" data-value="${v}"${k ? ` data-diff="${d}"` : ''}${exact}>` +
+          `${amount(v, scale)}${k ? ` <span class="diff">(${signed(d, scale)})</span>` : ''}</td>`;
+      }).join('');
+      const trust = k === 0 ? `reproduces ${reproduced} of ${observed} (score ${score.toFixed(2)})`
+        : ok ? 'trusted (score 1.00)' : `<strong>not trustworthy</strong> (score ${score.toFixed(2)})`;
+      return `<tr class="${k === 0 ? 'actual' : ok ? 'alternative' : 'alternative untrusted'}" ` +
+        `data-configuration="${esc(s(c[0]))}"><td>${esc(s(c[0]))}</td><td class="settings">${esc(s(c[1]))}, ` +
+        `${c[2] ? 'static' : 'dynamic'}, session ${c[3] ?? base[3]} ms, max poll ${c[4] ?? base[4]} ms, ` +
+        `initial delay ${c[5] ?? base[5]} ms</td>` +
+        `${cells}<td class="num">${c[11]}</td><td>${trust}</td></tr>`;
+    }).join('');
+    return `<h3>What-if: the night under another configuration</h3>${head}<table class="whatif"><tr>` +
+      '<th>configuration</th><th title="assignor, membership, session.timeout.ms, max.poll.interval.ms, ' +
+      'group.initial.rebalance.delay.ms">in force</th>' +
+      COSTS.map(([, name]) => `<th>${name}</th>`).join('') +
+      '<th>static replacements</th><th>reproduction</th></tr>' + rows + '</table>' +
+      (configs.length > 1 ? '<p class="note">Alternatives: each cost with its difference from the actual ' +
+        'configuration in brackets (green: less, red: more).</p>' : '<p class="note">No alternative asked.</p>');
+  }
+
   // ------------------------------------------------------------------ index
   const tbody = document.querySelector('#index tbody');
   const search = document.getElementById('search'), status = document.getElementById('status');
@@ -113,7 +180,7 @@ _APP_JS = r"""
       rows.push(`<tr class="${esc(s(r[1]))}"><td><a href="#group=${encodeURIComponent(r[0])}">${esc(r[0])}</a></td>` +
         `<td>${esc(s(r[1]))}</td><td class="num">${r[2].toFixed(2)}</td><td class="t">${esc(r[3])}</td>` +
         `<td class="num">${r[4]}</td><td class="num">${r[5]}</td><td class="num">${r[6]}</td>` +
-        `<td class="num">${r[7]}</td><td class="t">${esc(r[8])}</td></tr>`);
+        `<td class="num">${r[7]}</td><td class="t">${esc(r[8])}</td>${D.whatif ? whatifBadge(r[9]) : ''}</tr>`);
     }
     tbody.innerHTML = rows.join('');
     document.getElementById('count').textContent = `${rows.length} of ${D.index.length} groups`;
@@ -232,7 +299,8 @@ _APP_JS = r"""
       `<div class="timeline" id="timeline-${esc(id)}"></div>` +
       `<div class="side">${counts('Causes of its generations (audit, primary)', G.c, null)}` +
       `${counts("The broker's causes (server log)", G.bc, D.broker_causes)}</div>` +
-      `<h3>Rebalances</h3>${rebalances(G)}<h3>Health by day</h3>${health(G)}<h3>Violations</h3>${violations(G)}</section>`;
+      `<h3>Rebalances</h3>${rebalances(G)}<h3>Health by day</h3>${health(G)}<h3>Violations</h3>${violations(G)}` +
+      `${whatif(G)}</section>`;
     if (G.o.length || G.g.length) timeline(document.getElementById(`timeline-${id}`), G);
     view.scrollIntoView();
   }
@@ -343,6 +411,53 @@ def _shortened(text: str, labels: dict[str, str]) -> str:
     return text
 
 
+WHATIF_COSTS = ("rebalances", "unowned_partition_ms", "longest_unowned_ms", "partitions_moved", "members_stopped")
+"""The costs the report sets an alternative configuration against the actual one by (the `whatif` table's
+columns, in the order shown)."""
+
+
+def _whatif_data(rows: list[dict[str, Any]], st: _Strings) -> list[Any] | None:
+    """One group's `whatif` rows as compact data (`_APP_JS` reads it): the actual configuration's
+    reproduction (score, generations observed and reproduced, mean time error, observed rebalances),
+    its assumptions and when it was computed, then one row per configuration, the actual one first.
+    None when the group has no actual row (nothing to set the alternatives against)."""
+    actual = next((r for r in rows if r["is_actual"]), None)
+    if actual is None:
+        return None
+    alternatives = sorted((r for r in rows if not r["is_actual"]), key=lambda r: r["configuration"])
+    timeouts = ("session_timeout_ms", "max_poll_interval_ms", "initial_rebalance_delay_ms")
+    configs = [[st(r["configuration"]), st(r["assignor"]), int(r["static_membership"]),
+                # an alternative's timeouts: null where they are the actual configuration's
+                *(None if r is not actual and r[k] == actual[k] else r[k] for k in timeouts),
+                *(r[k] for k in WHATIF_COSTS), r["static_replacements"]] for r in (actual, *alternatives)]
+    error = actual["reproduction_time_error_ms"]
+    return [actual["reproduction_score"], actual["generations_observed"], actual["generations_reproduced"],
+            None if error is None else round(error), actual["observed_rebalances"], st(actual["assumptions"]),
+            actual["computed_at"], configs]
+
+
+def best_alternative(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The alternative that saves most against the actual configuration among those that cost no more in
+    any of `WHATIF_COSTS` and less in at least one (most unowned partition-time saved, then rebalances,
+    members stopped, partitions moved, longest stretch); None when no alternative saves."""
+    actual = next((r for r in rows if r["is_actual"]), None)
+    if actual is None:
+        return None
+    saving = [r for r in rows if not r["is_actual"] and all(r[k] <= actual[k] for k in WHATIF_COSTS)
+              and any(r[k] < actual[k] for k in WHATIF_COSTS)]
+    order = ("unowned_partition_ms", "rebalances", "members_stopped", "partitions_moved", "longest_unowned_ms")
+    return min(saving, key=lambda r: (*(r[k] for k in order), r["configuration"]), default=None)
+
+
+def _whatif_badge(rows: list[dict[str, Any]], st: _Strings) -> list[Any]:
+    """The index's what-if cell of a group: [its best alternative's label (None: none saves), the actual
+    configuration's reproduction score, what the best alternative saves, one entry per cost]."""
+    best = best_alternative(rows)
+    actual = next(r for r in rows if r["is_actual"])
+    return [None if best is None else st(best["configuration"]), actual["reproduction_score"],
+            [] if best is None else [actual[k] - best[k] for k in WHATIF_COSTS]]
+
+
 def thresholds_of(runs: list[dict[str, Any]]) -> tuple[HealthThresholds, str]:
     """The health thresholds the latest run judged its days with (its `config_json`), and whence."""
     for run in sorted(runs, key=lambda r: r["started_at"] or 0, reverse=True):
@@ -379,6 +494,15 @@ def _partition(v: dict[str, Any]) -> str:
     return f"{v['topic']}-{v['partition']}" if v["topic"] is not None else ""
 
 
+def _has_table(tables: str, table: str) -> bool:
+    """Whether the base path holds the Delta table `table` (an optional one, like `whatif`)."""
+    try:
+        DeltaTable(f"{tables.rstrip('/')}/{table}")
+    except TableNotFoundError:
+        return False
+    return True
+
+
 def _url(group: str) -> str:
     return quote(group, safe="")
 
@@ -406,6 +530,7 @@ def build_report(tables: str, *, groups: Sequence[str] = ()) -> str:
 
     ownership, rebalances, violations = by_group("partition_ownership"), by_group("rebalances"), by_group("violations")
     causes, generations = by_group("rebalance_causes"), by_group("generations")
+    whatif = by_group("whatif") if _has_table(tables, "whatif") else None
     thresholds, whence = thresholds_of(load_rows(tables, "runs"))
 
     st = _Strings()
@@ -418,10 +543,15 @@ def build_report(tables: str, *, groups: Sequence[str] = ()) -> str:
                       sum(h["violations"] for h in days), max(h["day"] for h in days)))
         data[g] = _group_data(ownership.get(g, []), _latest_generations(generations.get(g, [])),
                               rebalances.get(g, []), violations.get(g, []), causes.get(g, []), days, st)
+        if whatif is not None:
+            compact = _whatif_data(whatif.get(g, []), st)
+            if compact is not None:
+                data[g]["w"] = compact
+            index[-1] += (None if compact is None else _whatif_badge(whatif[g], st),)
     index.sort(key=lambda r: (-r[2], -r[7], r[0]))
     all_violations = [v for rows in violations.values() for v in rows]
     payload = {"strings": st.table(), "index": index, "groups": data, "palette": _OWNER_PALETTE,
-               "unowned_colours": UNOWNED_COLOURS, "broker_causes": BROKER_CAUSES}
+               "unowned_colours": UNOWNED_COLOURS, "broker_causes": BROKER_CAUSES, "whatif": whatif is not None}
     # inside <script>: no "</" may close it early
     blob = json.dumps(payload, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     statuses = Counter(st.table()[r[1]] for r in index)
@@ -443,7 +573,10 @@ def build_report(tables: str, *, groups: Sequence[str] = ()) -> str:
         "<option>healthy</option></select> <span id='count' class='note'></span></div>",
         "<div class='scroll'><table id='index'><thead><tr><th>group</th><th>status</th><th>flapping score</th>"
         "<th>worst day</th><th>days</th><th>rebalances</th><th>peak / hour</th><th>violations</th>"
-        "<th>last day</th></tr></thead><tbody></tbody></table></div>",
+        "<th>last day</th>" + ("<th><abbr title='the alternative configuration (coordinator-audit whatif) that "
+                               "saves most while costing no more in anything; marked when the night&#39;s own "
+                               "configuration does not reproduce it exactly'>what-if</abbr></th>"
+                               if whatif is not None else "") + "</tr></thead><tbody></tbody></table></div>",
         "<div id='group-view'></div>",
         f"<h2 id='violations'>Violations ({len(all_violations):,}, every group)</h2>",
         _violation_summary(all_violations),

@@ -27,6 +27,8 @@ def test_report_renders_in_headless_chromium(derived_run: Path, chromium: str, t
     shot = tmp_path / "report-grp-s01.png"
     s01 = open_report(chromium, page_file, group="grp-s01", search="grp-s0?", timeline_shot=shot)
     assert s01.errors == [] and s01.requests == []
+    # no whatif table: no what-if column in the index, no what-if in the group
+    assert "<th>last day</th></tr>" in html and s01.index_whatif == {} and "What-if" not in s01.section_text
     assert s01.index_rows == 6 and s01.search_rows == 4  # one row per group; the real broker's four match
     # one bar per generation and per ownership interval of grp-s01 (3 generations, 30 intervals)
     assert s01.bars >= 33
