@@ -216,6 +216,7 @@ class _Walk:
     prev: ObservedState | None = None
     owners: dict[tuple[str, int], str] = field(default_factory=dict)  # partition -> consumer name
     stopped_at: dict[str, int] = field(default_factory=dict)  # consumer name -> its last stop event
+    started_at: dict[str, int] = field(default_factory=dict)  # consumer name -> its last start event
     created: int | None = None
     """The Java coordinator's creation record's time while the group awaits its first generation."""
     delay: int = 3000
@@ -238,6 +239,8 @@ class _Walk:
         self.events.append(LifecycleEvent(at, kind, name, basis, topics, gen))
         if kind in ("close", "crash", "poll_timeout"):
             self.stopped_at[name] = at
+        elif kind == "start":
+            self.started_at[name] = at
 
     def on_commit(self, topic: str, partition: int, ts: int) -> None:
         name = self.owners.get((topic, partition))
@@ -317,8 +320,10 @@ class _Walk:
 
     def _stop_replaced(self, name: str, slot: _Slot, ts: int, gen: int) -> None:
         """A static member replaced in the same generation: its old process stopped (static close or
-        crash: no LeaveGroup) at its last commit, and the new one joined at the replacement record."""
-        at = min(slot.last_sign, ts - 1)
+        crash: no LeaveGroup) at its last commit, and the new one joined at the replacement record. A
+        process that never committed stopped after it started: at least a millisecond after its start
+        (the new process then starts after that)."""
+        at = max(min(slot.last_sign, ts - 1), self.started_at.get(name, ts - 2) + 1)
         self.event(at, "close" if self.a.static_stop == "close" else "crash", name, "last commit (static_stop)", gen)
 
     def _stop(self, name: str, slot: _Slot, done: int, ts: int, snap: ObservedState) -> None:

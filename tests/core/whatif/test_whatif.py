@@ -313,3 +313,23 @@ def test_a_configuration_with_the_actual_scenario_reuses_its_replay():
     other = replay(history, Configuration(assignor="cooperative-sticky"), known=[actual])
     assert other.run is not actual.run
     assert same.costs == replay(history, Configuration(assignor="range", static=False)).costs
+
+
+def test_static_members_restarted_twice_without_committing_replay_from_the_rows():
+    """A static group whose members are replaced twice in one generation and commit nothing between
+    (the scale generator's rebalance storm): each old process stops after it started, so every
+    consumer's starts and stops alternate and the replay runs (it refused "started twice" when a
+    stop was dated at its process's own start)."""
+    from coordinator_audit.core.sim.scale import GroupPlan, ScaleConfig, generate
+
+    plan = GroupPlan("app-00085", 0, 3, (("orders-00085", 2),), True, False, True, 320146)
+    config = ScaleConfig(records=480, groups=120, seed=5, duration_ms=3_600_000, offsets_partitions=1, max_members=3)
+    records = [(b.partition[i], b.offset[i], b.timestamp_ms[i], b.key[i], b.value[i])
+               for b in generate(config, plans=[plan]) for i in range(len(b))]
+    rows = list(audit_group(records, group_id="app-00085"))
+    assert sum(1 for r in rows if isinstance(r, RebalanceCauseRow) and r.cause == "static_member_replaced") >= 4
+    history = _from_rows(rows)
+    for consumer in history.consumers:
+        kinds = [e.kind for e in history.events if e.consumer == consumer.name and e.kind in ("start", "close", "crash")]
+        assert kinds[0] == "start" and all(a != b for a, b in zip(kinds, kinds[1:], strict=False)), (consumer.name, kinds)
+    replay(history, Configuration(assignor="cooperative-sticky", static=True))  # refused before: "started twice"
