@@ -38,16 +38,19 @@ def test_the_notebook_runs_top_to_bottom(spark, tmp_path: Path, monkeypatch) -> 
             magics.append(lines[0].removeprefix("# MAGIC").split()[0])
             continue
         exec(compile(cell, f"{NOTEBOOK.name} cell {i + 1}", "exec"), namespace)
-    assert magics == ["%md", "%pip", "%md"]
+    assert magics == ["%md", "%pip", "%md", "%md", "%md", "%md", "%md"]
 
     summary = namespace["summary"]
     assert summary.counts["records_in"] > 0 and summary.counts["filtered_by_group"] > 0
-    assert [df.columns[:3] for df in shown] == [
-        ["run_id", "status", "started_at"], ["group_id", "generation_id", "cause"],
-        ["group_id", "generation_id", "kind"], ["group_id", "generation_id", "state"],
-        ["group_id", "partition", "offset"]]
+    # runs, group_health, rebalance_causes, violations, generations, assignments, partition_ownership,
+    # rebalances, offset_commits, quarantine: every table of the run but the job's saved state
+    assert [df.columns[:2] for df in shown] == [
+        ["run_id", "status"], ["group_id", "day"], ["group_id", "generation_id"], ["group_id", "generation_id"],
+        ["group_id", "generation_id"], ["group_id", "generation_id"], ["group_id", "topic"],
+        ["group_id", "generation_id"], ["group_id", "topic"], ["group_id", "partition"]]
     assert shown[0].count() == 1
-    kinds = {r["kind"] for r in shown[2].collect()}
-    assert "duplicate_assignment" in kinds
-    assert shown[1].where("record_time IS NULL").count() == 0
+    assert "duplicate_assignment" in {r["kind"] for r in shown[3].collect()}
+    assert shown[2].where("record_time IS NULL").count() == 0
+    assert {"broker_cause", "broker_reason"} <= set(shown[4].columns)
+    assert all(df.count() > 0 for df in shown[:9] if df is not shown[3])
     assert DeltaTable(str(out / "generations")).to_pyarrow_table().num_rows == summary.table_rows["generations"]
