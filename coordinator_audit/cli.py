@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {name:<{width}}  {s.help}" for name, s in SUBCOMMANDS.items())
     p = argparse.ArgumentParser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES,
-        description="The history of Kafka classic consumer groups, rebuilt from __consumer_offsets.\n\n"
+        description="The history of Kafka consumer groups, rebuilt from __consumer_offsets.\n\n"
                     f"subcommands ({PROG} SUBCOMMAND --help for each one's options):\n{listing}")
     p.add_argument("subcommand", choices=list(SUBCOMMANDS), metavar="SUBCOMMAND", help=", ".join(SUBCOMMANDS))
     p.add_argument("args", nargs=argparse.REMAINDER, help="the subcommand's arguments")
