@@ -103,7 +103,7 @@ from pyspark.sql.types import StringType, StructField
 
 from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.jobs.config import DEFAULT_COMPRESSION, Compression
-from coordinator_audit.jobs.delta_read import not_file_readable
+from coordinator_audit.jobs.delta_read import WHATIF_TABLE, not_file_readable
 from coordinator_audit.jobs.spark_session import job_description
 from coordinator_audit.udfs.table_files import part_file_name
 
@@ -389,9 +389,9 @@ def output_refusal(base_path: str, tables: Sequence[str]) -> str | None:
     """Why a run must not write its tables `tables` (besides `runs`) under the local base path
     `base_path` (None: it may; a remote path is not looked at): the path is a file, a Delta table, or
     inside one (the tables would nest in another table's files), or it holds anything but the job's
-    tables (a directory per table holding its `_delta_log` and `run_window=` folders, and the carried
-    rows' folder, `CARRIED_ROOT`), whose files a run's `overwrite` or a user's clean-up would not
-    tell from the job's."""
+    tables (a directory per table holding its `_delta_log` and `run_window=` folders, the carried
+    rows' folder, `CARRIED_ROOT`, and the what-if's Delta table, `WHATIF_TABLE`), whose files a
+    run's `overwrite` or a user's clean-up would not tell from the job's."""
     if not local_path(base_path):
         return None
     root = Path(os.path.abspath(unquote(urlparse(base_path).path) if base_path.startswith("file:") else base_path))
@@ -409,7 +409,8 @@ def output_refusal(base_path: str, tables: Sequence[str]) -> str | None:
             c.name == "_delta_log" or c.name.startswith(f"{PARTITION_COLUMN}=") for c in entry.iterdir())
 
     others = sorted(e.name for e in root.iterdir()
-                    if not ((e.name in ours and job_table(e)) or (e.name == CARRIED_ROOT and e.is_dir())))
+                    if not ((e.name in ours and job_table(e)) or (e.name == CARRIED_ROOT and e.is_dir())
+                            or (e.name == WHATIF_TABLE and (e / "_delta_log").is_dir())))
     if not others:
         return None
     shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")

@@ -37,7 +37,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-__all__ = ["iter_arrow", "may_hold", "may_reach", "not_file_readable", "plain_schema", "plain_type", "read_arrow"]
+__all__ = ["WHATIF_TABLE", "iter_arrow", "may_hold", "may_reach", "not_file_readable", "plain_schema", "plain_type",
+           "read_arrow"]
+
+WHATIF_TABLE = "whatif"
+"""The table `coordinator-audit whatif` writes beside a run's tables (not partitioned by window)."""
 
 
 def plain_type(t: pa.DataType) -> pa.DataType:

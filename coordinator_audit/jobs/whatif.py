@@ -49,6 +49,7 @@ from coordinator_audit.core.whatif.replay import (
     fit,
     replay,
 )
+from coordinator_audit.jobs.delta_read import WHATIF_TABLE
 from coordinator_audit.jobs.query import QueryError, load_rows
 
 __all__ = ["WHATIF_SCHEMA", "WhatIfError", "main", "run", "whatif_rows"]
@@ -288,7 +289,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if rows and not args.no_write:
         from deltalake import write_deltalake
 
-        uri = f"{tables.rstrip('/')}/whatif"
+        uri = f"{tables.rstrip('/')}/{WHATIF_TABLE}"
         written = sorted({r["group_id"] for r in rows})
         listed = ", ".join("'" + g.replace("'", "''") + "'" for g in written)
         write_deltalake(uri, pa.Table.from_pylist(rows, schema=WHATIF_SCHEMA), mode="overwrite",

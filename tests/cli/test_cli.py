@@ -116,6 +116,8 @@ def test_an_output_folder_holding_other_files_is_refused(no_spark: None, tmp_pat
     (out / "generations" / "_delta_log").mkdir()
     (out / "generations" / "run_window=all").mkdir()
     (out / "_carried_rows").mkdir()
+    (out / "whatif" / "_delta_log").mkdir(parents=True)  # `coordinator-audit whatif` writes its table there
+    (out / "whatif" / "part-00000.parquet").write_bytes(b"")
     audit.preflight(load_config(None, {"input.path": str(SAMPLE), "output.path": str(out)}))
     audit.preflight(load_config(None, {"input.path": str(SAMPLE), "output.path": str(tmp_path / "new" / "o")}))
 
