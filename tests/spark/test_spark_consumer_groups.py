@@ -16,7 +16,6 @@ import pytest
 from deltalake import DeltaTable
 
 from coordinator_audit.core.audit import audit_group
-from coordinator_audit.core.records import decode
 from coordinator_audit.jobs.audit import RunSummary, run_audit
 from coordinator_audit.jobs.compare import compare_outputs
 from coordinator_audit.jobs.config import load_config
@@ -25,6 +24,7 @@ from coordinator_audit.udfs.history import BASE_INPUTS, OwnershipRun, commit_tim
 from coordinator_audit.udfs.schemas import AUDIT_TABLES
 from tests.core.audit.test_audit_consumer_groups import _migration_log
 from tests.spark.test_spark_nightly import _assert_same, _chain
+from tests.support.pure import pure_rows, stored_and_pure
 from tools.make_samples import to_table
 
 pytestmark = pytest.mark.spark
@@ -39,18 +39,6 @@ def kip848_run(spark, tmp_path_factory) -> tuple[Path, RunSummary]:
     return out, run_audit(spark, load_config(None, values))
 
 
-def _pure_rows() -> list:
-    table = pq.read_table(LOG).to_pylist()
-    table.sort(key=lambda r: (r["partition"], r["offset"]))
-    by_group: dict[str, list] = defaultdict(list)
-    for r in table:
-        key = decode(r["key"], None).key
-        group = getattr(key, "group_id", None) or key.group  # type: ignore[union-attr]
-        by_group[group].append((r["partition"], r["offset"], int(r["timestamp"].timestamp() * 1000), r["key"],
-                                r["value"]))
-    return [row for records in by_group.values() for row in audit_group(records)]
-
-
 def test_every_record_is_replayed(kip848_run) -> None:
     _, summary = kip848_run
     c = summary.counts
@@ -63,14 +51,7 @@ def test_consumer_group_tables_match_the_pure_audit(spark, kip848_run, table: st
     """Row for row, topic names included: the single pass summarises the commits whose OffsetCommit
     v4 values name the topic ids and hands each stretch's ids to the replay."""
     out, _ = kip848_run
-    cls = AUDIT_TABLES[table]
-    cols = [f.name for f in dataclasses.fields(cls)]
-
-    def norm(values) -> str:
-        return repr(tuple(tuple(v) if isinstance(v, list | tuple) else v for v in values))
-
-    pure = sorted(norm(getattr(r, c) for c in cols) for r in _pure_rows() if isinstance(r, cls))
-    got = sorted(norm(r) for r in read_table(spark, str(out / table)).select(*cols).collect())
+    got, pure = stored_and_pure(spark, out, table, LOG)
     assert got == pure
     if table != "violations":
         assert pure
@@ -84,7 +65,7 @@ def test_consumer_group_derived_tables_match_the_pure_derivation(spark, kip848_r
     """The derived tables as stored are `derive_group` of the pure audit's rows: ownership intervals
     from the members' current assignments, epochs and reconciliation time in place of join phases."""
     out, _ = kip848_run
-    rows = _pure_rows()
+    rows = pure_rows(LOG)
     by_group: dict[str, list] = defaultdict(list)
     for r in rows:
         by_group[r.group_id].append(r)

@@ -4,18 +4,15 @@ their tables, as stored, are the pure audit's rows, every column, and every reco
 
 from __future__ import annotations
 
-import dataclasses
-from collections import defaultdict
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_audit.core.audit import audit_group
 from coordinator_audit.jobs.audit import RunSummary, run_audit
 from coordinator_audit.jobs.config import load_config
 from coordinator_audit.jobs.delta_io import read_table
-from coordinator_audit.udfs.schemas import AUDIT_TABLES
+from tests.support.pure import stored_and_pure
 
 pytestmark = pytest.mark.spark
 
@@ -30,16 +27,6 @@ def share_streams_run(spark, tmp_path_factory) -> tuple[Path, RunSummary]:
     return out, run_audit(spark, load_config(None, values))
 
 
-def _pure_rows() -> list:
-    table = sorted(pq.read_table(LOG).to_pylist(), key=lambda r: (r["partition"], r["offset"]))
-    by_group: dict[str, list] = defaultdict(list)
-    for r in table:
-        key = r["key"]
-        group = key[4:4 + int.from_bytes(key[2:4], "big")].decode()
-        by_group[group].append((r["partition"], r["offset"], int(r["timestamp"].timestamp() * 1000), key, r["value"]))
-    return [row for records in by_group.values() for row in audit_group(records)]
-
-
 def test_every_record_is_replayed(share_streams_run) -> None:
     _, summary = share_streams_run
     c = summary.counts
@@ -50,14 +37,7 @@ def test_every_record_is_replayed(share_streams_run) -> None:
 @pytest.mark.parametrize("table", ["generations", "assignments", "rebalance_causes", "violations"])
 def test_share_and_streams_tables_as_stored_match_the_pure_audit(spark, share_streams_run, table: str) -> None:
     out, _ = share_streams_run
-    cls = AUDIT_TABLES[table]
-    cols = [f.name for f in dataclasses.fields(cls)]
-
-    def norm(values) -> str:
-        return repr(tuple(tuple(v) if isinstance(v, list | tuple) else v for v in values))
-
-    pure = sorted(norm(getattr(r, c) for c in cols) for r in _pure_rows() if isinstance(r, cls))
-    got = sorted(norm(r) for r in read_table(spark, str(out / table)).select(*cols).collect())
+    got, pure = stored_and_pure(spark, out, table, LOG)
     assert got == pure
     if table != "violations":
         assert pure
