@@ -209,10 +209,13 @@ def audited_costs(generations: Sequence[GenerationRow], assignments: Sequence[As
     if not generations:
         raise WhatIfError("no generations rows: nothing happened to measure")
     group_id = generations[0].group_id
-    ownership, _, _ = derive_group(
-        group_id, generations=[asdict(g) for g in generations], assignments=[asdict(a) for a in assignments],
-        commits=[(o.topic, o.partition, o.first_commit_timestamp, o.last_commit_timestamp) for o in commits],
-        causes=[asdict(c) for c in causes])
+    try:
+        ownership, _, _ = derive_group(
+            group_id, generations=[asdict(g) for g in generations], assignments=[asdict(a) for a in assignments],
+            commits=[(o.topic, o.partition, o.first_commit_timestamp, o.last_commit_timestamp) for o in commits],
+            causes=[asdict(c) for c in causes])
+    except ValueError as exc:  # an assignment without its generations row (named in the message)
+        raise WhatIfError(f"what happened cannot be measured: {exc}") from exc
     rows = [o for o in ownership if isinstance(o, OwnershipRow)]
     if len(rows) != len(ownership):  # dicts in, so never an OwnershipRun
         raise WhatIfError(f"group {group_id!r}: ownership derived as runs, not rows")

@@ -48,7 +48,9 @@ EXACT_BASES = frozenset({"log", BROKER_LOG})
 """Bases of event times read, not inferred (a calibration leaves them)."""
 
 _BROKER_JOIN = re.compile(r"^Adding new member (?P<member>\S+) with group instance id ")
-_BROKER_LEAVE = re.compile(r"^Removing member (?P<member>\S+) on LeaveGroup")
+_BROKER_LEAVE = re.compile(r"^(?:Removing member |explicit `LeaveGroup` request for \()(?P<member>[^\s,()]+)"
+                           r"(?: on LeaveGroup|\) members)")
+"""One member's LeaveGroup: the Scala coordinator's reason, then the Java coordinator's (Kafka 4)."""
 
 
 class HistoryError(CoordinatorAuditError):
