@@ -41,8 +41,9 @@ EVENT_KINDS = ("start", "close", "crash", "poll_timeout", "subscribe")
 
 BROKER_LOG = "broker log"
 """The basis of an event dated by the broker's own log: the "Preparing to rebalance" line of the
-round a member's JoinGroup or LeaveGroup started (the `generations` columns `rebalance_started_at`
-and `broker_reason`, kept when the audit was given the broker's server.log)."""
+round a member's JoinGroup or LeaveGroup started (`GroupCoordinator#prepareRebalance`, logged with
+the reason naming the member; the `generations` columns `rebalance_started_at` and `broker_reason`,
+kept when the audit was given the broker's server.log)."""
 
 EXACT_BASES = frozenset({"log", BROKER_LOG})
 """Bases of event times read, not inferred (a calibration leaves them)."""
