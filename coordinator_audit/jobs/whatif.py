@@ -28,7 +28,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -378,16 +378,33 @@ def group_rows(tables: str, group: str, generations: list[GenerationRow], assign
                commits: list[OffsetCommitRow], causes: list[RebalanceCauseRow], args: argparse.Namespace,
                configs: Sequence[Configuration], out: TextIO, computed_at: int,
                broker_starts: dict[tuple[int, int], BrokerStart] | None = None) -> list[dict[str, Any]]:
-    """One group's what-if: its history fitted to the actual configuration (the joins and leaves
-    that started a round dated by the broker's log where the audit had it), then each alternative."""
+    """One group's what-if: its history fitted to the actual configuration, then each alternative.
+
+    Where the audit had the broker's log, the joins and leaves that started a round are dated by it
+    (`derive_history_from_rows`), unless the replay reproduces fewer generations with those dates
+    than without (the simulated members' heartbeats do not fall when the real ones did, and the
+    calibration of the other events may not make up for it): then the history without them is
+    replayed, and its notes say so."""
     if any(g.group_type != "classic" for g in generations):
         raise WhatIfError(f"group {group!r} is a KIP-848 consumer group: the what-if replays classic groups only")
     assumptions = Assumptions(session_timeout_ms=args.observed_session_timeout_ms,
                               rebalance_timeout_ms=args.observed_max_poll_interval_ms)
     observed: list[AuditRow] = [*generations, *assignments, *causes]
-    history, actual, rep = fit(lambda a: derive_history_from_rows(generations, assignments, commits, causes,
-                                                                  assumptions=a, broker_starts=broker_starts),
-                               observed, assumptions)
+
+    def fitted(starts: dict[tuple[int, int], BrokerStart] | None) -> tuple[GroupHistory, ReplayResult, Reproduction]:
+        return fit(lambda a: derive_history_from_rows(generations, assignments, commits, causes, assumptions=a,
+                                                      broker_starts=starts), observed, assumptions)
+
+    history, actual, rep = fitted(broker_starts)
+    if broker_starts and rep.score < 1.0:
+        dated = rep
+        history, actual, rep = max((history, actual, rep), fitted(None), key=lambda f: f[2].score)
+        if rep is not dated:
+            history = replace(history, notes=(
+                *history.notes, f"the broker's log's dates of joins and leaves not used: the replay with them "
+                                f"reproduced {dated.matched} of {dated.generations_observed} generations, without "
+                                f"them {rep.matched}"))
+            actual.history = history
     results: list[ReplayResult] = []
     for c in configs:
         results.append(replay(history, c, known=[actual, *results]))

@@ -318,8 +318,11 @@ class _Walk:
             name = self.free_name(self.identity(m))
             if same_generation:
                 at, basis = ts - 1, "log"  # a replacement record is written at the static member's JoinGroup
-            elif snap.broker_start is not None and snap.broker_start.member(_BROKER_JOIN) == m.member_id:
-                at, basis = snap.broker_start.at_ms, BROKER_LOG  # its JoinGroup started the round
+            elif (lead_first is None and snap.broker_start is not None
+                  and snap.broker_start.member(_BROKER_JOIN) == m.member_id):
+                # its JoinGroup started the round (a group's first round waits the initial delay: its
+                # members are dated by that rule, or by the creation record)
+                at, basis = snap.broker_start.at_ms, BROKER_LOG
             elif lead_first is not None and self.created is not None:
                 at, basis = self.created, "log"  # the Java coordinator's creation record: the first JoinGroup
             elif lead_first is not None:

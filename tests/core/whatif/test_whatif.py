@@ -438,3 +438,39 @@ def test_the_broker_log_dates_a_restart_that_a_static_alternative_turns_into_dow
         assert predicted.rebalances == truth.rebalances == 2
         assert predicted.unowned_partition_ms is not None
         assert abs(predicted.unowned_partition_ms - truth.unowned_partition_ms) <= tolerance * truth.unowned_partition_ms
+
+
+def test_real_broker_sample_with_its_broker_log():
+    """The real Kafka 3.9 sample with its server.log, as the job's what-if takes it (`group_rows`, the
+    generations' broker columns as `BrokerStart`s): every group still reproduced in every generation.
+    grp-s02's second consumer is dated by its JoinGroup's "Preparing to rebalance" line and both
+    closes by their LeaveGroup's; grp-s01, whose two members left in one round, reproduces only
+    without the broker's dates (the simulated survivors' heartbeats do not fall when the real ones
+    did), and says so."""
+    import io
+
+    from coordinator_audit.core.broker_log import broker_account, read_server_log
+    from coordinator_audit.jobs import whatif
+
+    account = {(b.group_id, b.generation_id): b for b in broker_account(read_server_log(
+        REAL_SAMPLE.with_suffix(".server.log")))}
+    args = whatif.parse_args(["--tables", "(in memory)", "--no-write"])
+    notes = {}
+    for group, records in real_groups().items():
+        rows = list(audit_group(records, group_id=group))
+        gens, assigned, commits, causes = (_of(rows, cls) for cls in (GenerationRow, AssignmentRow, OffsetCommitRow,
+                                                                      RebalanceCauseRow))
+        starts = {(g.source_partition, g.source_offset): BrokerStart(b.rebalance_started_at, b.broker_reason)
+                  for g in gens if (b := account.get((group, g.generation_id))) is not None
+                  and b.rebalance_started_at is not None and b.broker_reason}
+        assert starts, group
+        out = whatif.group_rows("(in memory)", group, gens, assigned, commits, causes, args, [], io.StringIO(), 0,
+                                starts)
+        assert out[0]["reproduction_score"] == 1.0, group
+        notes[group] = out[0]["assumptions"]
+        if group == "grp-s02":
+            history = derive_history_from_rows(gens, assigned, commits, causes, broker_starts=starts)
+            dated = [(e.kind, e.consumer.split("@")[0]) for e in history.events if e.basis == BROKER_LOG]
+            assert sorted(dated) == [("close", "grp-s02-c1"), ("close", "grp-s02-c2"), ("start", "grp-s02-c2")]
+    assert "the broker's log's dates of joins and leaves not used" in notes["grp-s01"]
+    assert all("broker's log" not in n for g, n in notes.items() if g != "grp-s01")
