@@ -52,7 +52,6 @@ SESSION_MS = 15000
 """session.timeout.ms of every consumer: GroupMember heartbeats every fifth of it, 3 s, Kafka's
 default heartbeat.interval.ms (the one the what-if assumes); a restart takes well under it, the
 crash's expiry waits all of it."""
-HEARTBEAT_MS = SESSION_MS // 5
 DOWN_S = 4.0
 """A restart's downtime: from the close to the new process's JoinGroup. Longer than a heartbeat, so
 that under A the members' rejoin after the LeaveGroup is over before the new process joins: its
@@ -123,8 +122,8 @@ def rolling_restart_and_crash(run: Run, start: threading.Barrier, done: threadin
             run.step(f"start c{i + 1}")
         _sleep_until(t0 + JOINED_S + CONSUMERS * STEP_S)
         victim = live[1]
-        victim.kill()
         run.killed[next(k for k, m in enumerate(run.processes) if m is victim)] = int(time.time() * 1000)
+        victim.kill()
         run.step("kill -9 c2")
         _sleep_until(t0 + JOINED_S + CONSUMERS * STEP_S + AFTER_CRASH_S)
         run.step("end")
