@@ -11,9 +11,13 @@ Where the rows lack one (tables written before the audit kept them, a GroupMetad
 `--observed-session-timeout-ms` and `--observed-max-poll-interval-ms` say what the consumers ran
 with (Kafka's defaults when not given), and the printed assumptions say so. The actual configuration is replayed first and
 its reproduction score printed: how many of the audited generations the replay gives back exactly.
-Each configuration's costs are printed against the actual one's, and stored (one row per group and
-configuration, replacing the group's earlier rows) in the Delta table `whatif` under `--tables`,
-written by delta-rs (`--no-write` prints only).
+The actual row's costs are what happened, from the audited rows (`audited_costs`: the rebalances
+and static replacements the log holds, the unowned stretches, moves and eager revocations of the
+audit's ownership derivation); the replay's own costs of the actual configuration stand beside them
+(the `reproduction_*` columns, the printed "actual, replayed" line). Each alternative's costs are
+printed against what happened, and stored (one row per group and configuration, replacing the
+group's earlier rows) in the Delta table `whatif` under `--tables`, written by delta-rs
+(`--no-write` prints only).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import asdict, fields, replace
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -39,10 +43,16 @@ from coordinator_audit.core.audit import (
     RebalanceCauseRow,
 )
 from coordinator_audit.core.errors import CoordinatorAuditError
-from coordinator_audit.core.whatif.events import Assumptions, GroupHistory, derive_history_from_rows
+from coordinator_audit.core.whatif.events import (
+    Assumptions,
+    BrokerStart,
+    GroupHistory,
+    derive_history_from_rows,
+)
 from coordinator_audit.core.whatif.replay import (
     ASSIGNOR_CHOICES,
     Configuration,
+    Costs,
     ReplayResult,
     Reproduction,
     costs_of_rows,
@@ -51,8 +61,9 @@ from coordinator_audit.core.whatif.replay import (
 )
 from coordinator_audit.jobs.delta_read import WHATIF_TABLE
 from coordinator_audit.jobs.query import QueryError, load_rows
+from coordinator_audit.udfs.history import OwnershipRow, derive_group
 
-__all__ = ["WHATIF_SCHEMA", "WhatIfError", "main", "run", "whatif_rows"]
+__all__ = ["WHATIF_SCHEMA", "WhatIfError", "audited_costs", "main", "run", "whatif_rows"]
 
 
 class WhatIfError(CoordinatorAuditError):
@@ -72,6 +83,11 @@ WHATIF_SCHEMA = pa.schema([
     pa.field("generations_observed", pa.int64(), False),
     pa.field("generations_reproduced", pa.int64(), False),
     pa.field("reproduction_time_error_ms", pa.float64(), True),
+    pa.field("reproduction_rebalances", pa.int64(), True),
+    pa.field("reproduction_unowned_partition_ms", pa.int64(), True),
+    pa.field("reproduction_longest_unowned_ms", pa.int64(), True),
+    pa.field("reproduction_partitions_moved", pa.int64(), True),
+    pa.field("reproduction_members_stopped", pa.int64(), True),
     pa.field("observed_rebalances", pa.int64(), False),
     pa.field("rebalances", pa.int64(), False),
     pa.field("unowned_partition_ms", pa.int64(), False),
@@ -84,8 +100,11 @@ WHATIF_SCHEMA = pa.schema([
 ])
 """The `whatif` table: one row per group and configuration (the actual one included, `is_actual`);
 the configuration columns hold the values in force (the log's where the configuration keeps them);
-`reproduction_*` the actual configuration's reproduction of the audited history (the same on every
-row of a group); `assumptions` what the replay assumed where the tables are silent."""
+the cost columns (`rebalances` to `static_replacements`) what happened on the actual row
+(`audited_costs`) and the replay's measure on an alternative's; `reproduction_*` the actual
+configuration's replay: how well it reproduces the audited history and what it measured itself
+(the same on every row of a group; the replay's costs are null on rows a version without them
+wrote); `assumptions` what the replay assumed where the tables are silent."""
 
 
 def _ms(value: Any) -> Any:
@@ -98,7 +117,13 @@ _LATER_COLUMNS = frozenset({"session_timeout_ms", "rebalance_timeout_ms"})
 """Columns a table written before the audit kept them lacks: read as null (the assumptions stand in)."""
 
 
-def _rows(tables: str, table: str, cls: type, group: str | None) -> list[Any]:
+BrokerStarts = dict[str, dict[tuple[int, int], BrokerStart]]
+"""group -> {(source_partition, source_offset) of a generations row: the broker's start of its join phase}."""
+
+
+def _rows(tables: str, table: str, cls: type, group: str | None, starts: BrokerStarts | None = None) -> list[Any]:
+    """The rows of `table` as `cls`; with `starts`, a generations row's `rebalance_started_at` and
+    `broker_reason` (set when the audit was given the broker's log) go there."""
     names = [f.name for f in fields(cls)]
     out = []
     for r in load_rows(tables, table, group=group):
@@ -106,6 +131,9 @@ def _rows(tables: str, table: str, cls: type, group: str | None) -> list[Any]:
         if missing:
             raise WhatIfError(f"{tables.rstrip('/')}/{table}: no column(s) {missing} (written by another version?)")
         out.append(cls(**{n: _ms(r.get(n)) for n in names}))
+        if starts is not None and r.get("rebalance_started_at") is not None and r.get("broker_reason"):
+            starts.setdefault(r["group_id"], {})[(r["source_partition"], r["source_offset"])] = BrokerStart(
+                _ms(r["rebalance_started_at"]), r["broker_reason"])
     return out
 
 
@@ -156,14 +184,121 @@ def configurations(args: argparse.Namespace) -> list[Configuration]:
     return [] if one.is_actual else [one]
 
 
-def whatif_rows(history: GroupHistory, actual: ReplayResult, rep: Reproduction, observed_rebalances: int,
+def audited_costs(generations: Sequence[GenerationRow], assignments: Sequence[AssignmentRow],
+                  commits: Sequence[OffsetCommitRow], causes: Sequence[RebalanceCauseRow]) -> Costs:
+    """What happened to one classic group, from the audit's rows, measured as a replay measures its
+    simulated clients (`coordinator_audit.core.whatif.replay.Costs`):
+
+    * rebalances, static replacements: the log's own (`costs_of_rows`);
+    * unowned_partition_ms, longest_unowned_ms: the unowned stretches of the audit's ownership
+      derivation (`coordinator_audit.udfs.history.derive_group`, the `partition_ownership` table: an
+      eager owner unowned from its last commit before the join phase, a departed one from its last
+      commit, up to the next assignment record), but those while the group was Empty (no consumer
+      wanted the partitions) and those still open at the tables' end; and each static replacement
+      (KIP-345), which that table keeps owned: the replaced process's partitions from its last sign
+      of life (its last commit, else the record before) to the replacement record (the new process's
+      JoinGroup). A stretch starts at the last commit, so it is longer than what the consumers saw
+      by up to an auto-commit interval;
+    * partitions_moved: per partition, times its next owner is another consumer (a static member by
+      its group.instance.id, a dynamic one by client id and host: a restarted process is the same);
+    * members_stopped: eager revocations, the members of an EAGER generation that held partitions in
+      the generation before it under the same member id (they rejoined, and gave up everything first:
+      `ConsumerCoordinator#onJoinPrepare`).
+
+    Join phases that were aborted have no record, and what they cost is not seen."""
+    if not generations:
+        raise WhatIfError("no generations rows: nothing happened to measure")
+    group_id = generations[0].group_id
+    try:
+        ownership, _, _ = derive_group(
+            group_id, generations=[asdict(g) for g in generations], assignments=[asdict(a) for a in assignments],
+            commits=[(o.topic, o.partition, o.first_commit_timestamp, o.last_commit_timestamp) for o in commits],
+            causes=[asdict(c) for c in causes])
+    except ValueError as exc:  # an assignment without its generations row (named in the message)
+        raise WhatIfError(f"what happened cannot be measured: {exc}") from exc
+    rows = [o for o in ownership if isinstance(o, OwnershipRow)]
+    if len(rows) != len(ownership):  # dicts in, so never an OwnershipRun
+        raise WhatIfError(f"group {group_id!r}: ownership derived as runs, not rows")
+    gaps = [o.duration_ms for o in rows if not o.owned and o.unowned_reason != "group_empty"
+            and o.valid_to is not None and o.duration_ms is not None]
+    gaps += _replacement_gaps(generations, assignments, commits)
+    moved = 0
+    last: dict[tuple[str, int], str] = {}
+    for o in sorted((o for o in rows if o.owned), key=lambda o: (o.topic, o.partition, o.valid_from)):
+        who = o.group_instance_id if o.group_instance_id is not None else f"{o.client_id}@{o.client_host}"
+        key = (o.topic, o.partition)
+        moved += key in last and last[key] != who
+        last[key] = who
+    logged = costs_of_rows(generations)
+    return Costs(logged.rebalances, sum(gaps), max(gaps, default=0), moved, _eager_revocations(generations, assignments),
+                 logged.static_replacements)
+
+
+def _replacement_gaps(generations: Sequence[GenerationRow], assignments: Sequence[AssignmentRow],
+                      commits: Sequence[OffsetCommitRow]) -> list[int]:
+    """Per partition of each replaced static member (a replacement record: a new member id for a
+    group.instance.id within its generation), the time from the old process's last sign of life to
+    the replacement record (`audited_costs`)."""
+    records: dict[tuple[int, int], list[AssignmentRow]] = {}
+    for a in assignments:
+        records.setdefault((a.source_partition, a.source_offset), []).append(a)
+    opening = {(g.source_partition, g.source_offset) for g in generations}
+    last_commit: dict[tuple[int, int], dict[tuple[str, int], int]] = {}  # window's closing record -> commits
+    for o in commits:
+        if o.window_end_offset is not None and o.last_commit_timestamp is not None:
+            last_commit.setdefault((o.source_partition, o.window_end_offset), {})[(o.topic, o.partition)] = \
+                o.last_commit_timestamp
+    out: list[int] = []
+    current: dict[str, tuple[str, frozenset[tuple[str, int]]]] = {}  # instance id -> (member id, partitions)
+    before = 0  # the previous record's time
+    for key in sorted(records):
+        rows = records[key]
+        at = rows[0].valid_from
+        if key in opening:
+            current = {}
+        mine: dict[str, list[AssignmentRow]] = {}
+        for r in rows:
+            mine.setdefault(r.member_id, []).append(r)
+        for member_id, held in mine.items():
+            instance = held[0].group_instance_id
+            if instance is None:
+                continue
+            old = current.get(instance)
+            if key not in opening and old is not None and old[0] != member_id:
+                window = last_commit.get(key, {})
+                alive = max([window[tp] for tp in old[1] if tp in window], default=before)
+                out += [max(0, at - alive)] * len(old[1])
+            current[instance] = (member_id, frozenset((r.topic, r.partition) for r in held))
+        before = at
+    return out
+
+
+def _eager_revocations(generations: Sequence[GenerationRow], assignments: Sequence[AssignmentRow]) -> int:
+    """Members of each EAGER generation that held partitions, under the same member id, in the
+    generation before it (`audited_costs`)."""
+    holders: dict[int, set[str]] = {}  # generation id -> its members that held partitions
+    for a in assignments:
+        holders.setdefault(a.generation_id, set()).add(a.member_id)
+    stopped = 0
+    previous: set[str] = set()
+    for g in sorted(generations, key=lambda g: (g.source_partition, g.source_offset)):
+        now = holders.get(g.generation_id, set()) if g.state == "Stable" else set()
+        if g.rebalance_protocol == "EAGER":
+            stopped += len(now & previous)
+        previous = now
+    return stopped
+
+
+def whatif_rows(history: GroupHistory, actual: ReplayResult, rep: Reproduction, audited: Costs,
                 results: Sequence[ReplayResult], computed_at: int) -> list[dict[str, Any]]:
-    """The `whatif` rows of one group: the actual configuration's, then each alternative's."""
+    """The `whatif` rows of one group: the actual configuration's (what happened: `audited`), then
+    each alternative's."""
     out = []
     notes = "; ".join(history.notes) or "none"
+    replayed = actual.costs
     for r in (actual, *results):
         c = r.resolved
-        costs = r.costs
+        costs = audited if r is actual else r.costs
         assert c.assignor is not None and c.static is not None and c.session_timeout_ms is not None
         assert c.max_poll_interval_ms is not None and c.initial_rebalance_delay_ms is not None
         out.append({
@@ -172,7 +307,12 @@ def whatif_rows(history: GroupHistory, actual: ReplayResult, rep: Reproduction, 
             "max_poll_interval_ms": c.max_poll_interval_ms, "initial_rebalance_delay_ms": c.initial_rebalance_delay_ms,
             "reproduction_score": rep.score, "generations_observed": rep.generations_observed,
             "generations_reproduced": rep.matched, "reproduction_time_error_ms": rep.mean_time_error_ms,
-            "observed_rebalances": observed_rebalances, "rebalances": costs.rebalances,
+            "reproduction_rebalances": replayed.rebalances,
+            "reproduction_unowned_partition_ms": replayed.unowned_partition_ms,
+            "reproduction_longest_unowned_ms": replayed.longest_unowned_ms,
+            "reproduction_partitions_moved": replayed.partitions_moved,
+            "reproduction_members_stopped": replayed.members_stopped,
+            "observed_rebalances": audited.rebalances, "rebalances": costs.rebalances,
             "unowned_partition_ms": costs.unowned_partition_ms, "longest_unowned_ms": costs.longest_unowned_ms,
             "partitions_moved": costs.partitions_moved, "members_stopped": costs.members_stopped,
             "static_replacements": costs.static_replacements, "assumptions": notes, "computed_at": computed_at})
@@ -192,7 +332,9 @@ def _cell(r: dict[str, Any], base: dict[str, Any], key: str, scale: int) -> str:
     return text if r is base else f"{text} ({diff})"
 
 
-def _print(rows: list[dict[str, Any]], rep: Reproduction, out: TextIO) -> None:
+def _print(rows: list[dict[str, Any]], rep: Reproduction, replayed: Costs, out: TextIO) -> None:
+    """The group's reproduction, then its costs: what happened (the actual row), the actual
+    configuration's replay (how far the replay's measure is from what happened), each alternative."""
     first = rows[0]
     out.write(f"group {first['group_id']}: the actual configuration reproduces {rep.matched} of "
               f"{rep.generations_observed} audited generations (score {rep.score:.2f}"
@@ -203,7 +345,11 @@ def _print(rows: list[dict[str, Any]], rep: Reproduction, out: TextIO) -> None:
     if rep.score < 1.0:
         out.write("  (alternatives below are only as trustworthy as this reproduction)\n")
     out.write(f"  assumed: {first['assumptions']}\n")
-    _table(rows, out)
+    replay_row = {**first, "configuration": "actual, replayed", "rebalances": replayed.rebalances,
+                  "unowned_partition_ms": replayed.unowned_partition_ms,
+                  "longest_unowned_ms": replayed.longest_unowned_ms, "partitions_moved": replayed.partitions_moved,
+                  "members_stopped": replayed.members_stopped, "static_replacements": replayed.static_replacements}
+    _table([first, replay_row, *rows[1:]], out)
 
 
 def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
@@ -218,9 +364,10 @@ def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
                                    for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip() + "\n")
 
 
-def _by_group(tables: str, table: str, cls: type, groups: Sequence[str] | None) -> dict[str, list[Any]]:
-    rows = ([r for g in groups for r in _rows(tables, table, cls, g)] if groups
-            else _rows(tables, table, cls, None))
+def _by_group(tables: str, table: str, cls: type, groups: Sequence[str] | None, starts: BrokerStarts | None = None
+              ) -> dict[str, list[Any]]:
+    rows = ([r for g in groups for r in _rows(tables, table, cls, g, starts)] if groups
+            else _rows(tables, table, cls, None, starts))
     out: dict[str, list[Any]] = {}
     for r in rows:
         out.setdefault(r.group_id, []).append(r)
@@ -229,20 +376,41 @@ def _by_group(tables: str, table: str, cls: type, groups: Sequence[str] | None) 
 
 def group_rows(tables: str, group: str, generations: list[GenerationRow], assignments: list[AssignmentRow],
                commits: list[OffsetCommitRow], causes: list[RebalanceCauseRow], args: argparse.Namespace,
-               configs: Sequence[Configuration], out: TextIO, computed_at: int) -> list[dict[str, Any]]:
-    """One group's what-if: its history fitted to the actual configuration, then each alternative."""
+               configs: Sequence[Configuration], out: TextIO, computed_at: int,
+               broker_starts: dict[tuple[int, int], BrokerStart] | None = None) -> list[dict[str, Any]]:
+    """One group's what-if: its history fitted to the actual configuration, then each alternative.
+
+    Where the audit had the broker's log, the joins and leaves that started a round are dated by it
+    (`derive_history_from_rows`), unless the replay reproduces fewer generations with those dates
+    than without (the simulated members' heartbeats do not fall when the real ones did, and the
+    calibration of the other events may not make up for it): then the history without them is
+    replayed, and its notes say so."""
     if any(g.group_type != "classic" for g in generations):
         raise WhatIfError(f"group {group!r} is a KIP-848 consumer group: the what-if replays classic groups only")
     assumptions = Assumptions(session_timeout_ms=args.observed_session_timeout_ms,
                               rebalance_timeout_ms=args.observed_max_poll_interval_ms)
     observed: list[AuditRow] = [*generations, *assignments, *causes]
-    history, actual, rep = fit(lambda a: derive_history_from_rows(generations, assignments, commits, causes,
-                                                                  assumptions=a), observed, assumptions)
+
+    def fitted(starts: dict[tuple[int, int], BrokerStart] | None) -> tuple[GroupHistory, ReplayResult, Reproduction]:
+        return fit(lambda a: derive_history_from_rows(generations, assignments, commits, causes, assumptions=a,
+                                                      broker_starts=starts), observed, assumptions)
+
+    history, actual, rep = fitted(broker_starts)
+    if broker_starts and rep.score < 1.0:
+        dated = rep
+        history, actual, rep = max((history, actual, rep), fitted(None), key=lambda f: f[2].score)
+        if rep is not dated:
+            history = replace(history, notes=(
+                *history.notes, f"the broker's log's dates of joins and leaves not used: the replay with them "
+                                f"reproduced {dated.matched} of {dated.generations_observed} generations, without "
+                                f"them {rep.matched}"))
+            actual.history = history
     results: list[ReplayResult] = []
     for c in configs:
         results.append(replay(history, c, known=[actual, *results]))
-    rows = whatif_rows(history, actual, rep, costs_of_rows(observed).rebalances, results, computed_at)
-    _print(rows, rep, out)
+    rows = whatif_rows(history, actual, rep, audited_costs(generations, assignments, commits, causes), results,
+                       computed_at)
+    _print(rows, rep, actual.costs, out)
     return rows
 
 
@@ -265,7 +433,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     tables = args.tables
     configs = configurations(args)  # a configuration Kafka would refuse fails here, before any group
     named = args.group or None
-    generations = _by_group(tables, "generations", GenerationRow, named)
+    starts: BrokerStarts = {}
+    generations = _by_group(tables, "generations", GenerationRow, named, starts)
     for g in named or ():
         if g not in generations:
             raise WhatIfError(f"group {g!r}: not in {tables.rstrip('/')}/generations")
@@ -278,7 +447,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for group in sorted(generations):
         try:
             rows += group_rows(tables, group, generations[group], assignments.get(group, []),
-                               commits.get(group, []), causes.get(group, []), args, configs, out, computed_at)
+                               commits.get(group, []), causes.get(group, []), args, configs, out, computed_at,
+                               starts.get(group))
             done += 1
         except CoordinatorAuditError as exc:
             if named is not None and len(named) == 1:
@@ -292,8 +462,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         uri = f"{tables.rstrip('/')}/{WHATIF_TABLE}"
         written = sorted({r["group_id"] for r in rows})
         listed = ", ".join("'" + g.replace("'", "''") + "'" for g in written)
+        # a table an earlier version wrote gains the columns it lacks (null on its other groups' rows)
         write_deltalake(uri, pa.Table.from_pylist(rows, schema=WHATIF_SCHEMA), mode="overwrite",
-                        predicate=f"group_id IN ({listed})")
+                        predicate=f"group_id IN ({listed})", schema_mode="merge")
         out.write(f"wrote {len(rows)} row(s) to {uri}\n")
     return 0 if done else 2
 

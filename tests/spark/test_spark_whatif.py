@@ -1,6 +1,8 @@
 """`coordinator_audit.jobs.whatif` on the audit's Delta tables as the job stores them (the real Kafka 3.9
-sample, audited once by the session's `derived_run`): the actual configuration's reproduction, an
-alternative's costs, the sweep, and the `whatif` table it writes (one group's rows replaced on a rerun)."""
+sample, audited once by the session's `derived_run`): the actual configuration's reproduction, what
+happened (the actual row, from the audited rows) against an alternative's costs, the sweep, and the
+`whatif` table it writes (one group's rows replaced on a rerun, a table of an earlier version's
+columns extended)."""
 
 from __future__ import annotations
 
@@ -40,12 +42,17 @@ def test_an_alternative_for_the_crash_group(tables: Path, capsys: pytest.Capture
     assert whatif.main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("group grp-s02: the actual configuration reproduces 5 of 5 audited generations")
+    assert "  actual, replayed " in out
     rows = _whatif(tables)
     assert [(r["configuration"], r["is_actual"]) for r in rows] == [("actual", True),
                                                                      ("cooperative-sticky static", False)]
     actual, alt = rows
     assert actual["assignor"] == "range" and not actual["static_membership"] and actual["session_timeout_ms"] == 6000
-    assert actual["observed_rebalances"] == actual["rebalances"] == 4
+    # the actual row is what happened (the audited rows); the replay of it stands beside, on every row
+    assert actual["observed_rebalances"] == actual["rebalances"] == actual["reproduction_rebalances"] == 4
+    assert actual["unowned_partition_ms"] > 0 and actual["reproduction_unowned_partition_ms"] > 0
+    assert {k: alt[k] for k in alt if k.startswith("reproduction_")} == {
+        k: actual[k] for k in actual if k.startswith("reproduction_")}
     assert alt["assignor"] == "cooperative-sticky" and alt["static_membership"]
     assert actual["members_stopped"] > 0 and alt["members_stopped"] == 0  # no eager revocation
     assert "timeout" not in actual["assumptions"]
@@ -67,11 +74,11 @@ def test_the_sweep_in_a_fresh_interpreter(tables: Path) -> None:
     assert len(rows) == 1 + 8  # the actual configuration, every assignor with static membership off and on
     assert {(r["assignor"], r["static_membership"]) for r in rows if not r["is_actual"]} == {
         (a, s) for a in whatif.ASSIGNOR_CHOICES for s in (False, True)}
-    # the sweep's replay of the actual assignor with dynamic members is the actual configuration
+    # the sweep's replay of the actual assignor with dynamic members is the actual configuration's replay
     same = next(r for r in rows if r["configuration"] == "cooperative-sticky dynamic")
     actual = next(r for r in rows if r["is_actual"])
     assert {k: same[k] for k in ("rebalances", "unowned_partition_ms", "partitions_moved")} == {
-        k: actual[k] for k in ("rebalances", "unowned_partition_ms", "partitions_moved")}
+        k: actual[f"reproduction_{k}"] for k in ("rebalances", "unowned_partition_ms", "partitions_moved")}
 
 
 def test_unknown_group_is_a_clear_error(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,3 +112,16 @@ def test_tables_without_the_timeout_columns(tables: Path, capsys: pytest.Capture
     assert "reproduces 5 of 5 audited generations" in out
     assert "keep no session timeout: session.timeout.ms 6000 assumed" in out
     assert "keep no rebalance timeout: max.poll.interval.ms 300000 assumed" in out
+
+
+def test_a_whatif_table_of_an_earlier_version_gains_the_new_columns(tables: Path) -> None:
+    # a table written without the replay's own costs: a rerun for one group adds them, null on the others' rows
+    assert whatif.main(["--tables", str(tables), "--group", "grp-s07"]) == 0
+    old = DeltaTable(str(tables / "whatif")).to_pyarrow_table()
+    shutil.rmtree(tables / "whatif")
+    write_deltalake(str(tables / "whatif"), old.drop_columns([c for c in old.column_names
+                                                              if c.startswith("reproduction_") and c not in (
+                                                                  "reproduction_score", "reproduction_time_error_ms")]))
+    assert whatif.main(["--tables", str(tables), "--group", "grp-s02"]) == 0
+    rows = {r["group_id"]: r for r in _whatif(tables) if r["is_actual"]}
+    assert rows["grp-s02"]["reproduction_rebalances"] == 4 and rows["grp-s07"]["reproduction_rebalances"] is None

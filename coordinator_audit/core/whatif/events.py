@@ -9,7 +9,8 @@ rebalance timeouts, assignor, static instance ids, coordinator flavour, topics).
 
 The log does not say everything. Each thing it cannot tell is decided by a rule written in
 `Assumptions` (the defaults are the field values) and every event says, in `basis`, whether its time
-was read from the log or set by one of those rules. Nothing is guessed silently.
+was read from the log (or from the broker's own log, `BROKER_LOG`) or set by one of those rules.
+Nothing is guessed silently.
 
 Who is who across generations: a static member is its `group.instance.id`; a dynamic member is its
 client id and client host (a restarted process keeps both and gets a new member id). Two processes
@@ -18,7 +19,8 @@ alive at once under the same client id and host become two consumers (`name`, `n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +34,24 @@ from coordinator_audit.core.audit import (
 from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, decode
 
-__all__ = ["Assumptions", "Consumer", "GroupHistory", "HistoryError", "LifecycleEvent", "ObservedMember",
-           "ObservedState", "derive_history", "derive_history_from_rows"]
+__all__ = ["BROKER_LOG", "EXACT_BASES", "Assumptions", "BrokerStart", "Consumer", "GroupHistory", "HistoryError",
+           "LifecycleEvent", "ObservedMember", "ObservedState", "derive_history", "derive_history_from_rows"]
 
 EVENT_KINDS = ("start", "close", "crash", "poll_timeout", "subscribe")
+
+BROKER_LOG = "broker log"
+"""The basis of an event dated by the broker's own log: the "Preparing to rebalance" line of the
+round a member's JoinGroup or LeaveGroup started (`GroupCoordinator#prepareRebalance`, logged with
+the reason naming the member; the `generations` columns `rebalance_started_at` and `broker_reason`,
+kept when the audit was given the broker's server.log)."""
+
+EXACT_BASES = frozenset({"log", BROKER_LOG})
+"""Bases of event times read, not inferred (a calibration leaves them)."""
+
+_BROKER_JOIN = re.compile(r"^Adding new member (?P<member>\S+) with group instance id ")
+_BROKER_LEAVE = re.compile(r"^(?:Removing member |explicit `LeaveGroup` request for \()(?P<member>[^\s,()]+)"
+                           r"(?: on LeaveGroup|\) members)")
+"""One member's LeaveGroup: the Scala coordinator's reason, then the Java coordinator's (Kafka 4)."""
 
 
 class HistoryError(CoordinatorAuditError):
@@ -185,6 +201,19 @@ class ObservedMember:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerStart:
+    """The broker's start of the join phase that ended in a generation (`generations` columns
+    `rebalance_started_at`, `broker_reason`): when, and the request that started it."""
+
+    at_ms: int
+    reason: str
+
+    def member(self, pattern: re.Pattern[str]) -> str | None:
+        m = pattern.match(self.reason)
+        return m.group("member") if m else None
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedState:
     """One persisted group state (a GroupMetadata record: assignment, empty, replacement or creation record)."""
 
@@ -193,6 +222,8 @@ class ObservedState:
     state_timestamp: int | None
     protocol: str | None
     members: tuple[ObservedMember, ...]
+    broker_start: BrokerStart | None = None
+    """The broker's start of the join phase that ended here, when its log was given."""
 
 
 @dataclass(slots=True)
@@ -287,6 +318,11 @@ class _Walk:
             name = self.free_name(self.identity(m))
             if same_generation:
                 at, basis = ts - 1, "log"  # a replacement record is written at the static member's JoinGroup
+            elif (lead_first is None and snap.broker_start is not None
+                  and snap.broker_start.member(_BROKER_JOIN) == m.member_id):
+                # its JoinGroup started the round (a group's first round waits the initial delay: its
+                # members are dated by that rule, or by the creation record)
+                at, basis = snap.broker_start.at_ms, BROKER_LOG
             elif lead_first is not None and self.created is not None:
                 at, basis = self.created, "log"  # the Java coordinator's creation record: the first JoinGroup
             elif lead_first is not None:
@@ -340,8 +376,11 @@ class _Walk:
                 kind = "close" if self.a.static_stop == "close" else "crash"
                 self.event(at, kind, name, "crash_before_expiry (static_stop)", gen)
             return
+        broker = snap.broker_start
         if m.rebalance_timeout > session and gap >= self.a.poll_timeout_fraction * m.rebalance_timeout:
             self.event(slot.last_sign, "poll_timeout", name, "last commit (poll_timeout_fraction)", gen)
+        elif broker is not None and broker.member(_BROKER_LEAVE) == slot.member_id and broker.at_ms <= done:
+            self.event(broker.at_ms, "close", name, BROKER_LOG, gen)  # its LeaveGroup started the round
         elif gap >= self.a.expiry_gap_fraction * session:
             self.event(max(slot.last_sign, done - session), "crash", name, "crash_before_expiry", gen)
         elif not snap.members:
@@ -414,7 +453,8 @@ _JOINED = ("member_joined", "static_member_rejoined_new_generation")
 
 def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: Iterable[AssignmentRow],
                              offset_commits: Iterable[OffsetCommitRow], causes: Iterable[RebalanceCauseRow] = (), *,
-                             assumptions: Assumptions | None = None) -> GroupHistory:
+                             assumptions: Assumptions | None = None,
+                             broker_starts: Mapping[tuple[int, int], BrokerStart] | None = None) -> GroupHistory:
     """The lifecycle of one group from the audit's rows (its `generations`, `assignments`,
     `offset_commits` and `rebalance_causes` tables) instead of the log. The members' session and
     rebalance timeouts are the assignments rows' `session_timeout_ms` and `rebalance_timeout_ms`
@@ -424,7 +464,11 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     (the topics of all their assignments: a member id's subscription change is not seen), members assigned nothing (known only when a cause row names
     them joining and an assignments row of theirs, in any generation, gives their client; the others
     are absent and `notes` counts them), and each member's last commit (a window's last commit per
-    partition)."""
+    partition). `broker_starts` ({(source_partition, source_offset) of a generations row: its
+    `BrokerStart`}, from the columns `rebalance_started_at` and `broker_reason` when the audit was
+    given the broker's log) dates the member whose JoinGroup or LeaveGroup started a round
+    (`BROKER_LOG`): the log alone places a join only within a heartbeat interval before its round
+    completed."""
     a = assumptions or Assumptions()
     gens = sorted(generations, key=lambda g: (g.source_partition, g.source_offset))
     if not gens:
@@ -466,7 +510,8 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
                                                         frozenset(topics[member_id]), frozenset())
         missing += max(0, g.member_count - len(members))
         points.append(((g.source_partition, g.source_offset), ObservedState(
-            g.generation_id, g.record_timestamp, g.state_timestamp, g.protocol_name, tuple(members.values()))))
+            g.generation_id, g.record_timestamp, g.state_timestamp, g.protocol_name, tuple(members.values()),
+            (broker_starts or {}).get((g.source_partition, g.source_offset)))))
         replacements = sorted(k for k, rows in by_record.items()
                               if rows[0].generation_id == g.generation_id and k > (g.source_partition, g.source_offset)
                               and (g.ended_by_offset is None or k[1] < g.ended_by_offset))

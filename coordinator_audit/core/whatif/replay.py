@@ -39,7 +39,7 @@ from coordinator_audit.core.coordinator import CoordinatorConfig
 from coordinator_audit.core.errors import ScenarioError
 from coordinator_audit.core.sim.runner import Runner, RunResult
 from coordinator_audit.core.sim.scenario import ConsumerSpec, Scenario, Step
-from coordinator_audit.core.whatif.events import Assumptions, GroupHistory, LifecycleEvent
+from coordinator_audit.core.whatif.events import EXACT_BASES, Assumptions, GroupHistory, LifecycleEvent
 
 __all__ = [
     "ASSIGNOR_CHOICES",
@@ -457,7 +457,7 @@ def _record_times(rows: Iterable[AuditRow]) -> dict[int, tuple[int, int]]:
 
 def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: int = 4
               ) -> tuple[GroupHistory, ReplayResult, Reproduction]:
-    """Fits the event times the log does not give (every event whose `basis` is not "log") so that the
+    """Fits the event times the log does not give (every event whose `basis` is not in `EXACT_BASES`) so that the
     actual configuration's replay completes each generation when the log says it did: each round
     shifts an event by the difference between the observed and the replayed record time of the
     generation that revealed it (the generation of the same id in the replay), keeping each
@@ -483,7 +483,7 @@ def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: in
         moved = False
         for e in current.events:
             gen = e.generation_id
-            if e.basis == "log" or gen is None or gen not in seen or gen not in got:
+            if e.basis in EXACT_BASES or gen is None or gen not in seen or gen not in got:
                 shifted.append(e)
                 continue
             delta = seen[gen][0] - got[gen][0]

@@ -28,7 +28,9 @@ from coordinator_audit.core.records import decode
 from coordinator_audit.core.sim.runner import run_scenario
 from coordinator_audit.core.sim.scenario import Scenario
 from coordinator_audit.core.whatif.events import (
+    BROKER_LOG,
     Assumptions,
+    BrokerStart,
     GroupHistory,
     HistoryError,
     derive_history,
@@ -335,3 +337,140 @@ def test_static_members_restarted_twice_without_committing_replay_from_the_rows(
                   if e.consumer == consumer.name and e.kind in ("start", "close", "crash")]
         assert starts[0] and all(a != b for a, b in itertools.pairwise(starts)), (consumer.name, starts)
     replay(history, Configuration(assignor="cooperative-sticky", static=True))  # refused before: "started twice"
+
+
+# scenarios whose every stretch starts at a commit (a revocation's or a close's own, KIP-429/KIP-345):
+# the audited unowned time is what the simulated clients held to the millisecond's rounding
+AUDITED_EXACT = ["coop-rolling-bounce", "coop-scale-out", "eager-rolling-bounce", "eager-steady",
+                 "eager-two-join-one-round", "eager-restart-leave-then-join", "static-coop-rolling-bounce",
+                 "static-rolling-bounce"]
+
+
+@pytest.mark.parametrize("name", REPRODUCED)
+def test_audited_costs_are_what_the_simulated_clients_did(name):
+    """`audited_costs` (the what-if's actual row: what happened, from the audit's rows) against the
+    simulator's own measure of the run that wrote the log: the same rebalances, moves and static
+    replacements; the same unowned time where every stretch starts at a commit, more where one starts
+    at an earlier commit than the loss (a crash: up to an auto-commit interval per partition) or never
+    (a group that emptied and came back: its rejoin is not a rebalance's cost in the audit)."""
+    from coordinator_audit.jobs.whatif import audited_costs
+
+    data, records = library(name)
+    rows = list(audit_group(records, group_id=data["group"]))
+    audited = audited_costs(*(_of(rows, cls) for cls in (GenerationRow, AssignmentRow, OffsetCommitRow,
+                                                          RebalanceCauseRow)))
+    _run, truth, _rows = measure(Scenario.from_dict(data))
+    assert (audited.rebalances, audited.partitions_moved, audited.static_replacements) == (
+        truth.rebalances, truth.partitions_moved, truth.static_replacements)
+    assert audited.unowned_partition_ms is not None and truth.unowned_partition_ms is not None
+    if name in AUDITED_EXACT:
+        assert abs(audited.unowned_partition_ms - truth.unowned_partition_ms) <= 200
+    if name not in ("coop-subscription-change", "eager-empty-and-return", "static-fenced-duplicate"):
+        assert audited.members_stopped == truth.members_stopped
+        assert audited.unowned_partition_ms >= truth.unowned_partition_ms - 200
+
+
+def _of(rows: list[AuditRow], cls: type) -> list[Any]:
+    return [r for r in rows if isinstance(r, cls)]
+
+
+def _restarts(down_ms: int, assignor: str, static: bool) -> Scenario:
+    """4 consumers of 8 partitions (heartbeat 3 s, session 15 s), each closed and started again
+    `down_ms` later in turn, 10 s apart, then c2 crashed."""
+    consumers = [{"name": f"c{i}", "static": static, "topics": ["t"], "assignors": [assignor],
+                  "session_timeout_ms": 15000, "heartbeat_interval_ms": 3000, "auto_commit_interval_ms": 500}
+                 for i in (1, 2, 3, 4)]
+    timeline: list[dict[str, Any]] = [{"at": 0, "do": "start", "consumers": ["c1", "c2", "c3", "c4"]}]
+    for i in range(4):
+        timeline += [{"at": 8000 + i * 10000, "do": "close", "consumer": f"c{i + 1}"},
+                     {"at": 8000 + i * 10000 + down_ms, "do": "start", "consumer": f"c{i + 1}"}]
+    timeline.append({"at": 48000, "do": "crash", "consumer": "c2"})
+    return Scenario.from_dict({"name": "restarts", "group": f"restarts-{assignor}", "topics": {"t": 8},
+                               "consumers": consumers, "timeline": timeline, "end_ms": 71000})
+
+
+def test_the_broker_log_dates_a_restart_that_a_static_alternative_turns_into_downtime():
+    """A dynamic eager group whose consumers restart 4 s after closing (longer than a heartbeat: the
+    LeaveGroup's round is over when the new process joins, so its JoinGroup starts a round of its
+    own). The log alone places each JoinGroup only within that round's last heartbeat interval,
+    which under static membership is downtime; the broker's "Preparing to rebalance ... Adding new
+    member" line (`generations.rebalance_started_at`, `broker_reason`) dates it, and the static
+    alternative's unowned time is then the one the simulator gives under it directly."""
+    down = 4000
+    actual = _restarts(down, "range", False)
+    rows = list(audit_group(raw(run_scenario(actual).records), group_id=actual.group))
+    gens, assigned, commits, causes = (_of(rows, cls) for cls in (GenerationRow, AssignmentRow, OffsetCommitRow,
+                                                                  RebalanceCauseRow))
+    # the broker's account of each restart's two rounds: the LeaveGroup's (Kafka 4's wording) and the JoinGroup's
+    starts: dict[tuple[int, int], BrokerStart] = {}
+    seen: set[str] = set()
+    before: dict[str, str] = {}
+    expiry = max(g.source_offset for g in gens)  # the last round is c2's session expiry
+    for g in sorted(gens, key=lambda g: g.source_offset):
+        members = {r.member_id: r.client_host for r in assigned if r.source_offset == g.source_offset}
+        key = (g.source_partition, g.source_offset)
+        for member_id, host in before.items():
+            if member_id not in members and g.source_offset != expiry:
+                i = int(host.rsplit(".", 1)[1]) - 1
+                starts[key] = BrokerStart(actual.start_ms + 8000 + i * 10000,
+                                          f"explicit `LeaveGroup` request for ({member_id}) members.")
+        for member_id, host in members.items():
+            if member_id not in seen and g.generation_id > 1:
+                i = int(host.rsplit(".", 1)[1]) - 1
+                starts[key] = BrokerStart(actual.start_ms + 8000 + i * 10000 + down,
+                                          f"Adding new member {member_id} with group instance id null; client reason: "
+                                          f"need to re-join with the given member-id: {member_id}")
+        seen |= members.keys()
+        before = members
+    assert len(starts) == 8
+    alternative = Configuration(assignor="cooperative-sticky", static=True)
+    _run, truth, _rows = measure(_restarts(down, "cooperative-sticky", True))
+    assert truth.unowned_partition_ms is not None
+    for given, tolerance in ((starts, 0.01), (None, 0.2)):
+        history, result, rep = fit(lambda a, given=given: derive_history_from_rows(
+            gens, assigned, commits, causes, assumptions=a, broker_starts=given), [*gens, *assigned, *causes])
+        assert rep.score == 1.0
+        restarted = [e for e in history.events if e.kind == "start" and (e.generation_id or 0) > 1]
+        closed = [e for e in history.events if e.kind == "close"]
+        assert len(restarted) == len(closed) == 4
+        assert all(e.basis == BROKER_LOG for e in restarted + closed) == (given is not None)
+        predicted = replay(history, alternative, known=[result]).costs
+        assert predicted.rebalances == truth.rebalances == 2
+        assert predicted.unowned_partition_ms is not None
+        assert abs(predicted.unowned_partition_ms - truth.unowned_partition_ms) <= tolerance * truth.unowned_partition_ms
+
+
+def test_real_broker_sample_with_its_broker_log():
+    """The real Kafka 3.9 sample with its server.log, as the job's what-if takes it (`group_rows`, the
+    generations' broker columns as `BrokerStart`s): every group still reproduced in every generation.
+    grp-s02's second consumer is dated by its JoinGroup's "Preparing to rebalance" line and both
+    closes by their LeaveGroup's; grp-s01, whose two members left in one round, reproduces only
+    without the broker's dates (the simulated survivors' heartbeats do not fall when the real ones
+    did), and says so."""
+    import io
+
+    from coordinator_audit.core.broker_log import broker_account, read_server_log
+    from coordinator_audit.jobs import whatif
+
+    account = {(b.group_id, b.generation_id): b for b in broker_account(read_server_log(
+        REAL_SAMPLE.with_suffix(".server.log")))}
+    args = whatif.parse_args(["--tables", "(in memory)", "--no-write"])
+    notes = {}
+    for group, records in real_groups().items():
+        rows = list(audit_group(records, group_id=group))
+        gens, assigned, commits, causes = (_of(rows, cls) for cls in (GenerationRow, AssignmentRow, OffsetCommitRow,
+                                                                      RebalanceCauseRow))
+        starts = {(g.source_partition, g.source_offset): BrokerStart(b.rebalance_started_at, b.broker_reason)
+                  for g in gens if (b := account.get((group, g.generation_id))) is not None
+                  and b.rebalance_started_at is not None and b.broker_reason}
+        assert starts, group
+        out = whatif.group_rows("(in memory)", group, gens, assigned, commits, causes, args, [], io.StringIO(), 0,
+                                starts)
+        assert out[0]["reproduction_score"] == 1.0, group
+        notes[group] = out[0]["assumptions"]
+        if group == "grp-s02":
+            history = derive_history_from_rows(gens, assigned, commits, causes, broker_starts=starts)
+            dated = [(e.kind, e.consumer.split("@")[0]) for e in history.events if e.basis == BROKER_LOG]
+            assert sorted(dated) == [("close", "grp-s02-c1"), ("close", "grp-s02-c2"), ("start", "grp-s02-c2")]
+    assert "the broker's log's dates of joins and leaves not used" in notes["grp-s01"]
+    assert all("broker's log" not in n for g, n in notes.items() if g != "grp-s01")
