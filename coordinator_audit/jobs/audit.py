@@ -115,6 +115,7 @@ from coordinator_audit.udfs.schemas import (
     GROUP_STATE_SCHEMA,
     RUNS_SCHEMA,
     epoch_ms,
+    stored_schema,
     with_time_columns,
 )
 from coordinator_audit.udfs.table_files import (
@@ -707,6 +708,7 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
     t0 = time.perf_counter()
     run_id = run_id or delta_io.new_run_id(started)
     plan = _plan(spark, cfg, run_id)
+    _check_schemas(spark, cfg)
     data, kafka = _read_records(spark, cfg, plan, kafka_starting_offsets)
     choices = _choose(spark, cfg, plan, run_id, data, capabilities)
     start = _start_state(spark, cfg, choices, data, scratch)
@@ -741,11 +743,37 @@ def _run_audit(spark: SparkSession, cfg: AuditConfig, *, run_id: str | None,
         start.state.unpersist()
     locations = {name: r.location for name, r in results.items()}
     table_rows = {name: r.rows_added for name, r in results.items() if name != "runs"}
+    added = {name: r.columns_added for name, r in results.items() if r.columns_added}
+    if added:
+        _log(f"schema: {schema_text(added)}")
     kafka_offsets = None if kafka is None else {
         p: (kafka.start_offsets[p], end) for p, end in sorted(kafka.end_offsets.items())}
     return RunSummary(run_id, choices.run_window, out.counts, table_rows, locations, choices.writer,
                       time.perf_counter() - t0, start.resume, plan.base.run_id if plan.base is not None else None,
-                      {name: r.rows_merged for name, r in results.items() if r.rows_merged}, out.note, kafka_offsets)
+                      {name: r.rows_merged for name, r in results.items() if r.rows_merged},
+                      with_schema_note(out.note, added), kafka_offsets)
+
+
+def _check_schemas(spark: SparkSession, cfg: AuditConfig) -> None:
+    """Refuses, before the run reads the output's state or its input, an output whose tables differ
+    from this version's by more than columns this version added (`delta_io.schema_changes`: the
+    writer adds those when it writes, and checks again)."""
+    tables = [t for t in AUDIT_OUTPUT_TABLES if cfg.derived_tables or t not in DERIVED_TABLES]
+    delta_io.schema_changes(spark, {name: stored_schema(name) for name in (*tables, "runs")},
+                            base_path=cfg.output_path, catalog_schema=cfg.catalog_schema)
+
+
+def schema_text(added: Mapping[str, Sequence[str]]) -> str:
+    """The columns a run added to its tables, as its output line and `runs.note` say it."""
+    return "; ".join(f"{table}: added column{'s' if len(columns) > 1 else ''} {', '.join(columns)}"
+                     for table, columns in added.items()) + " (the rows stored before read them as null)"
+
+
+def with_schema_note(note: str | None, added: Mapping[str, Sequence[str]]) -> str | None:
+    """A run's note with the columns it added to its tables (`schema_text`), if any."""
+    if not added:
+        return note
+    return f"{note}; {schema_text(added)}" if note else schema_text(added)
 
 
 def _source(cfg: AuditConfig) -> str:
@@ -949,8 +977,9 @@ def _run_tables(spark: SparkSession, cfg: AuditConfig, choices: RunChoices, star
         "end_offsets": end_offsets, "missing_offsets": missing, "note": note,
     }
 
-    def runs(rows: Mapping[str, int]) -> DataFrame:  # the table rows are those the writer wrote
-        return spark.createDataFrame([{**runs_row, "table_rows": dict(rows)}], RUNS_SCHEMA)
+    def runs(rows: Mapping[str, int], added: Mapping[str, tuple[str, ...]]) -> DataFrame:  # as the writer wrote them
+        return spark.createDataFrame([{**runs_row, "table_rows": dict(rows), "note": with_schema_note(note, added)}],
+                                     RUNS_SCHEMA)
 
     written: dict[str, Any] = {**{name: with_time_columns(df, name) for name, df in tables.items()},
                                **main.staged}

@@ -72,6 +72,18 @@ rows anew, writes those it re-derives with authority into its window, and the me
 stored rows of those groups they replace and updates the intervals the run closes before its
 reach (the merge's source is those); so every row is stored once, and re-running the latest window gives the same rows again. When a later commit of the run fails, every table this run committed is RESTOREd to its
 version before the run (both writers), so the guarantees above hold with merges too.
+
+Schema evolution. An output outlives versions of the job. When a version adds columns to a table, a
+run into an output an earlier version wrote adds them to the stored table (`schema_change`, checked
+for every table before anything is written): the columns the rows have and the table lacks, each
+nullable in the rows (this version's readers take null there, which is what the rows stored before
+read in them). The embedded writer adds them with delta-rs' `DeltaTable.alter.add_columns`, a
+commit of its own tagged with the run id just before the files' commit (delta-rs' transactions
+keep a table's schema); if that commit or a later one of the run fails, the table is RESTOREd to its
+version before the run, schema included. The native writer writes the table with `mergeSchema`,
+which adds them in the write's own commit. `CommitResult.columns_added` and the `runs` row
+(`RunsRow`) are told. Any other difference is refused: a column the rows lack, a type changed, a new
+column the rows never leave null (a renamed column is one lacking and one new).
 """
 
 from __future__ import annotations
@@ -96,6 +108,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema, WriterProperties
+from deltalake import Field as DeltaField
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -170,6 +183,8 @@ class CommitResult:
     merged: bool = False
     """The table also got a merge commit (`version` is then the merge's)."""
     version_before: int | None = None
+    columns_added: tuple[str, ...] = ()
+    """Columns the run added to the stored table (schema evolution, module docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,8 +449,10 @@ def _ordered(tables: Mapping[str, Any]) -> list[str]:
     return [*names, RUNS_TABLE] if RUNS_TABLE in tables else names
 
 
-RunsRow = Callable[[Mapping[str, int]], "DataFrame"]
-"""The `runs` table's content given {table: rows written} of the run's other tables (written first)."""
+RunsRow = Callable[[Mapping[str, int], Mapping[str, tuple[str, ...]]], "DataFrame"]
+"""The `runs` table's content given {table: rows written} of the run's other tables (written first)
+and {table: the columns the write adds to it} (`schema_changes`). Its columns do not depend on them:
+the writer calls it with both empty to learn them."""
 
 
 def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow], *, run_id: str, run_window: str,
@@ -454,6 +471,10 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
     as `StagedFiles` (embedded writer only): its files are written already, phase 2 commits them.
     `compression` is the codec of the Parquet files this call writes (Spark's, delta-rs' merges, Delta
     Spark's; the files of `StagedFiles` were written with theirs).
+
+    A stored table whose columns are a subset of the rows' (same names, same types) gains the others
+    (module docstring, schema evolution: `CommitResult.columns_added`); any other difference is a
+    `DeltaWriteError` (`schema_change`) before anything is written.
 
     Returns {table: CommitResult} in commit order."""
     if not run_id or not all(c.isalnum() or c in "-_" for c in run_id):
@@ -479,9 +500,11 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
                                       f"embedded writer commits (this run's writer: {kind})")
             prepared[name] = content
         elif callable(content):
-            prepared[name] = lambda rows, fn=content, name=name: prepare(name, fn(rows))
+            prepared[name] = lambda rows, added, fn=content, name=name: prepare(name, fn(rows, added))
         else:
             prepared[name] = prepare(name, content)
+    added = schema_changes(spark, {name: _prepared_schema(content) for name, content in prepared.items()},
+                           base_path=base_path, catalog_schema=catalog_schema)
     modes: dict[str, WriteMode] = {name: ("append" if name == RUNS_TABLE else mode) for name in prepared}
     merge_rows = {name: m for name, m in (merges or {}).items() if name in prepared}
     if kind == "native":
@@ -491,10 +514,19 @@ def write_tables(spark: SparkSession, tables: Mapping[str, DataFrame | RunsRow],
                                   f"only the embedded writer merges (this run's writer: {kind})")
         return _write_native(spark, prepared, modes, run_id=run_id, run_window=run_window,
                              base_path=base_path, catalog_schema=catalog_schema, merges=merge_rows,
-                             compression=compression)
+                             compression=compression, added=added)
     assert base_path is not None
     return _write_embedded(spark, prepared, modes, run_id=run_id, run_window=run_window, base_path=base_path,
-                           merges=merge_rows, compression=compression)
+                           merges=merge_rows, compression=compression, added=added)
+
+
+def _prepared_schema(content: _Prepared) -> Any:
+    """The Spark schema of a prepared table's stored columns (a `RunsRow`'s: of its row for no rows)."""
+    if isinstance(content, StagedFiles):
+        return content.schema
+    if callable(content):
+        return content({}, {}).schema
+    return content.schema
 
 
 def _merge_condition(m: Merge, run_window: str, *, quote: str = "") -> str:
@@ -542,7 +574,8 @@ def _merge_source(m: Merge, run_id: str, run_window: str) -> DataFrame:
     return _with_run_columns(m.rows, run_id).withColumn(PARTITION_COLUMN, F.lit(run_window))
 
 
-def _user_metadata(table: str, run_id: str, run_window: str, mode: WriteMode | Literal["merge"], **extra: Any) -> str:
+def _user_metadata(table: str, run_id: str, run_window: str, mode: WriteMode | Literal["merge", "add_columns"],
+                   **extra: Any) -> str:
     return json.dumps({METADATA_KEY: {"run_id": run_id, "run_window": run_window, "table": table,
                                       "mode": mode, **extra}}, sort_keys=True)
 
@@ -692,17 +725,61 @@ def _removes_for(uri: str, mode: WriteMode, run_window: str) -> list[dict[str, A
     return [f for f in files if f["partition"].get(PARTITION_COLUMN) == run_window]
 
 
-def _check_schema(uri: str, wanted: pa.Schema) -> Any:
-    """The existing table's Delta schema if it matches `wanted` by names and types; else an error."""
-    existing = DeltaTable(uri).schema()
-    have_schema = pa.schema(existing.to_arrow())
-    a = [(f.name, _strip(f.type)) for f in have_schema]
-    b = [(f.name, _strip(f.type)) for f in wanted]
-    if a != b:
-        raise DeltaWriteError(f"table {uri}: its schema differs from the rows being written; existing "
-                              f"{[n for n, _ in a]} vs new {[n for n, _ in b]} (a new code version changed a "
-                              f"table: write to a new base path, or migrate the table)")
-    return existing
+def schema_change(table: str, location: str, stored: pa.Schema, wanted: pa.Schema) -> tuple[pa.Field, ...]:
+    """The columns to add to the stored table `table` (at `location`, schema `stored`) so that it
+    takes rows of schema `wanted` (module docstring, schema evolution): the columns of `wanted` the
+    table lacks, each nullable in `wanted` (this version's readers take null there, which is what
+    the rows stored before read in them); none when the table has every column. Any other
+    difference (a column the rows lack, one of another type, a new column the rows never leave null;
+    a renamed column is two of these) is a `DeltaWriteError` naming the table, the columns and the
+    remedy. Columns match by name; their order and a stored column's nullability do not count."""
+    have = {f.name: _strip(f.type) for f in stored}
+    new = {f.name: _strip(f.type) for f in wanted}
+    gone = [n for n in have if n not in new]
+    changed = [f"{n} is {have[n]}, the rows' {new[n]}" for n in have if n in new and have[n] != new[n]]
+    required = [f.name for f in wanted if f.name not in have and not f.nullable]
+    if gone or changed or required:
+        parts = ([f"column{'s' if len(gone) > 1 else ''} {', '.join(gone)} not in the rows"] if gone else []) + (
+            changed) + ([f"new column{'s' if len(required) > 1 else ''} {', '.join(required)} never null in the "
+                         f"rows"] if required else [])
+        raise DeltaWriteError(f"table {table} ({location}): its schema differs from the rows being written by more "
+                              f"than added nullable columns: {'; '.join(parts)}. Another version of the job wrote "
+                              f"it: write to a new output path (keep this one for its history)")
+    return tuple(f for f in wanted if f.name not in have)
+
+
+def _stored_schema(spark: SparkSession | None, location: str, *, catalog: bool) -> pa.Schema | None:
+    """The Arrow schema of the table at `location` (a catalog table's name with `catalog`, read by
+    Spark; else a path, read by delta-rs), None when there is none."""
+    if catalog:
+        assert spark is not None
+        if not spark.catalog.tableExists(location):
+            return None
+        return _arrow_schema(spark.table(location).schema)
+    if not _is_delta_table(location):
+        return None
+    return pa.schema(DeltaTable(location).schema().to_arrow())
+
+
+def schema_changes(spark: SparkSession | None, schemas: Mapping[str, Any], *, base_path: str | None = None,
+                   catalog_schema: str | None = None) -> dict[str, tuple[str, ...]]:
+    """{table: the columns a write of rows of Spark schema `schemas[table]` (the stored columns,
+    `run_window` included or not) adds to the stored table} for the tables of `schemas` stored
+    already and lacking some; `DeltaWriteError` (`schema_change`) for a table whose stored schema
+    differs otherwise. `spark` may be None for path-based tables."""
+    out: dict[str, tuple[str, ...]] = {}
+    for table, schema in schemas.items():
+        location = table_location(table, base_path=base_path, catalog_schema=catalog_schema)
+        stored = _stored_schema(spark, location, catalog=bool(catalog_schema))
+        if stored is None:
+            continue
+        wanted = _arrow_schema(schema)
+        if PARTITION_COLUMN not in wanted.names:
+            wanted = wanted.append(pa.field(PARTITION_COLUMN, pa.string(), nullable=False))
+        added = schema_change(table, location, stored, wanted)
+        if added:
+            out[table] = tuple(f.name for f in added)
+    return out
 
 
 def _strip(t: Any) -> str:
@@ -726,6 +803,7 @@ def _commit_embedded(st: _Staged, run_id: str, run_window: str) -> tuple[CommitR
     wanted = _table_schema(st.df_schema)
     created = not _is_delta_table(st.uri)
     removes: list[dict[str, Any]] = []
+    columns_added: tuple[str, ...] = ()
     meta = _user_metadata(st.table, run_id, run_window, st.mode, files_added=len(st.adds), rows_added=st.rows)
     props = CommitProperties(custom_metadata={"userMetadata": meta})
     if created:
@@ -733,15 +811,30 @@ def _commit_embedded(st: _Staged, run_id: str, run_window: str) -> tuple[CommitR
                                       partition_by=[PARTITION_COLUMN], commit_properties=props,
                                       configuration={"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)})
     else:
-        schema = _check_schema(st.uri, wanted)
+        dt = DeltaTable(st.uri)
+        before = dt.version()
+        added = schema_change(st.table, st.uri, pa.schema(dt.schema().to_arrow()), wanted)
+        if added:  # a commit of its own, before the files' (delta-rs' transactions keep the table's schema)
+            columns_added = tuple(f.name for f in added)
+            dt.alter.add_columns([DeltaField.from_arrow(f) for f in added], commit_properties=CommitProperties(
+                custom_metadata={"userMetadata": _user_metadata(st.table, run_id, run_window, "add_columns",
+                                                                columns=list(columns_added))}))
+            dt = DeltaTable(st.uri)
         removes = _removes_for(st.uri, st.mode, run_window)
         now = int(time.time() * 1000)
         actions: list[Any] = list(st.adds) + [
             RemoveAction(r["path"], True, now, r["size"], dict(r["partition"])) for r in removes]
-        DeltaTable(st.uri).create_write_transaction(actions, "append", schema, partition_by=[PARTITION_COLUMN],
-                                                    commit_properties=props)
+        try:
+            dt.create_write_transaction(actions, "append", dt.schema(), partition_by=[PARTITION_COLUMN],
+                                        commit_properties=props)
+        except BaseException:
+            if columns_added:  # the columns go with the files they came for
+                dt.restore(before, commit_properties=CommitProperties(custom_metadata={"userMetadata": _user_metadata(
+                    st.table, run_id, run_window, st.mode, compensates_version=before + 1, restores_version=before)}))
+            raise
     version = DeltaTable(st.uri).version()
-    return CommitResult(st.table, st.uri, version, st.mode, len(st.adds), len(removes), st.rows, created), removes
+    return CommitResult(st.table, st.uri, version, st.mode, len(st.adds), len(removes), st.rows, created,
+                        columns_added=columns_added), removes
 
 
 _DELTA_RS_CODECS: dict[str, Any] = {"zstd": "ZSTD", "snappy": "SNAPPY", "gzip": "GZIP", "none": "UNCOMPRESSED"}
@@ -783,10 +876,11 @@ def _compensate_embedded(st: _Staged, result: CommitResult, removed: list[dict[s
     if result.created:
         delete_dir(st.uri)
         return
-    if result.merged:  # two commits (files, then the merge): back to the version before both
+    if result.merged or result.columns_added:  # more than one commit: back to the version before them all
         if result.version_before is None:  # only a table this run created has none (handled above)
-            raise DeltaWriteError(f"{st.table}: merged at {st.uri} without a version before the run to restore")
-        meta = _user_metadata(st.table, run_id, run_window, st.mode, compensates_version=result.version)
+            raise DeltaWriteError(f"{st.table}: changed at {st.uri} without a version before the run to restore")
+        meta = _user_metadata(st.table, run_id, run_window, st.mode, compensates_version=result.version,
+                              restores_version=result.version_before)
         DeltaTable(st.uri).restore(result.version_before, commit_properties=CommitProperties(
             custom_metadata={"userMetadata": meta}))
         return
@@ -828,17 +922,19 @@ def _concurrently(calls: Sequence[Callable[[], None]], *, threads: int) -> None:
 def _write_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], modes: Mapping[str, WriteMode], *,
                     run_id: str, run_window: str, base_path: str,
                     merges: Mapping[str, Merge] | None = None,
-                    compression: Compression = DEFAULT_COMPRESSION) -> dict[str, CommitResult]:
+                    compression: Compression = DEFAULT_COMPRESSION,
+                    added: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, CommitResult]:
     """The embedded writer (delta-rs): every table's data files staged first, then committed table by
-    table."""
+    table; `added` the columns the commits add to the tables (told to the `runs` row)."""
     staged = _stage_embedded(spark, prepared, modes, run_id=run_id, run_window=run_window, base_path=base_path,
-                             compression=compression)
+                             compression=compression, added=added or {})
     return _commit_staged_embedded(spark, staged, merges, run_id=run_id, run_window=run_window,
                                    compression=compression)
 
 
 def _stage_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], modes: Mapping[str, WriteMode], *,
-                    run_id: str, run_window: str, base_path: str, compression: Compression) -> list[_Staged]:
+                    run_id: str, run_window: str, base_path: str, compression: Compression,
+                    added: Mapping[str, tuple[str, ...]]) -> list[_Staged]:
     """Phase 1 of `_write_embedded`: every table's data files in its run's stage directory, listed,
     in `prepared` order; on failure, the stage directories this run made are deleted."""
     staged: list[_Staged] = []
@@ -875,7 +971,7 @@ def _stage_embedded(spark: SparkSession, prepared: Mapping[str, _Prepared], mode
         staged.sort(key=lambda st: position[st.table])
         for name, content in prepared.items():  # the rest (`runs`) are functions of the rows written
             if callable(content):
-                df = content({st.table: st.rows for st in staged})
+                df = content({st.table: st.rows for st in staged}, added)
                 write(stage(name, df), df)
     except BaseException:
         for st in staged:
@@ -934,8 +1030,12 @@ def _commit_staged_embedded(spark: SparkSession, staged: Sequence[_Staged], merg
 def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes: Mapping[str, WriteMode], *,
                   run_id: str, run_window: str, base_path: str | None,
                   catalog_schema: str | None, merges: Mapping[str, Merge] | None = None,
-                  compression: Compression = DEFAULT_COMPRESSION) -> dict[str, CommitResult]:
-    """Delta Spark path: `format("delta")` writes, `replaceWhere` windows, `DeltaTable.merge`."""
+                  compression: Compression = DEFAULT_COMPRESSION,
+                  added: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, CommitResult]:
+    """Delta Spark path: `format("delta")` writes, `replaceWhere` windows, `DeltaTable.merge`; a
+    table that gains columns (`added`, checked by `schema_changes`) is written with `mergeSchema`,
+    which adds them in the write's own commit."""
+    added = added or {}
     # the delta-spark extra: only the native writer needs it (`resolve_writer` checks it is there)
     from delta.tables import DeltaTable as SparkDeltaTable
 
@@ -952,7 +1052,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
     restored: list[str] = []
     try:
         for name, content in prepared.items():
-            df = content({t: r.rows_added for t, r in results.items()}) if callable(content) else content
+            df = content({t: r.rows_added for t, r in results.items()}, added) if callable(content) else content
             loc, dt = handle(name)
             version_before = dt.history(1).first()["version"] if dt is not None else None
             before.append((name, loc, dt, version_before))
@@ -964,6 +1064,8 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
                 w = w.mode("overwrite").option("replaceWhere", f"{PARTITION_COLUMN} = '{run_window}'")
             else:
                 w = w.mode("overwrite" if mode == "overwrite" else "append")
+            if added.get(name):
+                w = w.option("mergeSchema", "true")
             job_description(spark, f"coordinator-audit: write {name}")
             if catalog_schema:
                 w.saveAsTable(loc)
@@ -975,7 +1077,7 @@ def _write_native(spark: SparkSession, prepared: Mapping[str, _Prepared], modes:
             results[name] = CommitResult(name, loc, int(row["version"]), mode, int(metrics.get("numFiles", 0)),
                                          int(metrics.get("numRemovedFiles", 0)),
                                          int(metrics.get("numOutputRows", 0)), dt is None,
-                                         version_before=version_before)
+                                         version_before=version_before, columns_added=added.get(name, ()))
             m = (merges or {}).get(name)
             if m is not None:
                 n = _merge_native(spark, dt_after, m, name, run_id, run_window, compression)
@@ -1160,7 +1262,11 @@ def find_incomplete_runs(base_path: str, tables: Sequence[str] | None = None) ->
         uri = f"{base_path.rstrip('/')}/{t}"
         if not _is_delta_table(uri):
             continue
-        compensated = {m.get("compensates_version") for _, m in _run_ids_of(uri)}
+        compensated: set[int] = set()
+        for _, meta in _run_ids_of(uri):  # a restore undoes every version after the one it restores
+            if meta.get("compensates_version") is not None:
+                first = meta.get("restores_version", meta["compensates_version"] - 1) + 1
+                compensated.update(range(first, meta["compensates_version"] + 1))
         for version, meta in _run_ids_of(uri):
             if meta.get("compensates_version") is not None or version in compensated:
                 continue

@@ -38,12 +38,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from coordinator_audit.core.audit import HistoryGap
 from coordinator_audit.core.errors import ConfigError
 from coordinator_audit.jobs.delta_io import _is_delta_table, delta_spark_available, read_table
 from coordinator_audit.jobs.delta_read import iter_arrow, read_arrow
+from coordinator_audit.udfs.schemas import GROUP_STATE_SCHEMA, RUNS_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -113,10 +116,15 @@ def _window_text(r: ChainRun) -> str:
     return f"[{_fmt(r.since)}, {'open' if r.until is None else _fmt(r.until)})"
 
 
-def _check_runs_columns(location: str, columns: Sequence[str]) -> None:
-    if "end_offsets" not in columns:
-        raise WindowConflict(f"{location}: written by an older version of the job (no end_offsets column); "
-                             f"write to a new output path, or re-run with --mode overwrite")
+def _runs_columns(location: str, columns: Sequence[str]) -> list[str]:
+    """The chain's columns (`_RUNS_COLUMNS`) a `runs` table with `columns` has: a nullable one it lacks
+    is read as null (a table an older version wrote); one never null is a refusal."""
+    lacking = [c for c in _RUNS_COLUMNS if c not in columns and not RUNS_SCHEMA[c].nullable]
+    if lacking:
+        raise WindowConflict(f"{location}: written by an older version of the job (no {', '.join(lacking)} "
+                             f"column{'s' if len(lacking) > 1 else ''}); write to a new output path (keep this "
+                             f"one for its history)")
+    return [c for c in _RUNS_COLUMNS if c in columns]
 
 
 _RUNS_COLUMNS = ["run_id", "run_window", "since", "until", "group_filter", "end_offsets", "finished_at", "status",
@@ -132,8 +140,7 @@ def read_runs(spark: SparkSession, location: str, *, is_table: bool) -> list[Cha
     if is_table and not spark.catalog.tableExists(location):
         return []
     df = spark.table(location) if is_table else read_table(spark, location)
-    _check_runs_columns(location, df.columns)
-    return _chain_runs([r.asDict() for r in df.select(*_RUNS_COLUMNS).collect()])
+    return _chain_runs([r.asDict() for r in df.select(*_runs_columns(location, df.columns)).collect()])
 
 
 def read_runs_arrow(location: str) -> list[ChainRun]:
@@ -143,8 +150,7 @@ def read_runs_arrow(location: str) -> list[ChainRun]:
     if not _is_delta_table(location):
         return []
     arrow = read_arrow(location)
-    _check_runs_columns(location, arrow.column_names)
-    return _chain_runs(arrow.select(_RUNS_COLUMNS).to_pylist())
+    return _chain_runs(arrow.select(_runs_columns(location, arrow.column_names)).to_pylist())
 
 
 def _chain_runs(rows: Sequence[Mapping[str, Any]]) -> list[ChainRun]:
@@ -152,7 +158,7 @@ def _chain_runs(rows: Sequence[Mapping[str, Any]]) -> list[ChainRun]:
     def offsets(value: Any) -> dict[int, int]:  # a map: a dict from Spark, (key, value) pairs from pyarrow
         return {int(k): int(v) for k, v in (dict(value) if value else {}).items()}
 
-    runs = [ChainRun(r["run_id"], r["run_window"], _utc(r["since"]), _utc(r["until"]), r["group_filter"],
+    runs = [ChainRun(r["run_id"], r["run_window"], _utc(r.get("since")), _utc(r.get("until")), r.get("group_filter"),
                      offsets(r["end_offsets"]), _utc(r["finished_at"]) or datetime.min.replace(tzinfo=UTC),
                      offsets(r["missing_offsets"]))
             for r in rows if r["status"] == "succeeded"]
@@ -222,14 +228,22 @@ def plan_run(runs: Sequence[ChainRun], *, since: datetime | None, until: datetim
 
 
 def read_state(spark: SparkSession, location: str, base: ChainRun, *, is_table: bool) -> DataFrame:
-    """The base run's `group_state` rows (a path-based table's other windows' files are not read)."""
+    """The base run's `group_state` rows (a path-based table's other windows' files are not read);
+    a column of `GROUP_STATE_SCHEMA` the table lacks (an older version wrote it) read as null."""
     df = spark.table(location) if is_table else read_table(
         spark, location, files=lambda action: (action.get("partition") or {}).get("run_window") == base.run_window)
+    for f in GROUP_STATE_SCHEMA.fields:
+        if f.name not in df.columns:
+            df = df.withColumn(f.name, F.lit(None).cast(f.dataType))
     return df.where((F.col("run_window") == base.run_window) & (F.col("run_id") == base.run_id))
 
 
 STATE_TABLE_COLUMNS = ("group_id", "auditor_state", "window_value", "offset_windows")
 """The `group_state` columns a run resumes from (`coordinator_audit.udfs.replay.saved_states_table` reads these)."""
+
+
+_STATE_ARROW = to_arrow_schema(GROUP_STATE_SCHEMA, timezone="UTC")
+"""`group_state`'s columns in Arrow: the types of those `read_state_batches` reads as null."""
 
 
 STATE_BATCH_ROWS = 256
@@ -243,11 +257,15 @@ def read_state_batches(location: str, base: ChainRun, *, batch_rows: int = STATE
     `STATE_TABLE_COLUMNS` and `run_id`), no Spark job: the replay's handoff writes each piece to its
     buckets' files before the next is read, so the driver's memory does not grow with the number of
     groups: Arrow's peak is a batch's, where reading the states as one table would hold them all."""
-    for rows in iter_arrow(location, equals=("run_window", base.run_window), columns=(*STATE_TABLE_COLUMNS, "run_id"),
-                           batch_rows=batch_rows):
+    stored = pa.schema(DeltaTable(location).schema().to_arrow()).names
+    lacking = [c for c in STATE_TABLE_COLUMNS if c not in stored]  # an older version's table: read as null
+    for rows in iter_arrow(location, equals=("run_window", base.run_window),
+                           columns=(*[c for c in STATE_TABLE_COLUMNS if c in stored], "run_id"), batch_rows=batch_rows):
         kept = rows.filter(pc.equal(rows.column("run_id"), pa.scalar(base.run_id, rows.schema.field("run_id").type)))
+        for c in lacking:
+            kept = kept.append_column(_STATE_ARROW.field(c), pa.nulls(kept.num_rows, _STATE_ARROW.field(c).type))
         if kept.num_rows:
-            yield kept
+            yield kept.select([*STATE_TABLE_COLUMNS, "run_id"])
 
 
 def gaps(start_after: Mapping[int, int], ranges: Mapping[int, tuple[int, int, int]],

@@ -5,6 +5,7 @@ tables readable by the other side."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -13,11 +14,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import functions as F
 
 from coordinator_audit.jobs import offsets_path
 from coordinator_audit.jobs.audit import Capabilities, run_audit
 from coordinator_audit.jobs.config import load_config
-from coordinator_audit.jobs.delta_io import delta_spark_available
+from coordinator_audit.jobs.delta_io import DeltaWriteError, delta_spark_available
 from tests.kafka.truth import tables_at
 from tests.support.parquet_files import table_codecs
 
@@ -166,3 +168,72 @@ def test_a_delta_export_read_by_delta_spark_skips_the_nights_before_the_window(s
     for name in ("generations", "assignments", "rebalance_causes", "violations", "offset_commits"):
         assert sorted(map(repr, chained[name])) == sorted(map(repr, one[name])), name
     assert results[1].counts["records_in"] == single.counts["records_in"] == 1138 - deleted
+
+
+NEW_ASSIGNMENT_COLUMNS = ("session_timeout_ms", "rebalance_timeout_ms")
+"""The columns this version added to `assignments` (tests/spark/test_spark_schema_evolution.py is the
+embedded writer's twin of the test below)."""
+
+
+def test_native_writer_adds_the_columns_an_earlier_version_lacked(spark, tmp_path: Path) -> None:
+    """Delta Spark writes the first night; its `assignments` is rewritten by Delta Spark without the
+    two timeout columns, as the version before them wrote it. The second night adds them (its write's
+    `mergeSchema`) and closes earlier rows in them (its MERGE): every table equals one run over the
+    log but for the null columns of the earlier rows the second night left alone. A stored column of
+    another type is refused before anything is written."""
+    out = tmp_path / "native"
+    cut, end = "2026-11-21T23:43:40Z", "2026-11-22T00:00:00Z"
+
+    def night(run_id: str, **window: str):
+        return run_audit(spark, load_config(None, {
+            "input.path": str(SAMPLES / "real_broker_3_9_0.parquet"), "input.format": "parquet",
+            "output.path": str(out), "output.writer": "native", **window}), run_id=run_id)
+
+    night("n1", **{"window.until": cut})
+    location = str(out / "assignments")
+    older = spark.read.format("delta").load(location).drop(*NEW_ASSIGNMENT_COLUMNS).localCheckpoint(eager=True)
+    shutil.rmtree(location)
+    older.write.format("delta").partitionBy("run_window").save(location)
+    copy = tmp_path / "refused"
+    shutil.copytree(out, copy)
+
+    second = night("n2", **{"window.since": cut, "window.until": end})
+    assert second.writer == "native" and second.rows_merged.get("assignments")
+    assert second.note is not None and ("assignments: added columns session_timeout_ms, rebalance_timeout_ms (the "
+                                        "rows stored before read them as null)") in second.note
+    stored = spark.read.format("delta").load(location)
+    assert all(stored.schema[c].nullable for c in NEW_ASSIGNMENT_COLUMNS)
+    single = run_audit(spark, load_config(None, {
+        "input.path": str(SAMPLES / "real_broker_3_9_0.parquet"), "input.format": "parquet",
+        "output.path": str(tmp_path / "single"), "output.writer": "embedded"}), run_id="single")
+    chained, one = tables_at(spark, second.locations), tables_at(spark, single.locations)
+
+    def content(rows: list, drop: tuple[str, ...] = ()) -> list:
+        return sorted(repr(sorted((k, v) for k, v in r.items() if k not in drop)) for r in rows)
+
+    for name in ("generations", "rebalance_causes", "violations", "offset_commits"):
+        assert content(chained[name]) == content(one[name]), name
+    assert content(chained["assignments"], NEW_ASSIGNMENT_COLUMNS) == content(one["assignments"], NEW_ASSIGNMENT_COLUMNS)
+    rows = [r.asDict() for r in stored.collect()]
+    earlier = [r for r in rows if r["run_id"] == "n1"]
+    assert earlier and all(r[c] is None for r in earlier for c in NEW_ASSIGNMENT_COLUMNS)
+    full = content(one["assignments"])
+    later = [{k: v for k, v in r.items() if k not in ("run_id", "run_window")} for r in rows if r["run_id"] == "n2"]
+    assert later and all(content([r])[0] in full for r in later)  # set on the rows written and closed
+
+    # another type: refused in one line, every table as it was
+    location = str(copy / "assignments")
+    changed = spark.read.format("delta").load(location).withColumn(
+        "generation_id", F.col("generation_id").cast("long")).localCheckpoint(eager=True)
+    shutil.rmtree(location)
+    changed.write.format("delta").partitionBy("run_window").save(location)
+    versions = {t.name: DeltaTable(str(t)).version() for t in copy.iterdir() if (t / "_delta_log").is_dir()}
+    with pytest.raises(DeltaWriteError, match=r"^table assignments \(.*\): its schema differs from the rows being "
+                                              r"written by more than added nullable columns: generation_id is int64, "
+                                              r"the rows' int32\. Another version of the job wrote it: write to a "
+                                              r"new output path"):
+        run_audit(spark, load_config(None, {
+            "input.path": str(SAMPLES / "real_broker_3_9_0.parquet"), "input.format": "parquet",
+            "output.path": str(copy), "output.writer": "native", "window.since": cut, "window.until": end}),
+            run_id="n2-refused")
+    assert versions == {t.name: DeltaTable(str(t)).version() for t in copy.iterdir() if (t / "_delta_log").is_dir()}

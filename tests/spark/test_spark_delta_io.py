@@ -16,6 +16,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from coordinator_audit.jobs import delta_io
 from coordinator_audit.jobs.delta_io import (
     DeltaWriteError,
+    Merge,
     find_incomplete_runs,
     read_table,
     window_label,
@@ -241,6 +242,72 @@ def test_schema_change_and_bad_names_are_refused(spark, tmp_path: Path) -> None:
                                               r"spark_catalog=org\.apache\.spark\.sql\.delta\.catalog\.DeltaCatalog"):
         write_tables(spark, {"generations": _gens(spark, [])}, run_id="r3", run_window="w", base_path=base,
                      writer="native")
+
+
+def test_added_nullable_columns_are_added_to_the_stored_tables(spark, tmp_path: Path) -> None:
+    """Rows with columns a stored table lacks (nullable in the rows): the table gains them, the rows
+    stored before read null in them, and a merge into an earlier window's row sets them there; `runs`
+    (appended) the same, its row told which columns each table gained."""
+    from pyspark.sql import functions as F
+
+    base = str(tmp_path)
+    write_tables(spark, {"generations": _gens(spark, [("a", 1, None), ("b", 1, None)]), "runs": _runs(spark, "r1")},
+                 run_id="r1", run_window="w1", base_path=base, writer="embedded")
+    wide = f"{GEN_SCHEMA}, broker_cause string"
+    told: list[dict] = []
+
+    def runs(rows, added):
+        told.append(dict(added))
+        note = "; ".join(f"{t}: {', '.join(c)}" for t, c in added.items()) or None
+        return spark.createDataFrame([("r2", 1, note)], f"{RUNS_SCHEMA}, note string")
+
+    closed = spark.createDataFrame([("a", 1, T0, "member_left")], wide)
+    res = write_tables(spark, {"generations": spark.createDataFrame([("a", 2, None, "member_joined")], wide),
+                               "runs": runs}, run_id="r2", run_window="w2", base_path=base, writer="embedded",
+                       merges={"generations": Merge(closed, ("group_id", "generation_id"), home_windows=("w1",))})
+    assert res["generations"].columns_added == ("broker_cause",) and res["generations"].merged
+    assert res["runs"].columns_added == ("note",)
+    assert told[-1] == {"generations": ("broker_cause",), "runs": ("note",)}
+    # the stored order: the columns there before, then the added ones
+    assert _rows(f"{base}/generations") == [("a", 1, T0, "r2", "w1", "member_left"), ("a", 2, None, "r2", "w2", "member_joined"),
+                                            ("b", 1, None, "r1", "w1", None)]
+    assert _rows(f"{base}/runs") == [("r1", 1, "w1", None), ("r2", 1, "w2", "generations: broker_cause; runs: note")]
+    spark_rows = read_table(spark, f"{base}/generations").where(F.col("broker_cause").isNull()).collect()
+    assert [(r["group_id"], r["run_id"]) for r in spark_rows] == [("b", "r1")]
+    # a next write with every column adds none
+    res = write_tables(spark, {"generations": spark.createDataFrame([("c", 1, None, None)], wide)}, run_id="r3",
+                       run_window="w3", base_path=base, writer="embedded")
+    assert res["generations"].columns_added == ()
+
+
+def test_other_schema_differences_are_refused_before_anything_is_written(spark, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    base = str(tmp_path)
+    write_tables(spark, {"generations": _gens(spark, [("a", 1, None)]), "runs": _runs(spark, "r1")},
+                 run_id="r1", run_window="w1", base_path=base, writer="embedded")
+    versions = {t: DeltaTable(f"{base}/{t}").version() for t in ("generations", "runs")}
+    never_null = StructType([*spark.createDataFrame([], GEN_SCHEMA).schema.fields,
+                             StructField("group_type", StringType(), False)])
+    cases = {
+        "generation_id is int32, the rows' int64": _gens(spark, [("a", 2, None)]).withColumn(
+            "generation_id", F.col("generation_id").cast(LongType())),
+        "column ended_at not in the rows": _gens(spark, [("a", 2, None)]).drop("ended_at"),
+        "column ended_at not in the rows; new column ended_at_ms never null in the rows": _gens(
+            spark, [("a", 2, T0)]).withColumn("ended_at_ms", F.lit(1)).drop("ended_at"),
+        "new column group_type never null in the rows": spark.createDataFrame([("a", 2, None, "classic")], never_null),
+    }
+    for says, rows in cases.items():
+        with pytest.raises(DeltaWriteError) as refused:
+            write_tables(spark, {"generations": rows, "runs": _runs(spark, "r2")}, run_id="r2", run_window="w2",
+                         base_path=base, writer="embedded")
+        assert str(refused.value).startswith(
+            f"table generations ({base}/generations): its schema differs from the rows being written by more than "
+            f"added nullable columns: {says}. Another version of the job wrote it: write to a new output path"), (
+            str(refused.value))
+        assert {t: DeltaTable(f"{base}/{t}").version() for t in versions} == versions
+        assert not (tmp_path / "generations" / "run_window=w2").exists()  # no file staged
 
 
 def test_auto_picks_delta_spark_only_for_a_session_configured_for_it(spark) -> None:

@@ -487,9 +487,10 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     for c in causes:
         if c.cause in _JOINED and c.member_id is not None and c.generation_id is not None:
             joined.setdefault(c.generation_id, []).append(c.member_id)
+    stated = _stated_timeouts(assignments)
     notes: list[str] = []
-    no_session = sorted({r.member_id for r in known.values() if r.session_timeout_ms is None})
-    no_rebalance = sorted({r.member_id for r in known.values() if r.rebalance_timeout_ms is None})
+    no_session = sorted(m for m in known if stated[m][0] is None)
+    no_rebalance = sorted(m for m in known if stated[m][1] is None)
     if no_session:
         notes.append(f"the assignments rows of {len(no_session)} member(s) keep no session timeout: "
                      f"session.timeout.ms {a.session_timeout_ms} assumed")
@@ -500,13 +501,13 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     points: list[tuple[tuple[int, int], Any]] = []
     missing = 0
     for g in gens:
-        members = _row_members(by_record.get((g.source_partition, g.source_offset), []), a, topics)
+        members = _row_members(by_record.get((g.source_partition, g.source_offset), []), a, topics, stated)
         if g.member_count > len(members):
             for member_id in joined.get(g.generation_id, []):
                 seen = known.get(member_id)
                 if member_id not in members and seen is not None:
                     members[member_id] = ObservedMember(member_id, seen.group_instance_id, seen.client_id,
-                                                        seen.client_host, *_timeouts(seen, a),
+                                                        seen.client_host, *_timeouts(seen, a, stated),
                                                         frozenset(topics[member_id]), frozenset())
         missing += max(0, g.member_count - len(members))
         points.append(((g.source_partition, g.source_offset), ObservedState(
@@ -517,7 +518,7 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
                               and (g.ended_by_offset is None or k[1] < g.ended_by_offset))
         for k in replacements:
             rows = by_record[k]
-            for new in _row_members(rows, a, topics).values():
+            for new in _row_members(rows, a, topics, stated).values():
                 members = {mid: m for mid, m in members.items() if m.group_instance_id != new.group_instance_id}
                 members[new.member_id] = new
             points.append((k, ObservedState(g.generation_id, rows[0].valid_from, g.state_timestamp, g.protocol_name,
@@ -534,8 +535,8 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     return _history(group_id, [item for _, item in points], a, notes)
 
 
-def _row_members(rows: Iterable[AssignmentRow], a: Assumptions, topics: dict[str, set[str]]
-                 ) -> dict[str, ObservedMember]:
+def _row_members(rows: Iterable[AssignmentRow], a: Assumptions, topics: dict[str, set[str]],
+                 stated: Mapping[str, tuple[int | None, int | None]]) -> dict[str, ObservedMember]:
     by_member: dict[str, list[AssignmentRow]] = {}
     for r in rows:
         by_member.setdefault(r.member_id, []).append(r)
@@ -543,15 +544,34 @@ def _row_members(rows: Iterable[AssignmentRow], a: Assumptions, topics: dict[str
     for member_id, mine in by_member.items():
         r = mine[0]
         assigned = frozenset((x.topic, x.partition) for x in mine)
-        out[member_id] = ObservedMember(member_id, r.group_instance_id, r.client_id, r.client_host, *_timeouts(r, a),
+        out[member_id] = ObservedMember(member_id, r.group_instance_id, r.client_id, r.client_host,
+                                        *_timeouts(r, a, stated),
                                         frozenset(topics[member_id]), assigned)
     return out
 
 
-def _timeouts(r: AssignmentRow, a: Assumptions) -> tuple[int, int]:
-    """(session, rebalance) timeout of the member of row `r`: the row's, else the assumed ones."""
-    return (r.session_timeout_ms if r.session_timeout_ms is not None else a.session_timeout_ms,
-            r.rebalance_timeout_ms if r.rebalance_timeout_ms is not None else a.rebalance_timeout_ms)
+def _stated_timeouts(assignments: Iterable[AssignmentRow]) -> dict[str, tuple[int | None, int | None]]:
+    """Per member id, the first (session, rebalance) timeout its assignments rows state, in log
+    order (None where none does): an output that outlived a version of the audit without these
+    columns keeps them on the rows written since (the older ones read null), and a member's
+    JoinGroup states the same ones on every join of one process."""
+    out: dict[str, tuple[int | None, int | None]] = {}
+    for r in sorted(assignments, key=lambda r: (r.source_partition, r.source_offset)):
+        session, rebalance = out.get(r.member_id, (None, None))
+        out[r.member_id] = (session if session is not None else r.session_timeout_ms,
+                            rebalance if rebalance is not None else r.rebalance_timeout_ms)
+    return out
+
+
+def _timeouts(r: AssignmentRow, a: Assumptions, stated: Mapping[str, tuple[int | None, int | None]]
+              ) -> tuple[int, int]:
+    """(session, rebalance) timeout of the member of row `r`: the row's, else what the member's
+    other rows state (`_stated_timeouts`), else the assumed ones."""
+    session, rebalance = stated.get(r.member_id, (None, None))
+    return (r.session_timeout_ms if r.session_timeout_ms is not None
+            else session if session is not None else a.session_timeout_ms,
+            r.rebalance_timeout_ms if r.rebalance_timeout_ms is not None
+            else rebalance if rebalance is not None else a.rebalance_timeout_ms)
 
 
 _Item = ObservedState | tuple[str, int, int]

@@ -168,6 +168,27 @@ def test_the_assignments_rows_keep_each_members_timeouts():
     assert any("keep no rebalance timeout: max.poll.interval.ms 20000 assumed" in n for n in h.notes)
 
 
+def test_rows_stored_before_the_timeouts_take_them_from_the_members_later_rows():
+    # an output that outlived the version without the columns: its generation-1 rows (stored before)
+    # read null in them, the generation-2 rows (written since) state them. eager-crash's members 1
+    # and 2 are in both generations: what their later rows state; member 3 crashed in generation 1:
+    # no row of it says, the assumption stands in
+    data, records = library("eager-crash")
+    rows = list(audit_group(records, group_id=data["group"]))
+    stored = [dataclasses.replace(r, session_timeout_ms=None, rebalance_timeout_ms=None)
+              if isinstance(r, AssignmentRow) and r.generation_id == 1 else r for r in rows]
+    assigned = [r for r in rows if isinstance(r, AssignmentRow)]
+    client = {r.member_id: r.client_id for r in assigned}
+    later = {r.member_id for r in assigned if r.generation_id == 2}
+    crashed = {r.member_id for r in assigned} - later
+    assert len(later) == 2 and len(crashed) == 1
+    h = _from_rows(stored, Assumptions(session_timeout_ms=6000, rebalance_timeout_ms=20000))
+    timeouts = {c.client_id: (c.session_timeout_ms, c.rebalance_timeout_ms) for c in h.consumers}
+    assert {timeouts[client[m]] for m in later} == {(10000, 300000)}
+    assert {timeouts[client[m]] for m in crashed} == {(6000, 20000)}
+    assert any("the assignments rows of 1 member(s) keep no session timeout" in n for n in h.notes)
+
+
 def test_the_tables_miss_a_subscription_change():
     # the assignments table shows a member's partitions, not its subscription: a change of topics by a
     # member that stays is not in the rows (the documented limit), the log has it
