@@ -12,7 +12,7 @@ before its LeaveGroup) and before it rejoins (`ConsumerCoordinator#onJoinPrepare
 commit of a member's partitions dates its leave or its rejoin.
 
 Every cause present is reported (one row each); exactly one is primary: the event the coordinator
-handled first, decided in this order (the README's decision table):
+handled first, decided in this order (the decision table of docs/tables.md):
 
 0. `history_gap` (decided by the auditor, not here): offsets of the group's `__consumer_offsets`
    partition were never read between the previous record and this one (a run's input did not
