@@ -340,9 +340,12 @@ def sweep_groups(groups: Sequence[GroupInput], tables: str, args: argparse.Names
             return
         # spawned workers: the parent's threads (delta-rs, Arrow) are not forked into them
         chunk = max(1, min(8, len(groups) // (workers * 16)))
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_serve,
-                                 initargs=(job,)) as pool:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_serve,
+                                   initargs=(job,))
+        try:
             yield from pool.map(_in_worker, groups, chunksize=chunk)
+        finally:  # a run stopped early (an error, Ctrl-C) drops the groups not yet started
+            pool.shutdown(wait=True, cancel_futures=True)
 
     for done, outcome in enumerate(outcomes(), 1):
         yield outcome
