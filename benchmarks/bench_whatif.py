@@ -17,7 +17,9 @@ Measured, each the best of `--repeat` passes over all groups:
   (four assignors x static membership off and on; the one equal to the actual is not replayed
   again); CPU seconds as for the audit;
 * sweep with `--workers` processes (default: one per core): the same call with its process pool,
-  wall seconds (the workers' start included); its outcomes are checked equal to the one process's.
+  wall seconds (the workers' start included), and the CPU seconds of this process and its workers
+  (what the pool costs, whatever else runs on the machine); its outcomes are checked equal to the
+  one process's.
 
 Printed: the times per group and in total, the sweep over the audit on one core each, the pool's
 wall time over the audit's time on one core, the share of groups the actual configuration
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -106,15 +109,16 @@ def measure(groups: int = 300, seed: int = 0, repeat: int = 2, workers: int | No
     audit_cpu, audit_wall, audits = _best(lambda: _audit(inputs), max(repeat, 3))
     sweep_cpu, sweep_wall, outcomes = _best(lambda: _sweep(inputs, audits, 1), repeat)
     pool_wall: float | None = None
+    pool_cpu: float | None = None
     if workers > 1:
-        pool_wall = min(_timed_pool(inputs, audits, workers, outcomes) for _ in range(repeat))
+        pool_wall, pool_cpu = min(_timed_pool(inputs, audits, workers, outcomes) for _ in range(repeat))
     swept = [o for o in outcomes if o.error is None]
     per_group = 5000 / groups
     return {
         "groups": groups, "seed": seed, "records": sum(len(r) for _, r in inputs), "input_seconds": made,
         "audit_cpu_seconds": audit_cpu, "audit_wall_seconds": audit_wall,
         "sweep_cpu_seconds": sweep_cpu, "sweep_wall_seconds": sweep_wall,
-        "workers": workers, "sweep_pool_wall_seconds": pool_wall,
+        "workers": workers, "sweep_pool_wall_seconds": pool_wall, "sweep_pool_cpu_seconds": pool_cpu,
         "configurations": 8, "swept": len(swept), "skipped": len(outcomes) - len(swept),
         "reproduced_fully": sum(1 for o in swept if o.rows[0]["reproduction_score"] == 1.0),
         "sweep_over_audit": sweep_cpu / audit_cpu if audit_cpu else None,
@@ -127,14 +131,18 @@ def measure(groups: int = 300, seed: int = 0, repeat: int = 2, workers: int | No
 
 
 def _timed_pool(inputs: list[tuple[str, list[Raw]]], audits: list[list[AuditRow]], workers: int,
-                alone: list[whatif.GroupOutcome]) -> float:
-    """Wall seconds of the sweep with `workers` processes, whose outcomes must be those of one process."""
-    wall = time.perf_counter()
+                alone: list[whatif.GroupOutcome]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process and its workers) of the sweep with `workers`
+    processes, whose outcomes must be those of one process."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu, wall = time.process_time(), time.perf_counter()
     got = _sweep(inputs, audits, workers)
     wall = time.perf_counter() - wall
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers, ended with the pool
+    cpu = time.process_time() - cpu + (done.ru_utime + done.ru_stime) - (children.ru_utime + children.ru_stime)
     if got != alone:
         raise AssertionError(f"the sweep with {workers} workers differs from the sweep in one process")
-    return wall
+    return wall, cpu
 
 
 def print_figures(f: dict[str, Any]) -> None:
@@ -149,7 +157,9 @@ def print_figures(f: dict[str, Any]) -> None:
     if f["sweep_pool_wall_seconds"] is not None:
         print(f"  sweep with {f['workers']} workers: wall {f['sweep_pool_wall_seconds']:.2f} s ("
               f"{f['pool_speedup']:.2f}x one process's wall, the same outcomes); over the audit on one core: "
-              f"{f['sweep_pool_over_audit']:.0f}x")
+              f"{f['sweep_pool_over_audit']:.0f}x; CPU of the workers and this process "
+              f"{f['sweep_pool_cpu_seconds']:.2f} s ({f['sweep_pool_cpu_seconds'] / f['sweep_cpu_seconds']:.2f}x one "
+              f"process's: the wall time divides by the cores free)")
     print(f"  reproduced in every generation: {f['reproduced_fully']} of {f['swept']} swept "
           f"({f['skipped']} skipped)")
     pool = (f", {f['sweep_pool_seconds_for_5000_groups']:.0f} s with {f['workers']} workers"
