@@ -17,7 +17,7 @@ written by delta-rs (`--no-write` prints only).
 
 The groups are independent: with more than one, they are replayed by `--workers` processes (default:
 one per core), their output printed in group order as with one; a line on stderr tells the progress
-of a long run (`whatif: 1,200/5,000 groups, 45 s`, every `PROGRESS_SECONDS`).
+of a long run (`whatif: 1,200/5,000 groups, 45 s`, every 10 s).
 """
 
 from __future__ import annotations
