@@ -1,4 +1,4 @@
-"""The what-if sweep against the audit of the same groups: one process, no Spark.
+"""The what-if sweep against the audit of the same groups, no Spark: on one core, and with a pool of workers.
 
     .venv/bin/python benchmarks/bench_whatif.py --groups 300      # also `python -m benchmarks` (measurement `whatif`)
 
@@ -7,24 +7,30 @@ seeds `--seed` * 1,000,000 + i, those the simulator runs: 2-5 consumers, one ass
 2-4 membership events each: crashes, closes, restarts, scale-outs, rejoins, subscription changes;
 about two minutes of group life). Their logs are made first and not timed.
 
-Measured, each the best of `--repeat` passes over all groups (CPU seconds of this process,
-`time.process_time`, so that other work on the machine does not count; wall seconds beside):
+Measured, each the best of `--repeat` passes over all groups:
 
-* audit: `coordinator_audit.core.audit.audit_group` over each group's records (the pure-Python audit);
-* sweep: for each group, what `coordinator_audit.jobs.whatif --sweep` does per group
-  (`coordinator_audit.jobs.whatif.group_rows`, from the audit's rows, without the Delta reads and
+* audit: `coordinator_audit.core.audit.audit_group` over each group's records (the pure-Python audit),
+  CPU seconds of this process (`time.process_time`, so that other work on the machine does not count);
+* sweep, one process: what `coordinator-audit whatif --sweep` does per group
+  (`coordinator_audit.jobs.whatif.sweep_groups` over the audit's rows, without the Delta reads and
   write): the history fitted to the actual configuration (`fit`), then the eight configurations
-  (four assignors x static membership off and on; the one equal to the actual is not replayed again).
+  (four assignors x static membership off and on; the one equal to the actual is not replayed
+  again); CPU seconds as for the audit;
+* sweep with `--workers` processes (default: one per core): the same call with its process pool,
+  wall seconds (the workers' start included), and the CPU seconds of this process and its workers
+  (what the pool costs, whatever else runs on the machine); its outcomes are checked equal to the
+  one process's.
 
-Printed: both times, per group and in total, the ratio sweep / audit, the share of groups the actual
-configuration reproduces in every generation, and the sweep's time for 5,000 such groups at the
-measured rate (one core; the groups are independent, so cores divide it).
+Printed: the times per group and in total, the sweep over the audit on one core each, the pool's
+wall time over the audit's time on one core, the share of groups the actual configuration
+reproduces in every generation, and the times for 5,000 such groups at the measured rates.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
+import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -40,7 +46,7 @@ from coordinator_audit.core.audit import (
     RebalanceCauseRow,
     audit_group,
 )
-from coordinator_audit.core.errors import CoordinatorAuditError, ScenarioError
+from coordinator_audit.core.errors import ScenarioError
 from coordinator_audit.core.sim.randomized import random_scenario
 from coordinator_audit.core.sim.runner import run_scenario
 from coordinator_audit.jobs import whatif
@@ -69,25 +75,16 @@ def _audit(groups: list[tuple[str, list[Raw]]]) -> list[list[AuditRow]]:
     return [list(audit_group(records, group_id=group)) for group, records in groups]
 
 
-def _sweep(groups: list[tuple[str, list[Raw]]], audits: list[list[AuditRow]]) -> tuple[int, int, int]:
-    """(groups swept, groups reproduced in every generation, groups skipped)."""
+def _sweep(groups: list[tuple[str, list[Raw]]], audits: list[list[AuditRow]], workers: int
+           ) -> list[whatif.GroupOutcome]:
+    """Each group's what-if as `coordinator-audit whatif --sweep` computes it, with `workers` processes."""
     args = whatif.parse_args(["--tables", "(in memory)", "--sweep", "--no-write"])
-    configs = whatif.configurations(args)
-    done = full = skipped = 0
-    for (group, _), rows in zip(groups, audits, strict=True):
-        gens = [r for r in rows if isinstance(r, GenerationRow)]
-        assigned = [r for r in rows if isinstance(r, AssignmentRow)]
-        commits = [r for r in rows if isinstance(r, OffsetCommitRow)]
-        causes = [r for r in rows if isinstance(r, RebalanceCauseRow)]
-        try:
-            out = whatif.group_rows("(in memory)", group, gens, assigned, commits, causes, args, configs,
-                                    io.StringIO(), 0)
-        except CoordinatorAuditError:
-            skipped += 1
-            continue
-        done += 1
-        full += out[0]["reproduction_score"] == 1.0
-    return done, full, skipped
+    inputs = [whatif.GroupInput(group, [r for r in rows if isinstance(r, GenerationRow)],
+                                [r for r in rows if isinstance(r, AssignmentRow)],
+                                [r for r in rows if isinstance(r, OffsetCommitRow)],
+                                [r for r in rows if isinstance(r, RebalanceCauseRow)])
+              for (group, _), rows in zip(groups, audits, strict=True)]
+    return list(whatif.sweep_groups(inputs, "(in memory)", args, whatif.configurations(args), 0, workers=workers))
 
 
 def _best(fn: Any, repeat: int) -> tuple[float, float, Any]:
@@ -103,38 +100,72 @@ def _best(fn: Any, repeat: int) -> tuple[float, float, Any]:
     return best
 
 
-def measure(groups: int = 300, seed: int = 0, repeat: int = 2) -> dict[str, Any]:
+def measure(groups: int = 300, seed: int = 0, repeat: int = 2, workers: int | None = None) -> dict[str, Any]:
     """The figures (module docstring) as a dict (what `python -m benchmarks` stores under `whatif`)."""
+    workers = workers or os.cpu_count() or 1
     t = time.perf_counter()
     inputs = make_groups(groups, seed)
     made = time.perf_counter() - t
     audit_cpu, audit_wall, audits = _best(lambda: _audit(inputs), max(repeat, 3))
-    sweep_cpu, sweep_wall, (done, full, skipped) = _best(lambda: _sweep(inputs, audits), repeat)
-    ratio = sweep_cpu / audit_cpu if audit_cpu else None
+    sweep_cpu, sweep_wall, outcomes = _best(lambda: _sweep(inputs, audits, 1), repeat)
+    pool_wall: float | None = None
+    pool_cpu: float | None = None
+    if workers > 1:
+        pool_wall, pool_cpu = min(_timed_pool(inputs, audits, workers, outcomes) for _ in range(repeat))
+    swept = [o for o in outcomes if o.error is None]
+    per_group = 5000 / groups
     return {
         "groups": groups, "seed": seed, "records": sum(len(r) for _, r in inputs), "input_seconds": made,
         "audit_cpu_seconds": audit_cpu, "audit_wall_seconds": audit_wall,
         "sweep_cpu_seconds": sweep_cpu, "sweep_wall_seconds": sweep_wall,
-        "configurations": 8, "swept": done, "reproduced_fully": full, "skipped": skipped,
-        "sweep_over_audit": ratio,
-        "sweep_seconds_for_5000_groups": sweep_cpu / groups * 5000,
-        "audit_seconds_for_5000_groups": audit_cpu / groups * 5000,
+        "workers": workers, "sweep_pool_wall_seconds": pool_wall, "sweep_pool_cpu_seconds": pool_cpu,
+        "configurations": 8, "swept": len(swept), "skipped": len(outcomes) - len(swept),
+        "reproduced_fully": sum(1 for o in swept if o.rows[0]["reproduction_score"] == 1.0),
+        "sweep_over_audit": sweep_cpu / audit_cpu if audit_cpu else None,
+        "sweep_pool_over_audit": pool_wall / audit_cpu if pool_wall is not None and audit_cpu else None,
+        "pool_speedup": sweep_wall / pool_wall if pool_wall else None,
+        "sweep_seconds_for_5000_groups": sweep_cpu * per_group,
+        "sweep_pool_seconds_for_5000_groups": pool_wall * per_group if pool_wall is not None else None,
+        "audit_seconds_for_5000_groups": audit_cpu * per_group,
     }
+
+
+def _timed_pool(inputs: list[tuple[str, list[Raw]]], audits: list[list[AuditRow]], workers: int,
+                alone: list[whatif.GroupOutcome]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process and its workers) of the sweep with `workers`
+    processes, whose outcomes must be those of one process."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu, wall = time.process_time(), time.perf_counter()
+    got = _sweep(inputs, audits, workers)
+    wall = time.perf_counter() - wall
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers, ended with the pool
+    cpu = time.process_time() - cpu + (done.ru_utime + done.ru_stime) - (children.ru_utime + children.ru_stime)
+    if got != alone:
+        raise AssertionError(f"the sweep with {workers} workers differs from the sweep in one process")
+    return wall, cpu
 
 
 def print_figures(f: dict[str, Any]) -> None:
     n = f["groups"]
-    print(f"what-if sweep over {n} random simulated groups ({f['records']:,} records), one process:")
-    print(f"  audit: {f['audit_cpu_seconds']:.3f} CPU s ({f['audit_cpu_seconds'] / n * 1000:.2f} ms per group; "
-          f"wall {f['audit_wall_seconds']:.3f} s)")
-    print(f"  sweep (fit + {f['configurations']} configurations): {f['sweep_cpu_seconds']:.2f} CPU s "
+    print(f"what-if sweep over {n} random simulated groups ({f['records']:,} records):")
+    print(f"  audit, one core: {f['audit_cpu_seconds']:.3f} CPU s ({f['audit_cpu_seconds'] / n * 1000:.2f} ms per "
+          f"group; wall {f['audit_wall_seconds']:.3f} s)")
+    print(f"  sweep (fit + {f['configurations']} configurations), one core: {f['sweep_cpu_seconds']:.2f} CPU s "
           f"({f['sweep_cpu_seconds'] / n * 1000:.1f} ms per group; wall {f['sweep_wall_seconds']:.2f} s)")
     ratio = f["sweep_over_audit"]
-    print(f"  sweep / audit: {ratio:.0f}x" if ratio is not None else "  sweep / audit: n/a")
+    print(f"  sweep / audit, one core each: {ratio:.0f}x" if ratio is not None else "  sweep / audit: n/a")
+    if f["sweep_pool_wall_seconds"] is not None:
+        print(f"  sweep with {f['workers']} workers: wall {f['sweep_pool_wall_seconds']:.2f} s ("
+              f"{f['pool_speedup']:.2f}x one process's wall, the same outcomes); over the audit on one core: "
+              f"{f['sweep_pool_over_audit']:.0f}x; CPU of the workers and this process "
+              f"{f['sweep_pool_cpu_seconds']:.2f} s ({f['sweep_pool_cpu_seconds'] / f['sweep_cpu_seconds']:.2f}x one "
+              f"process's: the wall time divides by the cores free)")
     print(f"  reproduced in every generation: {f['reproduced_fully']} of {f['swept']} swept "
           f"({f['skipped']} skipped)")
-    print(f"  at this rate, 5,000 such groups: audit {f['audit_seconds_for_5000_groups']:.0f} s, sweep "
-          f"{f['sweep_seconds_for_5000_groups']:.0f} s on one core")
+    pool = (f", {f['sweep_pool_seconds_for_5000_groups']:.0f} s with {f['workers']} workers"
+            if f["sweep_pool_seconds_for_5000_groups"] is not None else "")
+    print(f"  at these rates, 5,000 such groups: audit {f['audit_seconds_for_5000_groups']:.1f} s on one core; "
+          f"sweep {f['sweep_seconds_for_5000_groups']:.0f} s on one core{pool}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2, help="passes per measurement, the best kept (default 2)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="processes of the pooled sweep (default: one per core; 1: no pooled pass)")
     args = ap.parse_args(argv)
-    print_figures(measure(args.groups, args.seed, args.repeat))
+    print_figures(measure(args.groups, args.seed, args.repeat, args.workers))
     return 0
 
 

@@ -342,9 +342,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log(f"replay: {m['replay']['group_metadata_per_s']:,.0f} GroupMetadata records/s, "
              f"{m['replay']['commits_per_s'] or 0:,.0f} commits/s")
     if "whatif" not in skip:
-        _log(f"whatif: the what-if sweep over {args.whatif_groups} simulated groups against their audit (one process)")
+        _log(f"whatif: the what-if sweep over {args.whatif_groups} simulated groups against their audit (one process, "
+             f"then a worker per core)")
         m["whatif"] = _in_fresh_process(bench_whatif.measure, args.whatif_groups, args.seed)
-        _log(f"whatif: sweep / audit {m['whatif']['sweep_over_audit']:.0f}x")
+        w = m["whatif"]
+        pooled = ("" if w["sweep_pool_over_audit"] is None else
+                  f"; with {w['workers']} workers {w['sweep_pool_over_audit']:.0f}x the audit on one core")
+        _log(f"whatif: sweep / audit {w['sweep_over_audit']:.0f}x on one core each{pooled}")
     if "memory" not in skip:
         _log(f"memory: one group, {args.single_group_commits:,} commits (fresh process)")
         m["memory"] = {"single_group": _in_fresh_process(memory.single_group_memory, args.single_group_commits)}

@@ -306,6 +306,11 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
               f"{_fmt(w['sweep_over_audit'], ',.0f')}x; {w['reproduced_fully']} of {w['swept']} groups reproduced in "
               f"every generation; 5,000 such groups: sweep {_fmt(w['sweep_seconds_for_5000_groups'], ',.0f')} s",
               file=out)
+        if w.get("sweep_pool_wall_seconds") is not None:
+            print(f"what-if sweep, {w['workers']} workers: wall {_fmt(w['sweep_pool_wall_seconds'], '.1f')} s, "
+                  f"{_fmt(w['sweep_pool_over_audit'], ',.0f')}x the audit on one core (CPU "
+                  f"{_fmt(_ratio(w.get('sweep_pool_cpu_seconds'), w['sweep_cpu_seconds']), '.2f')}x one process's); "
+                  f"5,000 such groups: {_fmt(w['sweep_pool_seconds_for_5000_groups'], ',.0f')} s", file=out)
     mem = m.get("memory") or {}
     if mem.get("audit"):
         a = mem["audit"]

@@ -101,6 +101,23 @@ def test_every_group_and_the_total(tables: Path, capsys: pytest.CaptureFixture[s
     assert int(actual.split()[1]) == sum(r["rebalances"] for r in rows if r["is_actual"])
 
 
+def test_the_workers_give_what_one_process_gives(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # every group of the tables swept by two worker processes: the same printout, in the same group
+    # order, and the same rows in the whatif table as in one process
+    def swept(workers: str) -> tuple[str, list[dict]]:
+        assert whatif.main(["--tables", str(tables), "--sweep", "--workers", workers]) == 0
+        rows = sorted(_whatif(tables), key=lambda r: (r["group_id"], r["configuration"]))
+        return capsys.readouterr().out, [{k: v for k, v in r.items() if k != "computed_at"} for r in rows]
+
+    alone = swept("1")
+    assert swept("2") == alone
+    printed, rows = alone
+    groups = sorted({r["group_id"] for r in rows})
+    assert len(groups) > 1 and len(rows) == 9 * len(groups)
+    heads = [line.split(":")[0] for line in printed.splitlines() if line.startswith("group ")]
+    assert heads == sorted(set(heads)) and {f"group {g}" for g in groups} <= set(heads)
+
+
 def test_tables_without_the_timeout_columns(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # assignments written before the audit kept the members' timeouts: the flags stand in, and say so
     old = DeltaTable(str(tables / "assignments")).to_pyarrow_table()

@@ -69,5 +69,9 @@ class EventQueue:
         self.now = max(self.now, end_ms)
         return ran
 
+    def pending(self) -> list[_Entry]:
+        """The events still to run (in no particular order)."""
+        return [e for _, _, e in self._heap if not e.cancelled]
+
     def __len__(self) -> int:
         return sum(1 for _, _, e in self._heap if not e.cancelled)

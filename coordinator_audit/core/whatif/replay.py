@@ -35,7 +35,9 @@ from coordinator_audit.core.audit import (
     RebalanceCauseRow,
     audit_group,
 )
+from coordinator_audit.core.client.consumer import MemberState
 from coordinator_audit.core.coordinator import CoordinatorConfig
+from coordinator_audit.core.coordinator.state import GroupState
 from coordinator_audit.core.errors import ScenarioError
 from coordinator_audit.core.sim.runner import Runner, RunResult
 from coordinator_audit.core.sim.scenario import ConsumerSpec, Scenario, Step
@@ -391,13 +393,55 @@ class _MeasuringRunner(Runner):
         for begun in self.stretch.values():
             self.longest = max(self.longest, now - begun)
 
+    def _settled(self, end: int) -> bool:
+        """Nothing but heartbeats and offset commits can happen any more before `end`: no step or stall
+        edge is left (the caller checks), no response is in flight, every running consumer is a member
+        of the Stable group in its generation and neither rejoining, closing nor paused, and the
+        coordinator's only timers are those members' sessions (which their heartbeats keep renewing)
+        and the offset-expiration check, which expires nothing in a Stable group whose commits are all
+        younger than offsets.retention.minutes. From then on no one's partitions change hands, and the
+        log only grows by offset commits after the group's last GroupMetadata record: the costs and
+        the generations, assignments and causes the audit reads are what running on to `end` gives."""
+        for entry in self.q.pending():
+            action = entry.action
+            if action != self._coordinator_tick and not (isinstance(action, partial) and action.func == self._tick):
+                return False
+        group = self.port.coord.group(self.s.group)
+        if (group is None or group.state is not GroupState.STABLE or group.pending_members
+                or group.pending_sync_members or group.num_members_awaiting_join or self.zombies):
+            return False
+        members = set(group.member_ids)
+        running = set()
+        for proc in self.procs.values():
+            c = proc.consumer
+            if not c.alive:
+                continue
+            if (c.closing or c.state is not MemberState.STABLE or c.rejoin_needed or c.paused_until is not None
+                    or c.generation.generation_id != group.generation_id):
+                return False
+            running.add(c.generation.member_id)
+        if running != members:
+            return False
+        young = end - self.s.start_ms < self.port.coord.config.offsets_retention_ms
+        for timer in self.port.coord.timers():
+            if timer.kind == "heartbeat" and len(timer.params) == 2 and timer.params[1] in members:
+                continue
+            if timer.kind == "expiration" and (young or timer.deadline > end):
+                continue
+            return False
+        return True
+
     def run(self) -> RunResult:
+        """Runs the scenario to its end, or until it is settled (`_settled`): the costs are then
+        accrued to the end as they stand."""
         s = self.s
         for step in s.timeline:
             self.q.schedule(s.start_ms + step.at, partial(self._do, step), f"step {step.index}")
+        last = s.start_ms + max((step.at for step in s.timeline), default=0)
         for who, start, stop in self.stalls:  # samples where a stall begins and ends
             for at in (start, stop):
                 self.q.schedule(at, self._stall_edge, f"stall of {who}")
+                last = max(last, at)
         end = s.start_ms + s.end_ms
         while True:
             t = self.q.peek_time()
@@ -405,7 +449,8 @@ class _MeasuringRunner(Runner):
                 break
             self.q.run_until(t)
             self._sample(t)
-        self.q.run_until(end)
+            if t >= last and self._settled(end):
+                break
         self._sample(end)
         self._finish(end)
         self.truth.records = len(self.log)
@@ -416,7 +461,8 @@ class _MeasuringRunner(Runner):
 def measure(scenario: Scenario, stalls: Sequence[Stall] = ()) -> tuple[RunResult, Costs, list[AuditRow]]:
     """Runs `scenario` in the simulator, measuring its costs from the simulated clients (a consumer holds
     nothing during its `stalls`), and audits the log it wrote (the rows a replay's reproduction and
-    rebalance count are read from)."""
+    rebalance count are read from). The run stops where it settles (`_MeasuringRunner._settled`): the
+    log then lacks only the offset commits running on to the scenario's end would have added."""
     runner = _MeasuringRunner(scenario, stalls)
     run = runner.run()
     rows = list(audit_group(((r.partition, r.offset, r.timestamp_ms, r.key, r.value) for r in run.records),

@@ -24,7 +24,7 @@ from coordinator_audit.core.audit import (
     audit_group,
 )
 from coordinator_audit.core.errors import ScenarioError
-from coordinator_audit.core.records import decode
+from coordinator_audit.core.records import OffsetCommitKey, decode
 from coordinator_audit.core.sim.runner import run_scenario
 from coordinator_audit.core.sim.scenario import Scenario
 from coordinator_audit.core.whatif.events import (
@@ -36,7 +36,15 @@ from coordinator_audit.core.whatif.events import (
     derive_history,
     derive_history_from_rows,
 )
-from coordinator_audit.core.whatif.replay import Configuration, calibrate, fit, measure, replay
+from coordinator_audit.core.whatif.replay import (
+    Configuration,
+    _MeasuringRunner,
+    _plan,
+    calibrate,
+    fit,
+    measure,
+    replay,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 LIBRARY = ROOT / "coordinator_audit" / "core" / "sim" / "scenarios"
@@ -495,3 +503,56 @@ def test_real_broker_sample_with_its_broker_log():
             assert sorted(dated) == [("close", "grp-s02-c1"), ("close", "grp-s02-c2"), ("start", "grp-s02-c2")]
     assert "the broker's log's dates of joins and leaves not used" in notes["grp-s01"]
     assert all("broker's log" not in n for g, n in notes.items() if g != "grp-s01")
+
+class _ToTheEnd(_MeasuringRunner):
+    """The measuring runner without its early stop: every run goes on to the scenario's end."""
+
+    def _settled(self, end: int) -> bool:
+        return False
+
+
+def _kept(records: Any, group: str) -> list[AuditRow]:
+    """The audit rows a replay reads: generations, assignments and causes."""
+    return [r for r in audit_group(raw(records), group_id=group)
+            if isinstance(r, GenerationRow | AssignmentRow | RebalanceCauseRow)]
+
+
+def _settled_cases() -> list[tuple[str, str]]:
+    return [(name, alt) for name in REPRODUCED for alt in ("actual", "cooperative-sticky+static")]
+
+
+@pytest.mark.parametrize(("name", "alternative"), _settled_cases())
+def test_a_replay_that_settles_stops_with_what_running_on_gives(name, alternative):
+    # a replay stops once nothing but heartbeats and offset commits can happen: its log is a prefix of
+    # the simulator's own run of the scenario to its end, which adds offset commits only after it; the
+    # costs are those of measuring on to the end, and the audit reads the same generations,
+    # assignments and causes from both logs
+    history = fitted(name)[0]
+    config = ALTERNATIVES[alternative][0] if alternative != "actual" else Configuration()
+    scenario, stalls = _plan(history, config)
+    runner = _MeasuringRunner(scenario, stalls)
+    settled = runner.run().records
+    direct = run_scenario(scenario).records
+    assert direct[:len(settled)] == settled
+    assert all(isinstance(decode(r.key, r.value).key, OffsetCommitKey) for r in direct[len(settled):])
+    full = _ToTheEnd(scenario, stalls)
+    full.run()
+    assert (runner.unowned, runner.longest, runner.moved, runner.stopped) == (
+        full.unowned, full.longest, full.moved, full.stopped)
+    assert _kept(settled, scenario.group) == _kept(direct, scenario.group)
+
+
+def test_a_stalled_consumer_settles_after_its_stall():
+    # a poll timeout's stall ends with the heartbeat thread's LeaveGroup: the replay runs past it
+    _data, records = library("eager-crash")
+    history = derive_history(records, assumptions=Assumptions(poll_timeout_fraction=1e-6))
+    scenario, stalls = _plan(history, Configuration(max_poll_interval_ms=20000))
+    assert stalls
+    runner = _MeasuringRunner(scenario, stalls)
+    settled = runner.run().records
+    direct = run_scenario(scenario).records
+    assert settled[-1].timestamp_ms >= stalls[0][2] and direct[:len(settled)] == settled
+    full = _ToTheEnd(scenario, stalls)
+    full.run()
+    assert (runner.unowned, runner.longest, runner.moved) == (full.unowned, full.longest, full.moved)
+    assert _kept(settled, scenario.group) == _kept(direct, scenario.group)
