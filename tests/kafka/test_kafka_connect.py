@@ -30,6 +30,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from benchmarks.kafka_input import KafkaBroker, interceptor_jar, kafka_source_jars, load_records
+from coordinator_audit.jobs.kafka_source import KafkaInputError, read_kafka
 from tests.conftest import spark_jars
 from tests.kafka.test_kafka_nightly import PARTITIONS, _halves
 from tests.support.connect import connect_server
@@ -52,11 +53,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _run_connect(address: str, args: Sequence[str], *, expect: int = 0) -> str:
     """`coordinator-audit run --remote <address> ARGS` from the checkout: its stderr (the job's lines)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
     cmd = [sys.executable, "-m", "coordinator_audit", "run", "--remote", address, *args]
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    result = subprocess.run(cmd, cwd=ROOT, env=_client_env(), capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == expect, f"{' '.join(cmd)}\n{(result.stdout + result.stderr)[-4000:]}"
     return result.stderr
+
+
+def _client_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
 
 
 def _run_classic(spark: SparkSession, args: Sequence[str]) -> None:
@@ -88,6 +92,8 @@ def test_a_connect_nightly_pair_over_a_live_broker_equals_the_classic_sessions(
     connect, classic = tmp_path / "connect", tmp_path / "classic"
     try:
         load_records(spark, str(first), broker.bootstrap, PARTITIONS, interceptor)
+        with pytest.raises(KafkaInputError, match=f"has {PARTITIONS} partitions, not {PARTITIONS + 1}"):
+            read_kafka(spark, broker.bootstrap, partitions=PARTITIONS + 1)  # a classic session checks the count
         night_1 = _args(broker.bootstrap, connect, "night-1", "--until", cut.isoformat())
         log_1 = _run_connect(server, night_1)
         _run_classic(spark, _args(broker.bootstrap, classic, "night-1", "--until", cut.isoformat()))
@@ -117,3 +123,23 @@ def test_on_connect_the_partition_count_is_asked_for(server: str, tmp_path: Path
     args = ["--kafka-bootstrap", "127.0.0.1:9", "--output", str(tmp_path / "out"), "--no-summary"]
     log = _run_connect(server, args, expect=2)
     assert "give the partition count of __consumer_offsets (--kafka-partitions N" in log, log
+
+
+UNREACHABLE = """
+import sys
+from pyspark.sql import SparkSession
+from coordinator_audit.jobs.kafka_source import KafkaInputError, read_kafka
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+try:
+    read_kafka(spark, "127.0.0.1:9", partitions=2, timeout_ms=5000)
+except KafkaInputError as exc:
+    print(exc)
+"""
+
+
+def test_on_connect_an_unreachable_cluster_is_named_within_the_timeout(server: str) -> None:
+    """Spark's Kafka source waits without bound for a cluster that does not answer; on Connect the
+    probe is interrupted after the timeout and the error names the address."""
+    result = subprocess.run([sys.executable, "-c", UNREACHABLE, server], cwd=ROOT, env=_client_env(),
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert "kafka 127.0.0.1:9: no answer within 5000 ms" in result.stdout, result.stdout + result.stderr[-3000:]
