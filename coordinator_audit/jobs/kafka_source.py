@@ -307,14 +307,25 @@ def _check_partitions(bootstrap: str, topic: str, starting: Mapping[int, int],
             raise KafkaInputError(f"kafka {bootstrap}: ending offsets lack partition(s) {missing} of {topic}")
 
 
+PROBE_GRACE_S = 5.0
+"""How long `_probe` waits for an interrupted query to end before it stops the session."""
+
+
 def _probe(spark: SparkSession, bootstrap: str, topic: str, opts: Mapping[str, str], partitions: Sequence[int],
            timeout_ms: int) -> None:
     """Reads nothing from every partition (from offset 0 to offset 0), so that Spark's Kafka source
     does all it does before reading: finds the source on the server's classpath, and its consumer
     in the server's driver reaches the cluster with the options (`assign` asks for the partitions'
     committed offsets). KafkaInputError when any of it fails, or when it has not answered within
-    `timeout_ms` (that consumer waits without bound for an unreachable cluster: the query is
-    interrupted, `SparkSession.interruptTag`).
+    `timeout_ms`.
+
+    That consumer waits without bound for a cluster that does not answer (a KafkaConsumer#poll
+    with no timeout, in KafkaOffsetReaderConsumer#fetchTopicPartitions), and once it waits, Spark
+    cannot interrupt the query: the server ends an interrupted query when its thread returns, and
+    the thread then waits to close that consumer. So when the time is up the probe interrupts its
+    query (`SparkSession.interruptTag`: enough while the consumer has not started waiting), and
+    when the query still has not ended `PROBE_GRACE_S` later, it stops the session, which ends the
+    wait here (the server's thread stays blocked: Spark's limitation); the error says so.
 
     This is how a Spark Connect client learns that the server lacks the source: by its error
     condition (`SOURCE_MISSING`). A client cannot list the server's classpath, and the server's
@@ -322,27 +333,34 @@ def _probe(spark: SparkSession, bootstrap: str, topic: str, opts: Mapping[str, s
     source in its own jars."""
     nothing = {p: 0 for p in partitions}
     tag = f"coordinator-audit-kafka-{uuid.uuid4().hex}"
-    expired = threading.Event()
+    done, expired, stopped = threading.Event(), threading.Event(), threading.Event()
 
-    def interrupt() -> None:
+    def watch() -> None:
+        if done.wait(timeout_ms / 1000):
+            return
         expired.set()
         spark.interruptTag(tag)
+        if not done.wait(PROBE_GRACE_S):
+            stopped.set()
+            spark.stop()
 
     spark.addTag(tag)
-    timer = threading.Timer(timeout_ms / 1000, interrupt)
-    timer.daemon = True
-    timer.start()
+    watcher = threading.Thread(target=watch, name="coordinator-audit-kafka-probe", daemon=True)
+    watcher.start()
     try:
         _collect(spark, _load(spark, bootstrap, topic, opts, nothing, nothing).agg(F.count(F.lit(1))), bootstrap,
                  topic)
     except KafkaInputError:
         if expired.is_set():
-            raise KafkaInputError(f"kafka {bootstrap}: no answer within {timeout_ms} ms to Spark's Kafka source "
-                                  f"asking for {topic}; check the address and the security options "
-                                  f"(--kafka-option)") from None
+            raise KafkaInputError(
+                f"kafka {bootstrap}: no answer within {timeout_ms} ms to Spark's Kafka source asking for {topic}; "
+                f"check the address and the security options (--kafka-option)"
+                + ("; the Spark session was stopped, as Spark cannot interrupt its Kafka source while it waits for "
+                   "the cluster" if stopped.is_set() else "")) from None
         raise
     finally:
-        timer.cancel()
+        done.set()
+        watcher.join()
         spark.removeTag(tag)
 
 

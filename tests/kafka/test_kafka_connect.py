@@ -40,7 +40,7 @@ from tests.support.standalone import python_without_project
 pytestmark = pytest.mark.kafka
 
 ROOT = Path(__file__).resolve().parents[2]
-OFFSETS_LINE = re.compile(r"^kafka \S+: options .*; offsets per partition (\{.*\}) \(start, end\)$", re.MULTILINE)
+OFFSETS_LINE = re.compile(r"^\[coordinator-audit\] kafka \S+: options .*; offsets per partition (\{.*\}) \(start, end\)$", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +72,10 @@ def _run_classic(spark: SparkSession, args: Sequence[str]) -> None:
 
 
 def _args(bootstrap: str, output: Path, run_id: str, *window: str) -> list[str]:
+    """The command line of both paths: the embedded writer on both (the broker tier's session is
+    configured for Delta Spark, the Connect server is not)."""
     return ["--kafka-bootstrap", bootstrap, "--kafka-partitions", str(PARTITIONS), "--output", str(output),
-            "--run-id", run_id, "--shards", "2", "--no-summary", *window]
+            "--run-id", run_id, "--shards", "2", "--writer", "embedded", "--no-summary", *window]
 
 
 def _offsets_read(log: str) -> dict[int, tuple[int, int]]:
@@ -126,8 +128,10 @@ def test_on_connect_the_partition_count_is_asked_for(server: str, tmp_path: Path
 
 
 UNREACHABLE = """
+import faulthandler
 import sys
 from pyspark.sql import SparkSession
+faulthandler.dump_traceback_later(100, exit=True)  # a hang shows where it is
 from coordinator_audit.jobs.kafka_source import KafkaInputError, read_kafka
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 try:
@@ -139,7 +143,8 @@ except KafkaInputError as exc:
 
 def test_on_connect_an_unreachable_cluster_is_named_within_the_timeout(server: str) -> None:
     """Spark's Kafka source waits without bound for a cluster that does not answer; on Connect the
-    probe is interrupted after the timeout and the error names the address."""
+    probe gives up after its timeout (interrupting its query, or stopping the session when Spark
+    cannot interrupt it) and the error names the address."""
     result = subprocess.run([sys.executable, "-c", UNREACHABLE, server], cwd=ROOT, env=_client_env(),
-                            capture_output=True, text=True, timeout=300, check=False)
+                            capture_output=True, text=True, timeout=150, check=False)
     assert "kafka 127.0.0.1:9: no answer within 5000 ms" in result.stdout, result.stdout + result.stderr[-3000:]
