@@ -845,8 +845,8 @@ def _read_records(spark: SparkSession, cfg: AuditConfig, plan: nightly.RunPlan,
              f"log (retention or deletion): they cannot be audited")
     for partition, (asked, first) in kafka.unseen.items():
         _log(f"kafka: __consumer_offsets-{partition} has no record at offsets {asked}..{first - 1} (compacted "
-             f"away, aborted, or removed by retention: Spark Connect cannot tell which); they are counted as "
-             f"never read")
+             f"away, aborted, or removed by retention: Spark Connect cannot tell which); offsets the run does not "
+             f"read are counted as never read")
     _log(f"kafka {cfg.kafka_bootstrap}: options {kafka.options}; offsets per partition "
          f"{ {p: (kafka.start_offsets[p], e) for p, e in sorted(kafka.end_offsets.items())} } (start, end)")
     return _KafkaInput(kafka.df, kafka.records), kafka
