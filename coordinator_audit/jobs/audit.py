@@ -1255,7 +1255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     starts_session = bool(args.remote or os.environ.get("SPARK_REMOTE")) or SparkContext._active_spark_context is None
     try:
         spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf,
-                              remote=args.remote, jars=cfg.spark_jars, packages=cfg.spark_packages)
+                              remote=args.remote, jars=cfg.spark_jars, packages=cfg.spark_packages,
+                              quiet=not args.verbose)
         if not args.verbose and has_jvm(spark):  # (a Spark Connect server logs as its owner set it)
             spark.sparkContext.setLogLevel(QUIET_SPARK_LOG_LEVEL)
         summary = run_audit(spark, cfg, run_id=args.run_id, kafka_starting_offsets=starting)
