@@ -179,6 +179,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     src.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                      help="a Kafka client setting for --kafka-bootstrap, e.g. security.protocol=SASL_SSL "
                           "(repeatable; secret values are redacted in logs and runs.config_json)")
+    src.add_argument("--kafka-partitions", type=int, metavar="N",
+                     help="the partition count of __consumer_offsets (the brokers' offsets.topic.num.partitions, "
+                          "50 unless they set it): needed on Spark Connect (--remote), which reads partitions "
+                          "0..N-1; a classic session asks the cluster (and checks N when given)")
     src.add_argument("--kafka-starting-offsets", metavar="JSON",
                      help='next offset to read per partition, e.g. \'{"0": 1234, "1": 987}\' (default: earliest)')
     src.add_argument("--server-log", metavar="PATH",
@@ -240,6 +244,7 @@ def config_from_args(args: argparse.Namespace) -> AuditConfig:
         "job.shards": args.shards,
         "job.quarantine": False if args.no_quarantine else None, "spark.master": args.master,
         "input.kafka_bootstrap": args.kafka_bootstrap, "input.kafka_options": args.kafka_option,
+        "input.kafka_partitions": args.kafka_partitions,
         "input.server_log": args.server_log, "spark.jars": _listed(args.jars), "spark.packages": _listed(args.packages),
     }
     if args.kafka_bootstrap:
@@ -860,10 +865,16 @@ def _read_records(spark: SparkSession, cfg: AuditConfig, plan: nightly.RunPlan,
     if starting is None and plan.start_after:  # continue where the base run stopped
         starting = {p: end + 1 for p, end in plan.start_after.items()}
     kafka = read_kafka(spark, cfg.kafka_bootstrap, options=parse_kafka_options(cfg.kafka_options),
-                       starting_offsets=starting)
+                       starting_offsets=starting, partitions=cfg.kafka_partitions)
+    if kafka.limits is not None:
+        _log(f"kafka: {kafka.limits}")
     for partition, (asked, earliest) in kafka.gone.items():
         _log(f"kafka: __consumer_offsets-{partition} offsets {asked}..{earliest - 1} are no longer in the "
              f"log (retention or deletion): they cannot be audited")
+    for partition, (asked, first) in kafka.unseen.items():
+        _log(f"kafka: __consumer_offsets-{partition} has no record at offsets {asked}..{first - 1} (compacted "
+             f"away, aborted, or removed by retention: Spark Connect cannot tell which); offsets the run does not "
+             f"read are counted as never read")
     _log(f"kafka {cfg.kafka_bootstrap}: options {kafka.options}; offsets per partition "
          f"{ {p: (kafka.start_offsets[p], e) for p, e in sorted(kafka.end_offsets.items())} } (start, end)")
     return _KafkaInput(kafka.df, kafka.records), kafka
@@ -1273,7 +1284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     starts_session = bool(args.remote or os.environ.get("SPARK_REMOTE")) or SparkContext._active_spark_context is None
     try:
         spark = build_session(master=cfg.spark_master, app_name=cfg.app_name, local_conf=cfg.spark_local_conf,
-                              remote=args.remote, jars=cfg.spark_jars, packages=cfg.spark_packages)
+                              remote=args.remote, jars=cfg.spark_jars, packages=cfg.spark_packages,
+                              quiet=not args.verbose)
         if not args.verbose and has_jvm(spark):  # (a Spark Connect server logs as its owner set it)
             spark.sparkContext.setLogLevel(QUIET_SPARK_LOG_LEVEL)
         summary = run_audit(spark, cfg, run_id=args.run_id, kafka_starting_offsets=starting)

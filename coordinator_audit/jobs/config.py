@@ -81,6 +81,8 @@ SPEC: dict[str, dict[str, _Key]] = {
         "text_encoding": _Key(TextEncoding, "auto", "key/value encoding of JSON-lines dumps"),
         "kafka_bootstrap": _Key(str, "", "read __consumer_offsets from this Kafka cluster (HOST:PORT[,...])"),
         "kafka_options": _Key(list, [], "Kafka client settings KEY=VALUE for kafka_bootstrap (secrets redacted)"),
+        "kafka_partitions": _Key(int, 0, "__consumer_offsets' partition count (offsets.topic.num.partitions): "
+                                         "needed on Spark Connect; 0: ask the cluster"),
         "server_log": _Key(str, "", "the broker's server.log (file or directory): Kafka's own rebalance account"),
     },
     "window": {
@@ -161,6 +163,10 @@ class AuditConfig:
     kafka_bootstrap: str | None = None
     kafka_options: tuple[str, ...] = ()
     """KEY=VALUE Kafka client settings; may hold secrets (to_dict redacts them)."""
+    kafka_partitions: int | None = None
+    """The partition count of `__consumer_offsets` (the cluster's offsets.topic.num.partitions): what
+    a Spark Connect session reads (`coordinator_audit.jobs.kafka_source.read_kafka`); a classic
+    session asks the cluster and checks it against this when given."""
     server_log: str | None = None
     compression: Compression = DEFAULT_COMPRESSION
     """The codec of every Parquet file the run writes into its tables (files written before keep theirs)."""
@@ -323,6 +329,10 @@ class _Values:
 def _validated(v: _Values, where: str, *, source: str) -> AuditConfig:
     """The `AuditConfig` of `v`, after the checks that span keys (`where`: the file, for errors)."""
     input_path, input_table, kafka_bootstrap, kafka_options = _checked_input(v, where)
+    kafka_partitions = v.get("input.kafka_partitions")
+    if kafka_partitions < 0:
+        raise ConfigError(f"input.kafka_partitions ({where}): must be 0 (ask the cluster) or the partition count "
+                          f"of __consumer_offsets, got {kafka_partitions}")
     since, until = v.get("window.since"), v.get("window.until")
     if since is not None and until is not None and since >= until:
         raise ConfigError(f"window.since / window.until: since {since.isoformat()} is not before until "
@@ -350,7 +360,8 @@ def _validated(v: _Values, where: str, *, source: str) -> AuditConfig:
         catalog_schema=catalog_schema, write_mode=v.get("output.write_mode"), writer=v.get("output.writer"),
         spark_master=v.text("spark.master"), app_name=v.get("spark.app_name"),
         spark_local_conf=v.get("spark.local_conf"), source=source,
-        kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, server_log=v.text("input.server_log"),
+        kafka_bootstrap=kafka_bootstrap, kafka_options=kafka_options, kafka_partitions=kafka_partitions or None,
+        server_log=v.text("input.server_log"),
         compression=v.get("output.compression"), health=health,
         spark_jars=v.get("spark.jars"), spark_packages=_checked_packages(v.get("spark.packages")),
     )

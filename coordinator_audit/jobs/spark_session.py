@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 import zipfile
@@ -43,7 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark import SparkContext
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator_audit.core.errors import ConfigError
@@ -161,7 +163,7 @@ def load_spark_conf(path: str | Path) -> dict[str, str]:
 def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME,
                   local_conf: str | Path | None = None,
                   conf: Mapping[str, str] | None = None, remote: str | None = None,
-                  jars: Sequence[str] = (), packages: Sequence[str] = ()) -> SparkSession:
+                  jars: Sequence[str] = (), packages: Sequence[str] = (), quiet: bool = False) -> SparkSession:
     """Builds (or returns the active) SparkSession with the project's settings (module docstring).
 
     `master` None keeps what spark-submit set (or `local[2]` from the local defaults when nothing
@@ -171,7 +173,9 @@ def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME
     with `ALWAYS` and `conf` as its runtime settings; `master` and `local_conf` do not apply.
     `jars` (paths or URLs) and `packages` (Maven coordinates) join the session's classpath: only
     where this process starts the JVM (a ConfigError under spark-submit, beside a running session, or
-    on Spark Connect, whose classpath is set where it starts)."""
+    on Spark Connect, whose classpath is set where it starts). `quiet`: where this process starts
+    the JVM, what the JVM prints while it starts is held back, and shown only if the start fails
+    (`_start_context_quietly`)."""
     remote = remote or os.environ.get("SPARK_REMOTE") or None
     if jars or packages:
         _check_classpath_additions(remote)
@@ -207,6 +211,8 @@ def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME
     settings.update(conf or {})
     home.mkdir(parents=True, exist_ok=True)
 
+    if quiet and "PYSPARK_GATEWAY_PORT" not in os.environ and SparkContext._active_spark_context is None:
+        _start_context_quietly(settings, app_name)
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -214,6 +220,44 @@ def build_session(*, master: str | None = None, app_name: str = DEFAULT_APP_NAME
     for key, value in ALWAYS.items():  # runtime settings also hold on a session that already existed
         session.conf.set(key, value)
     return session
+
+
+def _start_context_quietly(settings: Mapping[str, str], app_name: str) -> None:
+    """Starts this process's Spark JVM and its SparkContext (`settings`, `app_name`) with what the
+    JVM prints while it starts held back (its notices, Ivy's resolution report for
+    `spark.jars.packages`, Spark's log-level hint): a start that succeeds prints none of it, one
+    that fails prints all of it before the error. Once the context is up, the JVM's output reaches
+    this process's stderr as it comes. (pyspark's `launch_gateway` takes the JVM's output streams:
+    `popen_kwargs`; a pipe read from before the JVM starts, so a long resolution report cannot
+    fill it.)"""
+    read_end, write_end = os.pipe()
+    held: list[str] = []
+    started = threading.Event()
+
+    def relay() -> None:
+        with os.fdopen(read_end, "rb") as pipe:
+            for raw in pipe:
+                line = raw.decode("utf-8", "replace")
+                if started.is_set():
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
+                else:
+                    held.append(line)
+
+    relay_thread = threading.Thread(target=relay, name="spark-jvm-output", daemon=True)
+    relay_thread.start()
+    spark_conf = SparkConf().setAll(list(settings.items())).setAppName(app_name)
+    try:
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]  # (pyspark leaves it unannotated)
+            spark_conf, popen_kwargs={"stdout": write_end, "stderr": write_end})
+        SparkContext(conf=spark_conf, gateway=gateway)
+    except BaseException:
+        os.close(write_end)
+        relay_thread.join(timeout=10)  # the JVM exited: the pipe ends once what it wrote is read
+        sys.stderr.write("".join(held))
+        raise
+    started.set()
+    os.close(write_end)
 
 
 def _check_classpath_additions(remote: str | None) -> None:

@@ -53,3 +53,15 @@ def test_offsets_json_round_trip_and_errors() -> None:
     assert parse_offsets_json('{"0": 12, "3": 4}') == {0: 12, 3: 4}
     with pytest.raises(KafkaInputError, match="--kafka-starting-offsets"):
         parse_offsets_json("[1, 2]", what="--kafka-starting-offsets")
+
+
+def test_the_partition_count_is_a_flag_and_a_key_zero_meaning_ask_the_cluster() -> None:
+    from coordinator_audit.jobs.audit import config_from_args, parse_args
+
+    base = {"input.path": "", "input.kafka_bootstrap": "127.0.0.1:9092"}
+    assert load_config(None, base).kafka_partitions is None
+    assert load_config(None, {**base, "input.kafka_partitions": 4}).kafka_partitions == 4
+    with pytest.raises(ConfigError, match=r"input\.kafka_partitions .*got -1"):
+        load_config(None, {**base, "input.kafka_partitions": -1})
+    args = parse_args(["--kafka-bootstrap", "127.0.0.1:9092", "--kafka-partitions", "7", "--output", "out"])
+    assert config_from_args(args).kafka_partitions == 7
