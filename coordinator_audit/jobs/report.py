@@ -12,8 +12,9 @@ marked), the causes of its generations (the audit's inference and, with `--serve
 broker's own), its rebalances, its days' health and its violations. Times are UTC ISO 8601.
 
 When the tables hold a `whatif` table (`coordinator-audit whatif`), each group's section also sets
-the actual configuration's row (its reproduction score and assumptions) beside each alternative's,
-every cost (`WHATIF_COSTS`) with its difference from the actual, alternatives flagged as not
+the actual row (what happened; its reproduction score and assumptions), the night's configuration
+as its replay measured it (the `reproduction_*` columns) and each alternative's row, every cost
+(`WHATIF_COSTS`) with its difference from what happened, alternatives flagged as not
 trustworthy when the actual configuration's reproduction score is below 1.0; and the index gains a
 what-if column naming each group's best saving alternative (`best_alternative`: no cost higher, one
 lower). Without a `whatif` table the page is as above.
@@ -94,7 +95,7 @@ abbr { text-decoration: none; border-bottom: 1px dotted #888; cursor: help; }
 section.group { border-top: 3px solid #1f77b4; margin-top: 1.5em; }
 .side { display: flex; gap: 3em; flex-wrap: wrap; }
 table.whatif td.num { white-space: nowrap; } table.whatif td.settings { font-size: 0.85em; color: #555; }
-td.better .diff { color: #2ca02c; } td.worse .diff { color: #d62728; } tr.actual { font-weight: 600; }
+td.better .diff { color: #2ca02c; } td.worse .diff { color: #d62728; } tr.actual { font-weight: 600; } tr.replayed { font-style: italic; color: #555; }
 tr.untrusted, p.untrusted { background: #fff2d6; } .untrusted-flag { color: #d62728; font-size: 0.85em; }
 .saves { background: #e6f4e6; padding: 0 0.3em; }
 """
@@ -151,21 +152,26 @@ _APP_JS = r"""
         return `<td class="num${cls}" data-cost="${key}" data-value="${v}"${k ? ` data-diff="${d}"` : ''}${exact}>` +
           `${amount(v, scale)}${k ? ` <span class="diff">(${signed(d, scale)})</span>` : ''}</td>`;
       }).join('');
-      const trust = k === 0 ? `reproduces ${reproduced} of ${observed} (score ${score.toFixed(2)})`
+      const replayed = c[12] === 1;
+      const trust = k === 0 ? `what happened; replayed, it reproduces ${reproduced} of ${observed} (score ` +
+        `${score.toFixed(2)})` : replayed ? 'the same configuration, as the replay measures it'
         : ok ? 'trusted (score 1.00)' : `<strong>not trustworthy</strong> (score ${score.toFixed(2)})`;
-      return `<tr class="${k === 0 ? 'actual' : ok ? 'alternative' : 'alternative untrusted'}" ` +
+      const kind = k === 0 ? 'actual' : replayed ? 'replayed' : ok ? 'alternative' : 'alternative untrusted';
+      return `<tr class="${kind}" ` +
         `data-configuration="${esc(s(c[0]))}"><td>${esc(s(c[0]))}</td><td class="settings">${esc(s(c[1]))}, ` +
         `${c[2] ? 'static' : 'dynamic'}, session ${c[3] ?? base[3]} ms, max poll ${c[4] ?? base[4]} ms, ` +
         `initial delay ${c[5] ?? base[5]} ms</td>` +
-        `${cells}<td class="num">${c[11]}</td><td>${trust}</td></tr>`;
+        `${cells}<td class="num">${c[11] ?? '—'}</td><td>${trust}</td></tr>`;
     }).join('');
     return `<h3>What-if: the night under another configuration</h3>${head}<table class="whatif"><tr>` +
       '<th>configuration</th><th title="assignor, membership, session.timeout.ms, max.poll.interval.ms, ' +
       'group.initial.rebalance.delay.ms">in force</th>' +
       COSTS.map(([, name]) => `<th>${name}</th>`).join('') +
       '<th>static replacements</th><th>reproduction</th></tr>' + rows + '</table>' +
-      (configs.length > 1 ? '<p class="note">Alternatives: each cost with its difference from the actual ' +
-        'configuration in brackets (green: less, red: more).</p>' : '<p class="note">No alternative asked.</p>');
+      (configs.some((c) => c[12] !== 1 && c !== base) ? '<p class="note">Each cost with its difference from ' +
+        'what happened in brackets (green: less, red: more). The replayed row is the night\'s own configuration ' +
+        'as the replay measures it: an alternative\'s difference beyond it is the configuration\'s, the rest ' +
+        'the method\'s.</p>' : '<p class="note">No alternative asked.</p>');
   }
 
   // ------------------------------------------------------------------ index
@@ -419,8 +425,10 @@ columns, in the order shown)."""
 def _whatif_data(rows: list[dict[str, Any]], st: _Strings) -> list[Any] | None:
     """One group's `whatif` rows as compact data (`_APP_JS` reads it): the actual configuration's
     reproduction (score, generations observed and reproduced, mean time error, observed rebalances),
-    its assumptions and when it was computed, then one row per configuration, the actual one first.
-    None when the group has no actual row (nothing to set the alternatives against)."""
+    its assumptions and when it was computed, then one row per configuration: what happened (the
+    actual row) first, then the night's configuration as its replay measured it (the `reproduction_*`
+    columns, last element 1), then each alternative. None when the group has no actual row (nothing
+    to set the alternatives against)."""
     actual = next((r for r in rows if r["is_actual"]), None)
     if actual is None:
         return None
@@ -429,7 +437,11 @@ def _whatif_data(rows: list[dict[str, Any]], st: _Strings) -> list[Any] | None:
     configs = [[st(r["configuration"]), st(r["assignor"]), int(r["static_membership"]),
                 # an alternative's timeouts: null where they are the actual configuration's
                 *(None if r is not actual and r[k] == actual[k] else r[k] for k in timeouts),
-                *(r[k] for k in WHATIF_COSTS), r["static_replacements"]] for r in (actual, *alternatives)]
+                *(r[k] for k in WHATIF_COSTS), r["static_replacements"], 0] for r in (actual, *alternatives)]
+    replayed = [actual.get(f"reproduction_{k}") for k in WHATIF_COSTS]
+    if all(v is not None for v in replayed):  # rows an older version wrote lack the replay's own costs
+        configs.insert(1, [st("actual, replayed"), st(actual["assignor"]), int(actual["static_membership"]),
+                           None, None, None, *replayed, None, 1])
     error = actual["reproduction_time_error_ms"]
     return [actual["reproduction_score"], actual["generations_observed"], actual["generations_reproduced"],
             None if error is None else round(error), actual["observed_rebalances"], st(actual["assumptions"]),

@@ -58,8 +58,15 @@ def test_actual_and_alternative_side_by_side(tables: Path, chromium: str, tmp_pa
     rows = stored["grp-s02"]
     actual = next(r for r in rows if r["is_actual"])
     assert actual["reproduction_score"] == 1.0 and actual["assumptions"] == "none"
-    assert [r["configuration"] for r in s02.whatif_rows] == ["actual", "cooperative-sticky static"]
-    for shown in s02.whatif_rows:
+    assert [r["configuration"] for r in s02.whatif_rows] == ["actual", "actual, replayed", "cooperative-sticky static"]
+    replayed = s02.whatif_rows[1]  # the night's configuration as the replay measured it: the reproduction_* columns
+    assert replayed["class"] == "replayed" and replayed["text"][-1] == "the same configuration, as the replay measures it"
+    for cost, scale in SCALES.items():
+        text, value, diff = replayed["costs"][cost]
+        v, d = actual[f"reproduction_{cost}"], actual[f"reproduction_{cost}"] - actual[cost]
+        assert int(value) == v and int(diff) == d
+        assert text == f"{_shown(v, scale)} ({'+' if d >= 0 else ''}{_shown(d, scale)})"
+    for shown in (s02.whatif_rows[0], *s02.whatif_rows[2:]):
         row = next(r for r in rows if r["configuration"] == shown["configuration"])
         assert shown["text"][1].startswith(f"{row['assignor']}, {'static' if row['static_membership'] else 'dynamic'}"
                                            f", session {row['session_timeout_ms']} ms")
@@ -72,10 +79,11 @@ def test_actual_and_alternative_side_by_side(tables: Path, chromium: str, tmp_pa
                 d = row[cost] - actual[cost]
                 assert int(diff) == d
                 assert text == f"{_shown(row[cost], scale)} ({'+' if d >= 0 else ''}{_shown(d, scale)})"
-    alt = s02.whatif_rows[1]
+    alt = s02.whatif_rows[2]
     assert alt["class"] == "alternative" and "trusted (score 1.00)" in alt["text"][-1]
     assert int(alt["costs"]["members_stopped"][2]) < 0 and int(alt["costs"]["unowned_partition_ms"][2]) > 0
-    assert s02.whatif_rows[0]["text"][-1] == (f"reproduces {actual['generations_reproduced']} of "
+    assert s02.whatif_rows[0]["text"][-1] == (f"what happened; replayed, it reproduces "
+                                              f"{actual['generations_reproduced']} of "
                                               f"{actual['generations_observed']} (score 1.00)")
     assert ("The night's own configuration reproduces 5 of 5 audited generations (score 1.00"
             in s02.section_text and "Assumed: none." in s02.section_text)
@@ -95,8 +103,8 @@ def test_actual_and_alternative_side_by_side(tables: Path, chromium: str, tmp_pa
     assert dup.errors == [] and dup.requests == []
     score = next(r for r in stored["sim-bug-duplicate-assignment"] if r["is_actual"])["reproduction_score"]
     assert score < 1.0
-    assert [r["class"] for r in dup.whatif_rows] == ["actual", "alternative untrusted"]
-    assert dup.whatif_rows[1]["text"][-1] == f"not trustworthy (score {score:.2f})"
+    assert [r["class"] for r in dup.whatif_rows] == ["actual", "replayed", "alternative untrusted"]
+    assert dup.whatif_rows[2]["text"][-1] == f"not trustworthy (score {score:.2f})"
     assert "the alternatives are not trustworthy" in dup.section_text
 
     # a group without a what-if says how to get one
