@@ -441,7 +441,7 @@ def _whatif_data(rows: list[dict[str, Any]], st: _Strings) -> list[Any] | None:
     replayed = [actual.get(f"reproduction_{k}") for k in WHATIF_COSTS]
     if all(v is not None for v in replayed):  # rows an older version wrote lack the replay's own costs
         configs.insert(1, [st("actual, replayed"), st(actual["assignor"]), int(actual["static_membership"]),
-                           None, None, None, *replayed, None, 1])
+                           None, None, None, *replayed, actual.get("reproduction_static_replacements"), 1])
     error = actual["reproduction_time_error_ms"]
     return [actual["reproduction_score"], actual["generations_observed"], actual["generations_reproduced"],
             None if error is None else round(error), actual["observed_rebalances"], st(actual["assumptions"]),

@@ -99,6 +99,7 @@ WHATIF_SCHEMA = pa.schema([
     pa.field("reproduction_longest_unowned_ms", pa.int64(), True),
     pa.field("reproduction_partitions_moved", pa.int64(), True),
     pa.field("reproduction_members_stopped", pa.int64(), True),
+    pa.field("reproduction_static_replacements", pa.int64(), True),
     pa.field("observed_rebalances", pa.int64(), False),
     pa.field("rebalances", pa.int64(), False),
     pa.field("unowned_partition_ms", pa.int64(), False),
@@ -328,6 +329,7 @@ def whatif_rows(history: GroupHistory, actual: ReplayResult, rep: Reproduction, 
             "reproduction_longest_unowned_ms": replayed.longest_unowned_ms,
             "reproduction_partitions_moved": replayed.partitions_moved,
             "reproduction_members_stopped": replayed.members_stopped,
+            "reproduction_static_replacements": replayed.static_replacements,
             "observed_rebalances": audited.rebalances, "rebalances": costs.rebalances,
             "unowned_partition_ms": costs.unowned_partition_ms, "longest_unowned_ms": costs.longest_unowned_ms,
             "partitions_moved": costs.partitions_moved, "members_stopped": costs.members_stopped,
@@ -534,7 +536,12 @@ def _print_total(rows: list[dict[str, Any]], groups: int, out: TextIO) -> None:
         t["groups"] += 1
         for k, _ in _COLUMNS:
             t[k] = max(t[k], r[k]) if k == "longest_unowned_ms" else t[k] + r[k]
-    ordered = [totals.pop("actual"), *totals.values()]
+    replayed = {"configuration": "actual, replayed", **{k: 0 for k, _ in _COLUMNS}}
+    for r in actual:  # the night's configuration as the replays measured it, beside what happened
+        for k, _ in _COLUMNS:
+            v = r[f"reproduction_{k}"]
+            replayed[k] = max(replayed[k], v) if k == "longest_unowned_ms" else replayed[k] + v
+    ordered = [totals.pop("actual"), replayed, *totals.values()]
     _table(ordered, out)
 
 

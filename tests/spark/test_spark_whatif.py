@@ -99,6 +99,10 @@ def test_every_group_and_the_total(tables: Path, capsys: pytest.CaptureFixture[s
     total = out[out.index("total over"):].splitlines()
     actual = next(line for line in total if line.strip().startswith("actual"))
     assert int(actual.split()[1]) == sum(r["rebalances"] for r in rows if r["is_actual"])
+    # beside what happened, the night's configuration as the replays measured it
+    replayed = next(line for line in total if line.strip().startswith("actual, replayed"))
+    assert int(replayed.split()[2]) == sum(r["reproduction_rebalances"] for r in rows if r["is_actual"])
+    assert int(replayed.split()[-2]) == sum(r["reproduction_static_replacements"] for r in rows if r["is_actual"])
 
 
 def test_the_workers_give_what_one_process_gives(tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
