@@ -65,9 +65,11 @@ class _Armed:
 class Runner:
     """Runs one scenario. `track_truth=False` leaves the ground truth (`RunResult.truth`) empty but for
     the events and record count, and spares the per-request group snapshots it is built from: the
-    log written is the same (a caller that needs only the log, e.g. a what-if replay)."""
+    log written is the same (a caller that needs only the log, e.g. a what-if replay). `member_ids`
+    supplies the coordinator's new member ids (default: seeded from the scenario's seed)."""
 
-    def __init__(self, scenario: Scenario, *, track_truth: bool = True) -> None:
+    def __init__(self, scenario: Scenario, *, track_truth: bool = True,
+                 member_ids: Callable[[str], str] | None = None) -> None:
         self.s = scenario
         self.track_truth = track_truth
         self.q = EventQueue(scenario.start_ms)
@@ -76,7 +78,7 @@ class Runner:
         self.log = LogWriter()
         self.port = CoordinatorPort(initial_rebalance_delay_ms=scenario.initial_rebalance_delay_ms,
                                     offsets_partitions=scenario.offsets_partitions, seed=scenario.seed,
-                                    flavor=scenario.flavor)
+                                    member_ids=member_ids, flavor=scenario.flavor)
         self.truth = Truth(scenario=scenario.name, group=scenario.group, seed=scenario.seed,
                            consumer_offsets_partition=self.partition, description=scenario.description,
                            coordinator_flavour=scenario.flavor)

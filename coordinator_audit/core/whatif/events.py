@@ -4,7 +4,8 @@
 the way the audit reads it (`GroupSnapshot`); consecutive states are compared member by member and
 the offset commits between them date each member's last sign of life. The result, a
 `GroupHistory`, lists per consumer process its starts, clean leaves, crashes (session expiries),
-poll timeouts and subscription changes with times, and the settings the log reveals (session and
+poll timeouts, subscription changes and rejoins (a rebalance the audit's cause
+`metadata_or_leader_rejoin` explains: same members, subscriptions and assignor) with times, and the settings the log reveals (session and
 rebalance timeouts, assignor, static instance ids, coordinator flavour, topics).
 
 The log does not say everything. Each thing it cannot tell is decided by a rule written in
@@ -30,6 +31,7 @@ from coordinator_audit.core.audit import (
     GroupSnapshot,
     OffsetCommitRow,
     RebalanceCauseRow,
+    audit_group,
 )
 from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, decode
@@ -37,7 +39,7 @@ from coordinator_audit.core.records import GroupMetadataKey, GroupMetadataValue,
 __all__ = ["BROKER_LOG", "EXACT_BASES", "Assumptions", "BrokerStart", "Consumer", "GroupHistory", "HistoryError",
            "LifecycleEvent", "ObservedMember", "ObservedState", "derive_history", "derive_history_from_rows"]
 
-EVENT_KINDS = ("start", "close", "crash", "poll_timeout", "subscribe")
+EVENT_KINDS = ("start", "close", "crash", "poll_timeout", "subscribe", "rejoin")
 
 BROKER_LOG = "broker log"
 """The basis of an event dated by the broker's own log: the "Preparing to rebalance" line of the
@@ -134,7 +136,8 @@ class LifecycleEvent:
     kind: str
     """start, close (a LeaveGroup or a static close), crash (no LeaveGroup: the session expires),
     poll_timeout (processing stalled at `at_ms`; the heartbeat thread leaves max.poll.interval.ms later),
-    subscribe (`topics` is the new subscription)."""
+    subscribe (`topics` is the new subscription), rejoin (a running member sent a JoinGroup on its own,
+    e.g. on a metadata change: the member the audit's `metadata_or_leader_rejoin` cause names)."""
     consumer: str
     basis: str
     """How `at_ms` was found: "log" (a record's own time) or the `Assumptions` rule that set it."""
@@ -165,6 +168,8 @@ class GroupHistory:
     assumptions: Assumptions
     notes: tuple[str, ...] = ()
     """What was skipped or could not be told apart, in words (unreadable records, protocol changes)."""
+    member_ids: tuple[str, ...] = ()
+    """The member ids the coordinator gave, in the order they first appear."""
 
     def consumer(self, name: str) -> Consumer:
         for c in self.consumers:
@@ -224,6 +229,9 @@ class ObservedState:
     members: tuple[ObservedMember, ...]
     broker_start: BrokerStart | None = None
     """The broker's start of the join phase that ended here, when its log was given."""
+    rejoined: str | None = None
+    """The kept member whose own JoinGroup began this round, when the audit's primary cause of the
+    generation is `metadata_or_leader_rejoin` (it names that member)."""
 
 
 @dataclass(slots=True)
@@ -248,6 +256,7 @@ class _Walk:
     owners: dict[tuple[str, int], str] = field(default_factory=dict)  # partition -> consumer name
     stopped_at: dict[str, int] = field(default_factory=dict)  # consumer name -> its last stop event
     started_at: dict[str, int] = field(default_factory=dict)  # consumer name -> its last start event
+    member_ids: list[str] = field(default_factory=list)  # in the order they first appear
     created: int | None = None
     """The Java coordinator's creation record's time while the group awaits its first generation."""
     delay: int = 3000
@@ -311,6 +320,8 @@ class _Walk:
                     t = tuple(sorted(m.topics))
                     self.event(max(done - self.a.lead(m.session_timeout), slot.last_sign), "subscribe", name,
                                "join_lead_ms", snap.generation, t)
+                elif not same_generation and snap.rejoined == m.member_id:
+                    self._rejoin(name, slot, done, snap.generation)
                 slot.member = m
                 if not same_generation:
                     slot.last_sign = max(slot.last_sign, done)
@@ -341,6 +352,7 @@ class _Walk:
                 self.event(at, "subscribe", name, basis, snap.generation, topics)
             self.event(at, "start", name, basis, snap.generation)
             self.slots[name] = _Slot(name, m.member_id, m, max(at, done))
+            self.member_ids.append(m.member_id)
         if snap.members:
             self.created = None
             self.owners = {}
@@ -353,6 +365,16 @@ class _Walk:
     def first_stable_pending(self, prev: ObservedState | None) -> bool:
         """The join phase that completed started from an Empty (or new) group: the initial delay applied."""
         return prev is None or not prev.members
+
+    def _rejoin(self, name: str, slot: _Slot, done: int, gen: int) -> None:
+        """A member's own JoinGroup began the round (`ConsumerCoordinator#onJoinPrepare` commits first,
+        so its last commit dates it when that is close to the round's end; otherwise the join lead
+        rule does)."""
+        lead = self.a.lead(slot.member.session_timeout)
+        if done - slot.last_sign <= 2 * lead:
+            self.event(min(slot.last_sign, done), "rejoin", name, "last commit", gen)
+        else:
+            self.event(done - lead, "rejoin", name, "join_lead_ms", gen)
 
     def _stop_replaced(self, name: str, slot: _Slot, ts: int, gen: int) -> None:
         """A static member replaced in the same generation: its old process stopped (static close or
@@ -395,8 +417,11 @@ def derive_history(records: Iterable[tuple[int, int, int, Any, Any]], *, group_i
                    assumptions: Assumptions | None = None) -> GroupHistory:
     """The lifecycle of one group from its records, (partition, offset, timestamp_ms, key, value) in log
     order (the audit's input). Records of other groups are refused; unreadable ones are skipped and
-    counted in `notes` (the audit quarantines them)."""
+    counted in `notes` (the audit quarantines them). The audit's causes name the members that
+    rejoined on their own (`metadata_or_leader_rejoin`)."""
     a = assumptions or Assumptions()
+    records = list(records)
+    rejoined = _rejoined(r for r in audit_group(records, group_id=group_id) if isinstance(r, RebalanceCauseRow))
     notes: list[str] = []
     items: list[_Item] = []
     unreadable = 0
@@ -438,7 +463,7 @@ def derive_history(records: Iterable[tuple[int, int, int, Any, Any]], *, group_i
         items.append(ObservedState(snap.generation, ts, snap.state_timestamp, snap.protocol, tuple(
             ObservedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
                            m.rebalance_timeout if m.rebalance_timeout >= 0 else a.rebalance_timeout_ms, m.topics,
-                           m.assigned_set) for m in snap.members)))
+                           m.assigned_set) for m in snap.members), rejoined=rejoined.get((partition, offset))))
         v0 = v0 or any(m.rebalance_timeout < 0 for m in snap.members)
     if v0:
         notes.append(f"GroupMetadata value v0 keeps no rebalance timeout: max.poll.interval.ms "
@@ -449,6 +474,13 @@ def derive_history(records: Iterable[tuple[int, int, int, Any, Any]], *, group_i
 
 
 _JOINED = ("member_joined", "static_member_rejoined_new_generation")
+
+
+def _rejoined(causes: Iterable[RebalanceCauseRow]) -> dict[tuple[int, int], str]:
+    """(partition, offset) of a generation's record -> the member whose own rejoin began its round
+    (a primary `metadata_or_leader_rejoin` cause naming one)."""
+    return {(c.source_partition, c.source_offset): c.member_id for c in causes
+            if c.is_primary and c.cause == "metadata_or_leader_rejoin" and c.member_id is not None}
 
 
 def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: Iterable[AssignmentRow],
@@ -484,6 +516,8 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
         known.setdefault(r.member_id, r)
         topics.setdefault(r.member_id, set()).add(r.topic)
     joined: dict[int, list[str]] = {}
+    causes = list(causes)
+    rejoined = _rejoined(causes)
     for c in causes:
         if c.cause in _JOINED and c.member_id is not None and c.generation_id is not None:
             joined.setdefault(c.generation_id, []).append(c.member_id)
@@ -512,7 +546,8 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
         missing += max(0, g.member_count - len(members))
         points.append(((g.source_partition, g.source_offset), ObservedState(
             g.generation_id, g.record_timestamp, g.state_timestamp, g.protocol_name, tuple(members.values()),
-            (broker_starts or {}).get((g.source_partition, g.source_offset)))))
+            (broker_starts or {}).get((g.source_partition, g.source_offset)),
+            rejoined.get((g.source_partition, g.source_offset)))))
         replacements = sorted(k for k, rows in by_record.items()
                               if rows[0].generation_id == g.generation_id and k > (g.source_partition, g.source_offset)
                               and (g.ended_by_offset is None or k[1] < g.ended_by_offset))
@@ -608,4 +643,4 @@ def _history(group_id: str | None, items: Iterable[_Item], a: Assumptions, notes
         group_id=walk.group_id, start_ms=start, end_ms=last_ts, topics=tuple(sorted(walk.topics.items())),
         assignor=protocols[-1] if protocols else "range", flavour=flavour, initial_rebalance_delay_ms=walk.delay,
         static=all(c.group_instance_id is not None for c in consumers), consumers=consumers, events=tuple(events),
-        assumptions=a, notes=tuple(walk.notes))
+        assumptions=a, notes=tuple(walk.notes), member_ids=tuple(walk.member_ids))

@@ -39,6 +39,7 @@ from coordinator_audit.core.client.consumer import MemberState
 from coordinator_audit.core.coordinator import CoordinatorConfig
 from coordinator_audit.core.coordinator.state import GroupState
 from coordinator_audit.core.errors import ScenarioError
+from coordinator_audit.core.sim.port import SeededMemberIds
 from coordinator_audit.core.sim.runner import Runner, RunResult
 from coordinator_audit.core.sim.scenario import ConsumerSpec, Scenario, Step
 from coordinator_audit.core.whatif.events import EXACT_BASES, Assumptions, GroupHistory, LifecycleEvent
@@ -310,12 +311,35 @@ _OWNERSHIP_EVENTS = frozenset({"start", "crash", "fatal", "assigned", "revoked",
 """The consumer events (`GroupConsumer`'s observer) around which a consumer's partitions or liveness change."""
 
 
+class _ObservedMemberIds:
+    """Member ids as the log shows them: the coordinator's k-th new id for a prefix (the client id, or
+    a static member's group.instance.id; `GroupCoordinator` appends a UUID) is the k-th observed id of
+    that prefix, so that the assignors, which order members by id, break ties as the real group's
+    did; past the observed ones (or for a prefix the log never showed), seeded ids."""
+
+    def __init__(self, observed: Iterable[str], seed: int) -> None:
+        self._left: dict[str, list[str]] = {}
+        for member_id in observed:
+            if len(member_id) > _UUID_LEN and member_id[-_UUID_LEN - 1] == "-":
+                self._left.setdefault(member_id[:-_UUID_LEN - 1], []).append(member_id)
+        for ids in self._left.values():
+            ids.reverse()
+        self._seeded = SeededMemberIds(seed)
+
+    def __call__(self, prefix: str) -> str:
+        ids = self._left.get(prefix)
+        return ids.pop() if ids else self._seeded(prefix)
+
+
+_UUID_LEN = 36
+
+
 class _MeasuringRunner(Runner):
     """The simulator's runner (without its ground truth, which a replay does not read), sampling which
     consumer holds each partition after every instant at which something could have changed it."""
 
-    def __init__(self, scenario: Scenario, stalls: Sequence[Stall] = ()) -> None:
-        super().__init__(scenario, track_truth=False)
+    def __init__(self, scenario: Scenario, stalls: Sequence[Stall] = (), member_ids: Sequence[str] = ()) -> None:
+        super().__init__(scenario, track_truth=False, member_ids=_ObservedMemberIds(member_ids, scenario.seed))
         self.stalls = list(stalls)
         self.stopped = 0
         self.unowned: dict[tuple[str, int], int] = {}
@@ -458,12 +482,14 @@ class _MeasuringRunner(Runner):
         return RunResult(s, records, records, self.truth, self.port)
 
 
-def measure(scenario: Scenario, stalls: Sequence[Stall] = ()) -> tuple[RunResult, Costs, list[AuditRow]]:
+def measure(scenario: Scenario, stalls: Sequence[Stall] = (), member_ids: Sequence[str] = ()
+            ) -> tuple[RunResult, Costs, list[AuditRow]]:
     """Runs `scenario` in the simulator, measuring its costs from the simulated clients (a consumer holds
-    nothing during its `stalls`), and audits the log it wrote (the rows a replay's reproduction and
+    nothing during its `stalls`; the coordinator gives the observed `member_ids`, `_ObservedMemberIds`),
+    and audits the log it wrote (the rows a replay's reproduction and
     rebalance count are read from). The run stops where it settles (`_MeasuringRunner._settled`): the
     log then lacks only the offset commits running on to the scenario's end would have added."""
-    runner = _MeasuringRunner(scenario, stalls)
+    runner = _MeasuringRunner(scenario, stalls, member_ids)
     run = runner.run()
     rows = list(audit_group(((r.partition, r.offset, r.timestamp_ms, r.key, r.value) for r in run.records),
                             group_id=scenario.group))
@@ -485,7 +511,7 @@ def replay(history: GroupHistory, config: Configuration | None = None, *, known:
     for done in known:
         if done.history is history and done.scenario == scenario:
             return ReplayResult(history, config, config.resolved(history), scenario, done.run, done.costs, done.rows)
-    run, costs, rows = measure(scenario, stalls)
+    run, costs, rows = measure(scenario, stalls, history.member_ids)
     if costs.rebalances == 0:
         raise ScenarioError(f"group {history.group_id!r} under {config.label()}: no generation completed (no "
                             f"consumer was ever assigned a partition), nothing to measure")
@@ -501,7 +527,8 @@ def _record_times(rows: Iterable[AuditRow]) -> dict[int, tuple[int, int]]:
     return out
 
 
-def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: int = 4
+def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: int = 4,
+              first: tuple[ReplayResult, Reproduction] | None = None
               ) -> tuple[GroupHistory, ReplayResult, Reproduction]:
     """Fits the event times the log does not give (every event whose `basis` is not in `EXACT_BASES`) so that the
     actual configuration's replay completes each generation when the log says it did: each round
@@ -510,7 +537,8 @@ def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: in
     consumer's events in order. Returns the best round's history (highest reproduction score, then
     lowest time error), its replay and its reproduction. The fitted events say so in their basis.
     A round that comes back to an earlier round's events ends the fit: the simulator is deterministic,
-    so the rounds from there would repeat earlier ones, none better."""
+    so the rounds from there would repeat earlier ones, none better. `first` is `history`'s replay
+    and reproduction when already run."""
     seen = _record_times(observed)
     best: tuple[GroupHistory, ReplayResult, Reproduction] | None = None
     current = history
@@ -519,10 +547,12 @@ def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: in
         if current.events in tried:
             break
         tried.add(current.events)
-        result = replay(current)
-        rep = reproduction(observed, result.rows)
-        if best is None or (rep.score, -(rep.mean_time_error_ms or 0.0)) > (
-                best[2].score, -(best[2].mean_time_error_ms or 0.0)):
+        if first is not None:
+            (result, rep), first = first, None
+        else:
+            result = replay(current)
+            rep = reproduction(observed, result.rows)
+        if best is None or _closer(rep, best[2]):
             best = (current, result, rep)
         got = _record_times(result.rows)
         shifted: list[LifecycleEvent] = []
@@ -544,6 +574,11 @@ def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: in
     return best
 
 
+def _closer(a: Reproduction, b: Reproduction) -> bool:
+    """`a` reproduces the log better than `b`: a higher score, then a lower mean time error."""
+    return (a.score, -(a.mean_time_error_ms or 0.0)) > (b.score, -(b.mean_time_error_ms or 0.0))
+
+
 HEARTBEAT_CANDIDATES_MS = (3000, 2000, 1000, 500)
 """heartbeat.interval.ms values `fit` tries, after the assumed one, when that one does not reproduce the log."""
 
@@ -552,21 +587,31 @@ def fit(derive: Callable[[Assumptions], GroupHistory], observed: Sequence[AuditR
         assumptions: Assumptions | None = None) -> tuple[GroupHistory, ReplayResult, Reproduction]:
     """The history `derive` reads under `assumptions`, calibrated (`calibrate`). heartbeat.interval.ms
     is not in the log, and it sets how soon the members hear of a rebalance and rejoin: when the
-    assumed value does not reproduce every generation, each of `HEARTBEAT_CANDIDATES_MS` is tried and
-    the best reproduction kept (highest score, then lowest time error); a fitted value is said in the
-    history's `notes`, and every configuration is then replayed with it."""
+    assumed value does not reproduce every generation, each of `HEARTBEAT_CANDIDATES_MS` is replayed
+    once as read, and the one that reproduces best is calibrated in turn when it reproduces better
+    than the assumed value did as read; the better of the two calibrations is kept (highest score,
+    then lowest time error). A fitted value is said in the history's `notes`, and every
+    configuration is then replayed with it."""
     base = assumptions or Assumptions()
-    best = calibrate(derive(base), observed)
+    history = derive(base)
+    result = replay(history)
+    as_read = reproduction(observed, result.rows)
+    best = calibrate(history, observed, first=(result, as_read))
     if best[2].score == 1.0:
         return best
+    screened: tuple[GroupHistory, ReplayResult, Reproduction] | None = None
     for hb in HEARTBEAT_CANDIDATES_MS:
         if hb == base.heartbeat_interval_ms:
             continue
-        got = calibrate(derive(replace(base, heartbeat_interval_ms=hb)), observed)
-        if (got[2].score, -(got[2].mean_time_error_ms or 0.0)) > (best[2].score, -(best[2].mean_time_error_ms or 0.0)):
-            best = got
-        if best[2].score == 1.0:
-            break
+        candidate = derive(replace(base, heartbeat_interval_ms=hb))
+        got = replay(candidate)
+        rep = reproduction(observed, got.rows)
+        if screened is None or _closer(rep, screened[2]):
+            screened = (candidate, got, rep)
+    if screened is not None and _closer(screened[2], as_read):
+        got_fit = calibrate(screened[0], observed, first=(screened[1], screened[2]))
+        if _closer(got_fit[2], best[2]):
+            best = got_fit
     history, result, rep = best
     hb = history.assumptions.heartbeat_interval_ms
     if hb != base.heartbeat_interval_ms:
