@@ -24,14 +24,25 @@ Measured, each the best of `--repeat` passes over all groups:
 Printed: the times per group and in total, the sweep over the audit on one core each, the pool's
 wall time over the audit's time on one core, the share of groups the actual configuration
 reproduces in every generation, and the times for 5,000 such groups at the measured rates.
+
+With `--product-groups N` (`python -m benchmarks`: 5,000), the product's two commands as a user
+runs them, on N such groups (the same seeds, the first `--groups` of them those above): their logs
+in one Kafka-source Parquet input (each `__consumer_offsets` partition's records in time order,
+offsets renumbered), then `coordinator-audit run --input ... --output ...` (the audit, with its
+Spark session's start and the Delta writes) and `coordinator-audit whatif --tables ... --sweep`
+(with its default pool of workers, reading those tables and writing the `whatif` table), each a
+fresh process timed on the wall clock; printed: both, and the sweep over the audit.
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -71,6 +82,62 @@ def make_groups(groups: int, seed: int) -> list[tuple[str, list[Raw]]]:
     return out
 
 
+def write_input(groups: list[tuple[str, list[Raw]]], directory: Path) -> int:
+    """The groups' records as one Kafka-source Parquet file in `directory`: per `__consumer_offsets`
+    partition, the groups' records merged in time order (each group's in its log order) and numbered
+    from 0 (each simulated group's log starts at offset 0). Returns the record count."""
+    from tools.make_samples import parquet_bytes, to_table
+
+    by_partition: dict[int, list[list[Raw]]] = {}
+    for _, records in groups:
+        by_partition.setdefault(records[0][0], []).append(records)
+    cols: tuple[list[Any], ...] = ([], [], [], [], [])
+    for partition in sorted(by_partition):
+        streams = [[((r[2], i, j), r) for j, r in enumerate(recs)] for i, recs in enumerate(by_partition[partition])]
+        merged = heapq.merge(*streams)
+        for offset, (_, r) in enumerate(merged):
+            for col, v in zip(cols, (partition, offset, r[2], r[3], r[4]), strict=True):
+                col.append(v)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "records.parquet").write_bytes(parquet_bytes(to_table(*cols)))
+    return len(cols[0])
+
+
+def _timed_command(argv: list[str], log: Path) -> float:
+    """Wall seconds of `python -m coordinator_audit <argv>` in a fresh process (its output to `log`)."""
+    t = time.perf_counter()
+    with log.open("w") as out:
+        done = subprocess.run([sys.executable, "-m", "coordinator_audit", *argv], stdout=out,
+                              stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[1], check=False)
+    wall = time.perf_counter() - t
+    if done.returncode != 0:
+        raise RuntimeError(f"coordinator-audit {argv[0]} exited {done.returncode}; its output: {log}")
+    return wall
+
+
+def measure_product(groups: int, seed: int = 0, workers: int | None = None,
+                    made: list[tuple[str, list[Raw]]] | None = None) -> dict[str, Any]:
+    """The product's audit and sweep of `groups` groups, each command timed as a user runs it (module
+    docstring); `made` holds the first groups when already made."""
+    made = list(made or [])
+    if len(made) < groups:
+        made.extend(make_groups(groups, seed)[len(made):])
+    made = made[:groups]
+    workers = workers or os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="bench-whatif-") as tmp:
+        work = Path(tmp)
+        records = write_input(made, work / "input")
+        audit = _timed_command(["run", "--input", str(work / "input"), "--output", str(work / "out")],
+                               work / "run.log")
+        sweep = _timed_command(["whatif", "--tables", str(work / "out"), "--sweep", "--workers", str(workers)],
+                               work / "whatif.log")
+        text = (work / "whatif.log").read_text()
+    total = next((line for line in text.splitlines() if line.startswith("total over ")), "")
+    return {"product_groups": groups, "product_records": records, "product_workers": workers,
+            "product_audit_wall_seconds": audit, "product_sweep_wall_seconds": sweep,
+            "product_sweep_over_audit": sweep / audit, "product_total_line": total}
+
+
 def _audit(groups: list[tuple[str, list[Raw]]]) -> list[list[AuditRow]]:
     return [list(audit_group(records, group_id=group)) for group, records in groups]
 
@@ -100,7 +167,8 @@ def _best(fn: Any, repeat: int) -> tuple[float, float, Any]:
     return best
 
 
-def measure(groups: int = 300, seed: int = 0, repeat: int = 2, workers: int | None = None) -> dict[str, Any]:
+def measure(groups: int = 300, seed: int = 0, repeat: int = 2, workers: int | None = None,
+            product_groups: int = 0) -> dict[str, Any]:
     """The figures (module docstring) as a dict (what `python -m benchmarks` stores under `whatif`)."""
     workers = workers or os.cpu_count() or 1
     t = time.perf_counter()
@@ -114,7 +182,8 @@ def measure(groups: int = 300, seed: int = 0, repeat: int = 2, workers: int | No
         pool_wall, pool_cpu = min(_timed_pool(inputs, audits, workers, outcomes) for _ in range(repeat))
     swept = [o for o in outcomes if o.error is None]
     per_group = 5000 / groups
-    return {
+    product = measure_product(product_groups, seed, workers, inputs) if product_groups else {}
+    return {**product,
         "groups": groups, "seed": seed, "records": sum(len(r) for _, r in inputs), "input_seconds": made,
         "audit_cpu_seconds": audit_cpu, "audit_wall_seconds": audit_wall,
         "sweep_cpu_seconds": sweep_cpu, "sweep_wall_seconds": sweep_wall,
@@ -166,6 +235,14 @@ def print_figures(f: dict[str, Any]) -> None:
             if f["sweep_pool_seconds_for_5000_groups"] is not None else "")
     print(f"  at these rates, 5,000 such groups: audit {f['audit_seconds_for_5000_groups']:.1f} s on one core; "
           f"sweep {f['sweep_seconds_for_5000_groups']:.0f} s on one core{pool}")
+    if f.get("product_groups"):
+        print(f"the product's commands on {f['product_groups']:,} such groups ({f['product_records']:,} records), "
+              f"wall clock, each a fresh process:")
+        print(f"  coordinator-audit run (the audit): {f['product_audit_wall_seconds']:.1f} s")
+        print(f"  coordinator-audit whatif --sweep ({f['product_workers']} workers): "
+              f"{f['product_sweep_wall_seconds']:.1f} s")
+        print(f"  sweep / audit: {f['product_sweep_over_audit']:.1f}x")
+        print(f"  {f['product_total_line']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,8 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="passes per measurement, the best kept (default 2)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="processes of the pooled sweep (default: one per core; 1: no pooled pass)")
+    ap.add_argument("--product-groups", type=int, default=0,
+                    help="also time `coordinator-audit run` and `whatif --sweep` on this many groups (default 0: not)")
     args = ap.parse_args(argv)
-    print_figures(measure(args.groups, args.seed, args.repeat, args.workers))
+    print_figures(measure(args.groups, args.seed, args.repeat, args.workers, args.product_groups))
     return 0
 
 

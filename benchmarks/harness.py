@@ -108,7 +108,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--single-group-commits", type=int, default=5_000_000,
                    help="commit records of the single-group memory run (default 5,000,000)")
     p.add_argument("--whatif-groups", type=int, default=300,
-                   help="simulated groups of the what-if measurement (default 300)")
+                   help="simulated groups of the what-if measurement on one core (default 300)")
+    p.add_argument("--whatif-product-groups", type=int, default=5000,
+                   help="simulated groups of the what-if measurement through the product's commands, `coordinator-audit "
+                        "run` then `whatif --sweep` (default 5,000; 0: not measured)")
     p.add_argument("--skip", action="append", default=[], metavar="NAME",
                    help=f"leave out a measurement (repeatable or comma-separated): {', '.join(MEASUREMENTS)}")
     p.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "bench",
@@ -344,11 +347,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "whatif" not in skip:
         _log(f"whatif: the what-if sweep over {args.whatif_groups} simulated groups against their audit (one process, "
              f"then a worker per core)")
-        m["whatif"] = _in_fresh_process(bench_whatif.measure, args.whatif_groups, args.seed)
+        m["whatif"] = _in_fresh_process(bench_whatif.measure, args.whatif_groups, args.seed,
+                                        product_groups=args.whatif_product_groups)
         w = m["whatif"]
         pooled = ("" if w["sweep_pool_over_audit"] is None else
                   f"; with {w['workers']} workers {w['sweep_pool_over_audit']:.0f}x the audit on one core")
-        _log(f"whatif: sweep / audit {w['sweep_over_audit']:.0f}x on one core each{pooled}")
+        product = ("" if not w.get("product_groups") else
+                   f"; the product's commands on {w['product_groups']:,} groups: sweep / audit "
+                   f"{w['product_sweep_over_audit']:.1f}x")
+        _log(f"whatif: sweep / audit {w['sweep_over_audit']:.0f}x on one core each{pooled}{product}")
     if "memory" not in skip:
         _log(f"memory: one group, {args.single_group_commits:,} commits (fresh process)")
         m["memory"] = {"single_group": _in_fresh_process(memory.single_group_memory, args.single_group_commits)}

@@ -311,6 +311,11 @@ def print_report(report: dict[str, Any], *, out: Any = None) -> None:
                   f"{_fmt(w['sweep_pool_over_audit'], ',.0f')}x the audit on one core (CPU "
                   f"{_fmt(_ratio(w.get('sweep_pool_cpu_seconds'), w['sweep_cpu_seconds']), '.2f')}x one process's); "
                   f"5,000 such groups: {_fmt(w['sweep_pool_seconds_for_5000_groups'], ',.0f')} s", file=out)
+        if w.get("product_groups"):
+            print(f"what-if through the product, {w['product_groups']:,} groups ({w['product_records']:,} records): "
+                  f"coordinator-audit run {_fmt(w['product_audit_wall_seconds'], '.1f')} s, whatif --sweep "
+                  f"({w['product_workers']} workers) {_fmt(w['product_sweep_wall_seconds'], '.1f')} s: "
+                  f"{_fmt(w['product_sweep_over_audit'], '.1f')}x", file=out)
     mem = m.get("memory") or {}
     if mem.get("audit"):
         a = mem["audit"]
@@ -471,6 +476,17 @@ def markdown_table(report: dict[str, Any], *, source: str = "benchmark.json") ->
     audit_mem = (m.get("memory") or {}).get("audit") or {}
     if audit_mem.get("python_worker_peak_hwm_mib"):
         row("Python worker peak RSS during the audit", f"{audit_mem['python_worker_peak_hwm_mib']:,.0f} MiB")
+    w = m.get("whatif") or {}
+    if w:
+        row(f"what-if, one core: audit of {w['groups']:,} simulated groups", f"{w['audit_cpu_seconds']:.3f} CPU s")
+        row(f"what-if, one core: sweep of the same (fit + {w['configurations']} configurations)",
+            f"{w['sweep_cpu_seconds']:.2f} CPU s ({_cell(w['sweep_over_audit'], ',.0f')}x the audit; "
+            f"{w['reproduced_fully']} of {w['swept']} reproduced in every generation)")
+    if w.get("product_groups"):
+        row(f"what-if: `coordinator-audit run` on {w['product_groups']:,} simulated groups",
+            f"{w['product_audit_wall_seconds']:.1f} s ({w['product_records']:,} records)")
+        row(f"what-if: `coordinator-audit whatif --sweep` on the same ({w['product_workers']} workers)",
+            f"{w['product_sweep_wall_seconds']:.1f} s ({w['product_sweep_over_audit']:.1f}x the run)")
     for section, title in (("scaling", "scaling"), ("fixed_groups", "fixed groups"), ("delta_input", "Delta input"),
                            ("kafka_input", "Kafka input")):
         for kind, fit in ((m.get(section) or {}).get("fits") or {}).items():

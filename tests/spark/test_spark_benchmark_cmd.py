@@ -29,7 +29,7 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     argv = ["--records", "6000", "--groups", "6", "--no-scaling", "--skip", "offset_path,derived,kafka_input", "--replay-commits", "2000",
             "--single-group-commits", "3000", "--shards", "2", "--gen-workers", "1", "--cache-dir", str(tmp_path / "cache"),
             "--delta-factors", "4", "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path), "--in-process",
-            "--whatif-groups", "3"]
+            "--whatif-groups", "3", "--whatif-product-groups", "4"]
     assert harness.main(argv) == 0
     printed = capsys.readouterr().out
     out_file = tmp_path / "out" / "benchmark.json"
@@ -45,6 +45,13 @@ def test_benchmark_command_tiny(spark, tmp_path: Path, capsys: pytest.CaptureFix
     assert w["groups"] == 3 and w["swept"] + w["skipped"] == 3 and w["swept"] > 0
     assert w["sweep_cpu_seconds"] > w["audit_cpu_seconds"] > 0 and w["sweep_over_audit"] > 1
     assert "what-if sweep, one core: 3 simulated groups" in printed
+    # and through the product's two commands, on 4 groups (the first 3 those above)
+    assert w["product_groups"] == 4 and w["product_records"] > 0
+    assert w["product_audit_wall_seconds"] > 0 and w["product_sweep_wall_seconds"] > 0
+    assert w["product_total_line"].startswith("total over 4 group(s)")
+    assert "what-if through the product, 4 groups" in printed
+    table = report.markdown_table(rep)
+    assert "| what-if: `coordinator-audit whatif --sweep` on the same (" in table
     assert m["bare_scan"]["first"]["records"] == m["bare_scan"]["last"]["records"] == rows
     # the read floors, measured after each Parquet bare scan: the Python read saw every record, the
     # JVM's commit summary every offset-commit record (the peer's commits, plus any tombstones)

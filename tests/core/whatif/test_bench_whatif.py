@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pyarrow.parquet as pq
 import pytest
 
 from benchmarks import bench_whatif
@@ -26,3 +27,21 @@ def test_the_sweep_against_the_audit_on_one_core_and_with_workers(capsys: pytest
     assert one["sweep_pool_wall_seconds"] is None and one["sweep_pool_seconds_for_5000_groups"] is None
     bench_whatif.print_figures(one)
     assert "workers" not in capsys.readouterr().out
+
+
+def test_the_products_input_holds_every_groups_records_in_log_order(tmp_path) -> None:
+    groups = bench_whatif.make_groups(6, seed=0)
+    n = bench_whatif.write_input(groups, tmp_path)
+    t = pq.read_table(tmp_path / "records.parquet").to_pylist()
+    assert n == len(t) == sum(len(records) for _, records in groups)
+    by_partition: dict[int, list[dict]] = {}
+    for r in t:
+        by_partition.setdefault(r["partition"], []).append(r)
+    for rows in by_partition.values():  # numbered from 0, in time order
+        assert [r["offset"] for r in rows] == list(range(len(rows)))
+        assert [r["timestamp"] for r in rows] == sorted(r["timestamp"] for r in rows)
+    # each group's records kept in its own log order
+    key_order = {(r["partition"], r["key"], r["value"]): r["offset"] for r in t}
+    for _, records in groups:
+        offsets = [key_order[(p, k, v)] for p, _, _, k, v in records]
+        assert offsets == sorted(offsets)

@@ -53,12 +53,14 @@ REAL_SAMPLE = ROOT / "data" / "samples" / "real_broker_3_9_0.parquet"
 Raw = tuple[int, int, int, Any, Any]
 
 # Library scenarios made only of what a history can express (starts, clean leaves, crashes, restarts,
-# static replacements, subscription changes, coordinator failovers, pauses past the session timeout):
+# static replacements, subscription changes, a member's own rejoin, coordinator failovers, pauses past
+# the session timeout):
 # the actual configuration's replay reproduces every generation of their log.
 REPRODUCED = ["bug-offset-rewind", "bug-stale-claims-after-pause", "bug-wrong-generation-commit",
               "coop-coordinator-failover", "coop-crash", "coop-rolling-bounce", "coop-scale-in", "coop-scale-out",
               "coop-subscription-change", "eager-coordinator-failover", "eager-crash", "eager-empty-and-return",
-              "eager-failover-mid-rebalance", "eager-pause-past-session", "eager-restart-dynamic",
+              "eager-failover-mid-rebalance", "eager-leader-rejoin", "eager-leader-rejoin-during-expiry",
+              "eager-pause-past-session", "eager-restart-dynamic",
               "eager-restart-leave-then-join", "eager-rolling-bounce", "eager-scale-in", "eager-scale-out",
               "eager-steady", "eager-subscription-change", "eager-two-join-one-round", "group-deleted",
               "roundrobin-scale-out", "static-coop-rolling-bounce", "static-expired-and-back",
@@ -209,6 +211,48 @@ def test_the_tables_miss_a_subscription_change():
     assert [e.kind for e in from_rows.events].count("subscribe") == 0
 
 
+def test_a_members_own_rejoin_is_an_event_of_the_log_and_of_the_tables():
+    # the leader re-joins with unchanged metadata: a round with the same members, which the audit
+    # explains as metadata_or_leader_rejoin and names the member; the history repeats that JoinGroup
+    data, records = library("eager-leader-rejoin")
+    rows = list(audit_group(records, group_id=data["group"]))
+    named = [r.member_id for r in rows if isinstance(r, RebalanceCauseRow) and r.is_primary
+             and r.cause == "metadata_or_leader_rejoin"]
+    assert len(named) == 1
+    from_rows = derive_history_from_rows([r for r in rows if isinstance(r, GenerationRow)],
+                                         [r for r in rows if isinstance(r, AssignmentRow)],
+                                         [r for r in rows if isinstance(r, OffsetCommitRow)],
+                                         [r for r in rows if isinstance(r, RebalanceCauseRow)])
+    member_of = {r.member_id: f"{r.client_id}@{r.client_host}" for r in rows if isinstance(r, AssignmentRow)}
+    for h in (derive_history(records), from_rows):
+        rejoins = [e for e in h.events if e.kind == "rejoin"]
+        assert [e.consumer for e in rejoins] == [member_of[named[0]]]
+        assert rejoins[0].basis == "last commit"
+    # without the causes the tables' rows cannot tell it: the round has no event
+    assert "rejoin" not in [e.kind for e in derive_history_from_rows(
+        [r for r in rows if isinstance(r, GenerationRow)], [r for r in rows if isinstance(r, AssignmentRow)],
+        [r for r in rows if isinstance(r, OffsetCommitRow)]).events]
+
+
+def test_the_replay_gives_the_members_their_observed_ids():
+    # every process under one client id (Kafka's default client.id is per JVM): the member ids differ
+    # only in the coordinator's UUID, and range orders the members by id. The replay's coordinator
+    # hands out the ids the log shows, so the same process gets the same partitions
+    data = json.loads((LIBRARY / "eager-scale-out.json").read_text())
+    for i, c in enumerate(data["consumers"]):
+        c["client_id"], c["client_host"] = "consumer-shared-1", f"/10.1.0.{i + 1}"
+    records = raw(run_scenario(Scenario.from_dict(data)).records)
+    observed = list(audit_group(records, group_id=data["group"]))
+    ids = {r.member_id for r in observed if isinstance(r, AssignmentRow)}
+    history, result, rep = fit(lambda a: derive_history(records, assumptions=a), observed)
+    assert set(history.member_ids) == ids and len(ids) == len(data["consumers"])
+    assert {r.member_id for r in result.rows if isinstance(r, AssignmentRow)} == ids
+    assert rep.score == 1.0, rep.diffs
+    # an alternative that needs more ids than the log has gets seeded ones past them
+    static = replay(history, Configuration(static=True))
+    assert not ({r.member_id for r in static.rows if isinstance(r, AssignmentRow)} & ids)
+
+
 def test_configuration_is_checked():
     with pytest.raises(ScenarioError, match="assignor 'sticky-ish'"):
         Configuration(assignor="sticky-ish")
@@ -236,7 +280,8 @@ def test_reproduction_says_when_the_history_cannot_express_the_night():
 # (scenario, alternative): every alternative on each scenario, but a stall that a longer session timeout
 # outlasts (test_a_stall_reads_as_a_crash_and_restart)
 PREDICTED = [(name, alt) for name in ["eager-rolling-bounce", "eager-crash", "eager-restart-dynamic", "eager-scale-out",
-                                      "coop-scale-in", "static-rolling-bounce", "eager-pause-past-session"]
+                                      "coop-scale-in", "static-rolling-bounce", "eager-pause-past-session",
+                                      "eager-leader-rejoin"]
              for alt in sorted(ALTERNATIVES) if (name, alt) != ("eager-pause-past-session", "session=30000")]
 
 
