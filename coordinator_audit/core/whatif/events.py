@@ -20,8 +20,9 @@ alive at once under the same client id and host become two consumers (`name`, `n
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -492,8 +493,10 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     rebalance timeouts are the assignments rows' `session_timeout_ms` and `rebalance_timeout_ms`
     (where a row lacks one, `Assumptions.session_timeout_ms` / `rebalance_timeout_ms` stands in and
     `notes` counts those members). The tables keep less than the log, and what they lack is taken
-    from `assumptions` and said in `notes`: the members' subscriptions
-    (the topics of all their assignments: a member id's subscription change is not seen), members assigned nothing (known only when a cause row names
+    from `assumptions` and said in `notes`: the members' subscriptions (the topics of all their
+    assignments, changed where a `subscription_changed` cause row names the topics a member added
+    and removed, `_subscriptions`; a topic a member subscribes to but was never assigned a partition
+    of is not seen), members assigned nothing (known only when a cause row names
     them joining and an assignments row of theirs, in any generation, gives their client; the others
     are absent and `notes` counts them), and each member's last commit (a window's last commit per
     partition). `broker_starts` ({(source_partition, source_offset) of a generations row: its
@@ -508,16 +511,16 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     group_id = gens[0].group_id
     by_record: dict[tuple[int, int], list[AssignmentRow]] = {}
     known: dict[str, AssignmentRow] = {}
-    topics: dict[str, set[str]] = {}  # member id -> the topics of all its assignments
+    assignments = list(assignments)
     for r in assignments:
         if r.group_id != group_id:
             raise HistoryError(f"assignments row of group {r.group_id!r} among group {group_id!r}'s rows")
         by_record.setdefault((r.source_partition, r.source_offset), []).append(r)
         known.setdefault(r.member_id, r)
-        topics.setdefault(r.member_id, set()).add(r.topic)
     joined: dict[int, list[str]] = {}
     causes = list(causes)
     rejoined = _rejoined(causes)
+    subscription = _subscriptions(assignments, causes)
     for c in causes:
         if c.cause in _JOINED and c.member_id is not None and c.generation_id is not None:
             joined.setdefault(c.generation_id, []).append(c.member_id)
@@ -535,14 +538,14 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     points: list[tuple[tuple[int, int], Any]] = []
     missing = 0
     for g in gens:
-        members = _row_members(by_record.get((g.source_partition, g.source_offset), []), a, topics, stated)
+        members = _row_members(by_record.get((g.source_partition, g.source_offset), []), a, subscription, stated)
         if g.member_count > len(members):
             for member_id in joined.get(g.generation_id, []):
                 seen = known.get(member_id)
                 if member_id not in members and seen is not None:
                     members[member_id] = ObservedMember(member_id, seen.group_instance_id, seen.client_id,
                                                         seen.client_host, *_timeouts(seen, a, stated),
-                                                        frozenset(topics[member_id]), frozenset())
+                                                        subscription(member_id, g.generation_id), frozenset())
         missing += max(0, g.member_count - len(members))
         points.append(((g.source_partition, g.source_offset), ObservedState(
             g.generation_id, g.record_timestamp, g.state_timestamp, g.protocol_name, tuple(members.values()),
@@ -553,7 +556,7 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
                               and (g.ended_by_offset is None or k[1] < g.ended_by_offset))
         for k in replacements:
             rows = by_record[k]
-            for new in _row_members(rows, a, topics, stated).values():
+            for new in _row_members(rows, a, subscription, stated).values():
                 members = {mid: m for mid, m in members.items() if m.group_instance_id != new.group_instance_id}
                 members[new.member_id] = new
             points.append((k, ObservedState(g.generation_id, rows[0].valid_from, g.state_timestamp, g.protocol_name,
@@ -570,7 +573,44 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     return _history(group_id, [item for _, item in points], a, notes)
 
 
-def _row_members(rows: Iterable[AssignmentRow], a: Assumptions, topics: dict[str, set[str]],
+_TOPICS_CHANGED = re.compile(r"^topics \+(\[[^\]]*\]) -(\[[^\]]*\])$")
+"""The detail of a `subscription_changed` cause row whose topics are known: the topics added, then removed."""
+
+
+def _subscriptions(assignments: Iterable[AssignmentRow], causes: Iterable[RebalanceCauseRow]
+                   ) -> Callable[[str, int], frozenset[str]]:
+    """(member id, generation id) -> the member's subscription in that generation. The tables keep a
+    member's partitions, not its topics: the topics of all its assignments stand in, unless a
+    `subscription_changed` cause row gives a change of the member ("topics +[added] -[removed]"):
+    then its subscription after its last change is the topics assigned to it from that generation
+    on plus those added, and each earlier subscription undoes the changes after it."""
+    changes: dict[str, list[tuple[int, frozenset[str], frozenset[str]]]] = {}
+    for c in causes:
+        m = _TOPICS_CHANGED.match(c.detail) if c.cause == "subscription_changed" else None
+        if m and c.member_id is not None and c.generation_id is not None:
+            changes.setdefault(c.member_id, []).append(
+                (c.generation_id, frozenset(ast.literal_eval(m[1])), frozenset(ast.literal_eval(m[2]))))
+    assigned: dict[str, dict[int, set[str]]] = {}
+    for r in assignments:
+        assigned.setdefault(r.member_id, {}).setdefault(r.generation_id, set()).add(r.topic)
+
+    def subscription(member_id: str, generation: int) -> frozenset[str]:
+        gens = assigned.get(member_id, {})
+        mine = sorted(changes.get(member_id, ()))
+        if not mine:
+            return frozenset(t for ts in gens.values() for t in ts)
+        last, added, _ = mine[-1]
+        topics = frozenset(t for g, ts in gens.items() if g >= last for t in ts) | added
+        for gen, added, removed in reversed(mine):
+            if generation >= gen:
+                break
+            topics = (topics - added) | removed
+        return topics
+
+    return subscription
+
+
+def _row_members(rows: Iterable[AssignmentRow], a: Assumptions, subscription: Callable[[str, int], frozenset[str]],
                  stated: Mapping[str, tuple[int | None, int | None]]) -> dict[str, ObservedMember]:
     by_member: dict[str, list[AssignmentRow]] = {}
     for r in rows:
@@ -580,8 +620,8 @@ def _row_members(rows: Iterable[AssignmentRow], a: Assumptions, topics: dict[str
         r = mine[0]
         assigned = frozenset((x.topic, x.partition) for x in mine)
         out[member_id] = ObservedMember(member_id, r.group_instance_id, r.client_id, r.client_host,
-                                        *_timeouts(r, a, stated),
-                                        frozenset(topics[member_id]), assigned)
+                                        *_timeouts(r, a, stated), subscription(member_id, r.generation_id),
+                                        assigned)
     return out
 
 

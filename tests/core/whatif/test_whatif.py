@@ -199,16 +199,24 @@ def test_rows_stored_before_the_timeouts_take_them_from_the_members_later_rows()
     assert any("the assignments rows of 1 member(s) keep no session timeout" in n for n in h.notes)
 
 
-def test_the_tables_miss_a_subscription_change():
+@pytest.mark.parametrize("name", ["eager-subscription-change", "coop-subscription-change"])
+def test_the_causes_give_the_tables_a_subscription_change(name):
     # the assignments table shows a member's partitions, not its subscription: a change of topics by a
-    # member that stays is not in the rows (the documented limit), the log has it
-    data, records = library("eager-subscription-change")
+    # member that stays is in the rows only through its subscription_changed cause, which names the
+    # topics added and removed; the history then has the log's subscribe event, with its topics
+    data, records = library(name)
     rows = list(audit_group(records, group_id=data["group"]))
-    from_rows = derive_history_from_rows([r for r in rows if isinstance(r, GenerationRow)],
-                                         [r for r in rows if isinstance(r, AssignmentRow)],
-                                         [r for r in rows if isinstance(r, OffsetCommitRow)])
-    assert [e.kind for e in derive_history(records).events].count("subscribe") == 1
-    assert [e.kind for e in from_rows.events].count("subscribe") == 0
+    tables = ([r for r in rows if isinstance(r, GenerationRow)], [r for r in rows if isinstance(r, AssignmentRow)],
+              [r for r in rows if isinstance(r, OffsetCommitRow)])
+    from_log = [(e.consumer, e.topics) for e in derive_history(records).events if e.kind == "subscribe"]
+    from_rows = derive_history_from_rows(*tables, [r for r in rows if isinstance(r, RebalanceCauseRow)])
+    assert len(from_log) == 1
+    assert [(e.consumer, e.topics) for e in from_rows.events if e.kind == "subscribe"] == from_log
+    assert "subscribe" not in [e.kind for e in derive_history_from_rows(*tables).events]
+    observed = [*tables[0], *tables[1], *[r for r in rows if isinstance(r, RebalanceCauseRow)]]
+    _h, _result, rep = fit(lambda a: derive_history_from_rows(
+        *tables, [r for r in rows if isinstance(r, RebalanceCauseRow)], assumptions=a), observed)
+    assert rep.score == 1.0, rep.diffs
 
 
 def test_a_members_own_rejoin_is_an_event_of_the_log_and_of_the_tables():
