@@ -311,6 +311,9 @@ _OWNERSHIP_EVENTS = frozenset({"start", "crash", "fatal", "assigned", "revoked",
 """The consumer events (`GroupConsumer`'s observer) around which a consumer's partitions or liveness change."""
 
 
+_UUID_LEN = 36
+
+
 class _ObservedMemberIds:
     """Member ids as the log shows them: the coordinator's k-th new id for a prefix (the client id, or
     a static member's group.instance.id; `GroupCoordinator` appends a UUID) is the k-th observed id of
@@ -329,9 +332,6 @@ class _ObservedMemberIds:
     def __call__(self, prefix: str) -> str:
         ids = self._left.get(prefix)
         return ids.pop() if ids else self._seeded(prefix)
-
-
-_UUID_LEN = 36
 
 
 class _MeasuringRunner(Runner):
