@@ -60,14 +60,15 @@ Measurements (`--skip NAME` leaves one out; its figures and ratios become null):
   path, the observer, quarantine: the job's `replay: ...` log line, `coordinator_audit.udfs.replay.TIMING_FIELDS`
   summed over the workers) over that run's core-seconds (wall time x Spark's cores). Measured
   inside the run, never estimated; target < 20%. Since the replay also merges the single pass's
-  offset-commit stretches (`GroupAuditor.merge_stretch`, what a separate Spark SQL stage did
-  before), its stage's wall time is reported beside it (`stage_share`) but is no longer the
-  replay's cost alone.
-* `whatif` (one process, no Spark; `benchmarks/bench_whatif.py`): `--whatif-groups` (300) random
-  simulated groups audited (`audit_group`), then swept as `coordinator_audit.jobs.whatif --sweep`
-  does per group (the history fitted to the actual configuration, then four assignors x static
-  membership off and on), in CPU seconds: `sweep_over_audit`, and the sweep's time for 5,000 such
-  groups at that rate. Reported, not a target.
+  offset-commit stretches (`GroupAuditor.merge_stretch`), its stage's wall time is reported beside
+  it (`stage_share`) but is not the replay's cost alone.
+* `whatif` (`benchmarks/bench_whatif.py`): `--whatif-groups` (300) random simulated groups audited
+  (`audit_group`), then swept as `coordinator_audit.jobs.whatif --sweep` does per group (the history
+  fitted to the actual configuration, then four assignors x static membership off and on), in CPU
+  seconds of one process: `sweep_over_audit`, and the sweep's time for 5,000 such groups at that
+  rate; then, on `--whatif-product-groups` (5,000) such groups, the product's two commands timed as
+  a user runs them, `coordinator-audit run` and `coordinator-audit whatif --sweep`:
+  `product_sweep_over_audit`. Reported, not a target.
 * `memory`: the peaks sampled during the audits (per scaling point: the Python workers' peak RSS
   must not grow with the input, it is bounded by `job.scan_chunk_rows`), plus one group with
   `--single-group-commits` (5M) offset commits streamed through `GroupAuditor` in a fresh process.
