@@ -115,15 +115,9 @@ def _timed_command(argv: list[str], log: Path) -> float:
     return wall
 
 
-def measure_product(groups: int, seed: int = 0, workers: int | None = None,
-                    made: list[tuple[str, list[Raw]]] | None = None) -> dict[str, Any]:
-    """The product's audit and sweep of `groups` groups, each command timed as a user runs it (module
-    docstring); `made` holds the first groups when already made."""
-    made = list(made or [])
-    if len(made) < groups:
-        made.extend(make_groups(groups, seed)[len(made):])
-    made = made[:groups]
-    workers = workers or os.cpu_count() or 1
+def measure_product(made: list[tuple[str, list[Raw]]], workers: int) -> dict[str, Any]:
+    """The product's audit and sweep of the groups `made`, each command timed as a user runs it
+    (module docstring)."""
     with tempfile.TemporaryDirectory(prefix="bench-whatif-") as tmp:
         work = Path(tmp)
         records = write_input(made, work / "input")
@@ -133,7 +127,7 @@ def measure_product(groups: int, seed: int = 0, workers: int | None = None,
                                work / "whatif.log")
         text = (work / "whatif.log").read_text()
     total = next((line for line in text.splitlines() if line.startswith("total over ")), "")
-    return {"product_groups": groups, "product_records": records, "product_workers": workers,
+    return {"product_groups": len(made), "product_records": records, "product_workers": workers,
             "product_audit_wall_seconds": audit, "product_sweep_wall_seconds": sweep,
             "product_sweep_over_audit": sweep / audit, "product_total_line": total}
 
@@ -172,8 +166,9 @@ def measure(groups: int = 300, seed: int = 0, repeat: int = 2, workers: int | No
     """The figures (module docstring) as a dict (what `python -m benchmarks` stores under `whatif`)."""
     workers = workers or os.cpu_count() or 1
     t = time.perf_counter()
-    inputs = make_groups(groups, seed)
+    everyone = make_groups(max(groups, product_groups), seed)  # the first `groups` are measured on one core
     made = time.perf_counter() - t
+    inputs = everyone[:groups]
     audit_cpu, audit_wall, audits = _best(lambda: _audit(inputs), max(repeat, 3))
     sweep_cpu, sweep_wall, outcomes = _best(lambda: _sweep(inputs, audits, 1), repeat)
     pool_wall: float | None = None
@@ -182,7 +177,7 @@ def measure(groups: int = 300, seed: int = 0, repeat: int = 2, workers: int | No
         pool_wall, pool_cpu = min(_timed_pool(inputs, audits, workers, outcomes) for _ in range(repeat))
     swept = [o for o in outcomes if o.error is None]
     per_group = 5000 / groups
-    product = measure_product(product_groups, seed, workers, inputs) if product_groups else {}
+    product = measure_product(everyone[:product_groups], workers) if product_groups else {}
     return {**product,
         "groups": groups, "seed": seed, "records": sum(len(r) for _, r in inputs), "input_seconds": made,
         "audit_cpu_seconds": audit_cpu, "audit_wall_seconds": audit_wall,

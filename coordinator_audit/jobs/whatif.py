@@ -306,13 +306,18 @@ def _eager_revocations(generations: Sequence[GenerationRow], assignments: Sequen
     return stopped
 
 
+_COLUMNS = (("rebalances", 1), ("unowned_partition_ms", 1000), ("longest_unowned_ms", 1000), ("partitions_moved", 1),
+            ("members_stopped", 1), ("static_replacements", 1))
+"""The costs (`Costs` fields, the `whatif` table's cost columns) and the unit each is printed in."""
+
+
 def whatif_rows(history: GroupHistory, actual: ReplayResult, rep: Reproduction, audited: Costs,
                 results: Sequence[ReplayResult], computed_at: int) -> list[dict[str, Any]]:
     """The `whatif` rows of one group: the actual configuration's (what happened: `audited`), then
     each alternative's."""
     out = []
     notes = "; ".join(history.notes) or "none"
-    replayed = actual.costs
+    replayed = {f"reproduction_{k}": getattr(actual.costs, k) for k, _ in _COLUMNS}
     for r in (actual, *results):
         c = r.resolved
         costs = audited if r is actual else r.costs
@@ -324,21 +329,20 @@ def whatif_rows(history: GroupHistory, actual: ReplayResult, rep: Reproduction, 
             "max_poll_interval_ms": c.max_poll_interval_ms, "initial_rebalance_delay_ms": c.initial_rebalance_delay_ms,
             "reproduction_score": rep.score, "generations_observed": rep.generations_observed,
             "generations_reproduced": rep.matched, "reproduction_time_error_ms": rep.mean_time_error_ms,
-            "reproduction_rebalances": replayed.rebalances,
-            "reproduction_unowned_partition_ms": replayed.unowned_partition_ms,
-            "reproduction_longest_unowned_ms": replayed.longest_unowned_ms,
-            "reproduction_partitions_moved": replayed.partitions_moved,
-            "reproduction_members_stopped": replayed.members_stopped,
-            "reproduction_static_replacements": replayed.static_replacements,
-            "observed_rebalances": audited.rebalances, "rebalances": costs.rebalances,
-            "unowned_partition_ms": costs.unowned_partition_ms, "longest_unowned_ms": costs.longest_unowned_ms,
-            "partitions_moved": costs.partitions_moved, "members_stopped": costs.members_stopped,
-            "static_replacements": costs.static_replacements, "assumptions": notes, "computed_at": computed_at})
+            **replayed, "observed_rebalances": audited.rebalances, **{k: getattr(costs, k) for k, _ in _COLUMNS},
+            "assumptions": notes, "computed_at": computed_at})
     return out
 
 
-_COLUMNS = (("rebalances", 1), ("unowned_partition_ms", 1000), ("longest_unowned_ms", 1000), ("partitions_moved", 1),
-            ("members_stopped", 1), ("static_replacements", 1))
+def _replayed(row: dict[str, Any]) -> dict[str, Any]:
+    """The night's configuration as its replay measured it: an actual row's `reproduction_*` costs."""
+    return {"configuration": "actual, replayed", **{k: row[f"reproduction_{k}"] for k, _ in _COLUMNS}}
+
+
+def _accrue(total: dict[str, Any], row: dict[str, Any]) -> None:
+    """Adds a row's costs to a total: the longest stretch is the longest of all, the others add up."""
+    for k, _ in _COLUMNS:
+        total[k] = max(total[k], row[k]) if k == "longest_unowned_ms" else total[k] + row[k]
 
 
 def _cell(r: dict[str, Any], base: dict[str, Any], key: str, scale: int) -> str:
@@ -350,7 +354,7 @@ def _cell(r: dict[str, Any], base: dict[str, Any], key: str, scale: int) -> str:
     return text if r is base else f"{text} ({diff})"
 
 
-def _print(rows: list[dict[str, Any]], rep: Reproduction, replayed: Costs, out: TextIO) -> None:
+def _print(rows: list[dict[str, Any]], rep: Reproduction, out: TextIO) -> None:
     """The group's reproduction, then its costs: what happened (the actual row), the actual
     configuration's replay (how far the replay's measure is from what happened), each alternative."""
     first = rows[0]
@@ -363,11 +367,7 @@ def _print(rows: list[dict[str, Any]], rep: Reproduction, replayed: Costs, out: 
     if rep.score < 1.0:
         out.write("  (alternatives below are only as trustworthy as this reproduction)\n")
     out.write(f"  assumed: {first['assumptions']}\n")
-    replay_row = {**first, "configuration": "actual, replayed", "rebalances": replayed.rebalances,
-                  "unowned_partition_ms": replayed.unowned_partition_ms,
-                  "longest_unowned_ms": replayed.longest_unowned_ms, "partitions_moved": replayed.partitions_moved,
-                  "members_stopped": replayed.members_stopped, "static_replacements": replayed.static_replacements}
-    _table([first, replay_row, *rows[1:]], out)
+    _table([first, {**first, **_replayed(first)}, *rows[1:]], out)
 
 
 def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
@@ -428,7 +428,7 @@ def group_rows(tables: str, group: str, generations: list[GenerationRow], assign
         results.append(replay(history, c, known=[actual, *results]))
     rows = whatif_rows(history, actual, rep, audited_costs(generations, assignments, commits, causes), results,
                        computed_at)
-    _print(rows, rep, actual.costs, out)
+    _print(rows, rep, out)
     return rows
 
 
@@ -534,13 +534,10 @@ def _print_total(rows: list[dict[str, Any]], groups: int, out: TextIO) -> None:
         t = totals.setdefault(r["configuration"], {"configuration": r["configuration"], "groups": 0,
                                                    **{k: 0 for k, _ in _COLUMNS}})
         t["groups"] += 1
-        for k, _ in _COLUMNS:
-            t[k] = max(t[k], r[k]) if k == "longest_unowned_ms" else t[k] + r[k]
+        _accrue(t, r)
     replayed = {"configuration": "actual, replayed", **{k: 0 for k, _ in _COLUMNS}}
     for r in actual:  # the night's configuration as the replays measured it, beside what happened
-        for k, _ in _COLUMNS:
-            v = r[f"reproduction_{k}"]
-            replayed[k] = max(replayed[k], v) if k == "longest_unowned_ms" else replayed[k] + v
+        _accrue(replayed, _replayed(r))
     ordered = [totals.pop("actual"), replayed, *totals.values()]
     _table(ordered, out)
 

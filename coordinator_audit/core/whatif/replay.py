@@ -547,11 +547,8 @@ def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: in
         if current.events in tried:
             break
         tried.add(current.events)
-        if first is not None:
-            (result, rep), first = first, None
-        else:
-            result = replay(current)
-            rep = reproduction(observed, result.rows)
+        result, rep = first if first is not None else _tried(current, observed)
+        first = None
         if best is None or _closer(rep, best[2]):
             best = (current, result, rep)
         got = _record_times(result.rows)
@@ -574,6 +571,12 @@ def calibrate(history: GroupHistory, observed: Sequence[AuditRow], *, rounds: in
     return best
 
 
+def _tried(history: GroupHistory, observed: Sequence[AuditRow]) -> tuple[ReplayResult, Reproduction]:
+    """The actual configuration's replay of `history` and how it reproduces the `observed` rows."""
+    result = replay(history)
+    return result, reproduction(observed, result.rows)
+
+
 def _closer(a: Reproduction, b: Reproduction) -> bool:
     """`a` reproduces the log better than `b`: a higher score, then a lower mean time error."""
     return (a.score, -(a.mean_time_error_ms or 0.0)) > (b.score, -(b.mean_time_error_ms or 0.0))
@@ -594,8 +597,7 @@ def fit(derive: Callable[[Assumptions], GroupHistory], observed: Sequence[AuditR
     configuration is then replayed with it."""
     base = assumptions or Assumptions()
     history = derive(base)
-    result = replay(history)
-    as_read = reproduction(observed, result.rows)
+    result, as_read = _tried(history, observed)
     best = calibrate(history, observed, first=(result, as_read))
     if best[2].score == 1.0:
         return best
@@ -604,8 +606,7 @@ def fit(derive: Callable[[Assumptions], GroupHistory], observed: Sequence[AuditR
         if hb == base.heartbeat_interval_ms:
             continue
         candidate = derive(replace(base, heartbeat_interval_ms=hb))
-        got = replay(candidate)
-        rep = reproduction(observed, got.rows)
+        got, rep = _tried(candidate, observed)
         if screened is None or _closer(rep, screened[2]):
             screened = (candidate, got, rep)
     if screened is not None and _closer(screened[2], as_read):
