@@ -55,6 +55,8 @@ Not generations of their own (never primary next to a generation's cause):
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
@@ -62,7 +64,7 @@ from coordinator_audit.core.audit.rows import iso_ms
 from coordinator_audit.core.audit.snapshot import GroupSnapshot, MemberView, TopicPartition
 
 __all__ = ["CAUSES", "CAUSE_PRIORITY", "Activity", "Cause", "new_generation_causes", "primary_problems",
-           "same_generation_changes"]
+           "same_generation_changes", "subscription_change", "subscription_change_detail"]
 
 CAUSE_PRIORITY: tuple[str, ...] = (
     "history_gap",
@@ -164,6 +166,23 @@ def new_generation_causes(prev: GroupSnapshot, new: GroupSnapshot, *, missing: i
             detail="same members, subscriptions and assignor as the previous generation")
     rest = [c for c in ordered(out) if (c.cause, c.member_id) != (primary.cause, primary.member_id)]
     return [primary, *rest]
+
+
+_TOPICS_CHANGED = re.compile(r"^topics \+(\[[^\]]*\]) -(\[[^\]]*\])$")
+
+
+def subscription_change_detail(added: Iterable[str], removed: Iterable[str]) -> str:
+    """The detail of a `subscription_changed` cause whose topics are known: "topics +[added] -[removed]"."""
+    return f"topics +{sorted(added)} -{sorted(removed)}"
+
+
+def subscription_change(detail: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(topics added, topics removed) from a `subscription_changed` cause's detail
+    (`subscription_change_detail`); None for a change whose topics are not known."""
+    m = _TOPICS_CHANGED.match(detail)
+    if m is None:
+        return None
+    return frozenset(ast.literal_eval(m[1])), frozenset(ast.literal_eval(m[2]))
 
 
 def _instance(snap: GroupSnapshot, member_id: str | None) -> str | None:
@@ -299,7 +318,7 @@ def _membership_changes(prev: GroupSnapshot, new: GroupSnapshot, known_instances
             if old.topics != m.topics:
                 added, removed = m.topics - old.topics, old.topics - m.topics
                 changed.append((old, Cause("subscription_changed", m.member_id, m.group_instance_id,
-                                           f"topics +{sorted(added)} -{sorted(removed)}")))
+                                           subscription_change_detail(added, removed))))
         elif opaque and old.subscription_raw != m.subscription_raw:
             changed.append((old, Cause("subscription_changed", m.member_id, m.group_instance_id,
                                        f"{new.protocol_type} member metadata changed")))

@@ -20,7 +20,6 @@ alive at once under the same client id and host become two consumers (`name`, `n
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from coordinator_audit.core.audit import (
     RebalanceCauseRow,
     audit_group,
 )
+from coordinator_audit.core.audit.causes import subscription_change
 from coordinator_audit.core.errors import CoordinatorAuditError
 from coordinator_audit.core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, decode
 
@@ -573,23 +573,19 @@ def derive_history_from_rows(generations: Iterable[GenerationRow], assignments: 
     return _history(group_id, [item for _, item in points], a, notes)
 
 
-_TOPICS_CHANGED = re.compile(r"^topics \+(\[[^\]]*\]) -(\[[^\]]*\])$")
-"""The detail of a `subscription_changed` cause row whose topics are known: the topics added, then removed."""
-
-
 def _subscriptions(assignments: Iterable[AssignmentRow], causes: Iterable[RebalanceCauseRow]
                    ) -> Callable[[str, int], frozenset[str]]:
     """(member id, generation id) -> the member's subscription in that generation. The tables keep a
     member's partitions, not its topics: the topics of all its assignments stand in, unless a
-    `subscription_changed` cause row gives a change of the member ("topics +[added] -[removed]"):
-    then its subscription after its last change is the topics assigned to it from that generation
-    on plus those added, and each earlier subscription undoes the changes after it."""
+    `subscription_changed` cause row names the topics the member added and removed
+    (`causes.subscription_change`): then its subscription after its last change is the topics
+    assigned to it from that generation on plus those added, and each earlier subscription undoes
+    the changes after it."""
     changes: dict[str, list[tuple[int, frozenset[str], frozenset[str]]]] = {}
     for c in causes:
-        m = _TOPICS_CHANGED.match(c.detail) if c.cause == "subscription_changed" else None
-        if m and c.member_id is not None and c.generation_id is not None:
-            changes.setdefault(c.member_id, []).append(
-                (c.generation_id, frozenset(ast.literal_eval(m[1])), frozenset(ast.literal_eval(m[2]))))
+        change = subscription_change(c.detail) if c.cause == "subscription_changed" else None
+        if change is not None and c.member_id is not None and c.generation_id is not None:
+            changes.setdefault(c.member_id, []).append((c.generation_id, *change))
     assigned: dict[str, dict[int, set[str]]] = {}
     for r in assignments:
         assigned.setdefault(r.member_id, {}).setdefault(r.generation_id, set()).add(r.topic)

@@ -23,6 +23,7 @@ from coordinator_audit.core.audit import (
     RebalanceCauseRow,
     audit_group,
 )
+from coordinator_audit.core.audit.causes import subscription_change, subscription_change_detail
 from coordinator_audit.core.errors import ScenarioError
 from coordinator_audit.core.records import OffsetCommitKey, decode
 from coordinator_audit.core.sim.runner import run_scenario
@@ -197,6 +198,13 @@ def test_rows_stored_before_the_timeouts_take_them_from_the_members_later_rows()
     assert {timeouts[client[m]] for m in later} == {(10000, 300000)}
     assert {timeouts[client[m]] for m in crashed} == {(6000, 20000)}
     assert any("the assignments rows of 1 member(s) keep no session timeout" in n for n in h.notes)
+
+
+def test_a_subscription_change_detail_reads_back_its_topics():
+    detail = subscription_change_detail({"orders", "audit"}, {"payments"})
+    assert detail == "topics +['audit', 'orders'] -['payments']"
+    assert subscription_change(detail) == (frozenset({"orders", "audit"}), frozenset({"payments"}))
+    assert subscription_change("consumer member metadata changed") is None
 
 
 @pytest.mark.parametrize("name", ["eager-subscription-change", "coop-subscription-change"])
